@@ -1,0 +1,35 @@
+# arbiter_cc_library(NAME SRCS HDRS DEPS PUBLIC_DEPS): a static library with the
+# project's warnings (ours only, never third-party code).
+set(ARBITER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+
+function(arbiter_cc_library)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;HDRS;DEPS;PUBLIC_DEPS" ${ARGN})
+  add_library(${ARG_NAME} STATIC ${ARG_SRCS} ${ARG_HDRS})
+  target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${ARG_NAME} PRIVATE ${ARBITER_WARNINGS})
+  target_link_libraries(${ARG_NAME} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_DEPS})
+endfunction()
+
+function(arbiter_cc_binary)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_compile_options(${ARG_NAME} PRIVATE ${ARBITER_WARNINGS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
+endfunction()
+
+# arbiter_cc_test(NAME SRCS DEPS LABELS): a GoogleTest binary whose cases are
+# discovered one CTest test each. Tests labelled `pg` or `integration` require
+# the throwaway PostgreSQL fixture (tests/testing/pg_fixture) and receive its
+# DSN file through ARBITER_TEST_PG_DSN_FILE.
+function(arbiter_cc_test)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_compile_options(${ARG_NAME} PRIVATE ${ARBITER_WARNINGS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  set(props LABELS "${ARG_LABELS}")
+  if("pg" IN_LIST ARG_LABELS OR "integration" IN_LIST ARG_LABELS)
+    list(APPEND props FIXTURES_REQUIRED pg
+         ENVIRONMENT "ARBITER_TEST_PG_DSN_FILE=${ARBITER_PG_FIXTURE_DIR}/dsn;ARBITER_BINARY_DIR=${PROJECT_BINARY_DIR};ARBITER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  endif()
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
+endfunction()

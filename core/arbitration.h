@@ -1,0 +1,60 @@
+// The arbitration functions: every mutation of `State` goes through one of
+// these. Each validates first and changes nothing when it returns an error;
+// on success it mutates `state` and appends what must be made durable to
+// `changes`. Pure: time comes in as `now`, nothing is read or written outside
+// the arguments.
+//
+// Status codes (stated per function): INVALID_ARGUMENT names the offending
+// field; NOT_FOUND names the unknown referenced entity and its field;
+// ALREADY_EXISTS for a taken name; FAILED_PRECONDITION for a wrong state.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/model.h"
+#include "core/state.h"
+
+namespace arbiter::core {
+
+struct RequestOutcome {
+  // The request with its decision. For a replay only `id` is meaningful: the
+  // caller reads the stored request, which may have moved on since.
+  CapacityRequest request;
+  bool replayed = false;
+};
+
+// Decides a capacity request: ADMITTED (placed and charged), QUEUED (fits the
+// quota and the pool, not right now) or DENIED (exceeds the nominal quota or
+// can never fit the pool). A known idempotency key with the same body is a
+// replay and changes nothing.
+// Errors: INVALID_ARGUMENT (bad field, fraction memory beyond every allowed
+// GPU model), NOT_FOUND (team, pool, gpu_models[i]), FAILED_PRECONDITION
+// (idempotency key reused with a different body).
+absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
+                                               absl::Time now, ChangeSet& changes);
+
+// Releases an admitted request or cancels a queued one, then admits what now
+// fits from the pool's queue, oldest first.
+// Errors: INVALID_ARGUMENT (id <= 0), NOT_FOUND (no such request),
+// FAILED_PRECONDITION (already released, cancelled or denied).
+absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::Time now,
+                                               ChangeSet& changes);
+
+// Errors: INVALID_ARGUMENT, ALREADY_EXISTS.
+absl::Status CreateCluster(State& state, const Cluster& cluster, ChangeSet& changes);
+// Errors: INVALID_ARGUMENT, ALREADY_EXISTS.
+absl::Status CreatePool(State& state, const Pool& pool, ChangeSet& changes);
+// Registers a node (a fresh id is assigned) and admits queued work it makes
+// room for. Errors: INVALID_ARGUMENT, NOT_FOUND (node.cluster, node.pool,
+// node.gpus[i].model), ALREADY_EXISTS.
+absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now,
+                                  ChangeSet& changes);
+// Errors: INVALID_ARGUMENT, NOT_FOUND (team.parent), ALREADY_EXISTS.
+absl::Status CreateTeam(State& state, const Team& team, ChangeSet& changes);
+// Creates or replaces a quota, then admits queued work it makes room for.
+// Errors: INVALID_ARGUMENT, NOT_FOUND (quota.team, quota.pool).
+absl::Status SetQuota(State& state, const Quota& quota, absl::Time now, ChangeSet& changes);
+
+}  // namespace arbiter::core

@@ -1,0 +1,49 @@
+#include "core/fingerprint.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace arbiter::core {
+namespace {
+
+uint64_t Fnv1a64(absl::string_view data) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// Length-prefixed so that no two different field sequences encode alike.
+void Field(std::string& out, absl::string_view value) {
+  absl::StrAppend(&out, value.size(), ":", value, ";");
+}
+void Field(std::string& out, int64_t value) { absl::StrAppend(&out, value, ";"); }
+
+}  // namespace
+
+uint64_t FingerprintRequestSpec(const CapacityRequestSpec& spec) {
+  std::string enc = "v1;";
+  Field(enc, spec.team);
+  Field(enc, spec.pool);
+  Field(enc, static_cast<int64_t>(spec.workload_class));
+  Field(enc, spec.members);
+  if (spec.shape.is_whole()) {
+    Field(enc, "whole");
+    Field(enc, spec.shape.whole_gpus());
+  } else {
+    Field(enc, "fraction");
+    Field(enc, spec.shape.fraction().gpu_milli);
+    Field(enc, spec.shape.fraction().memory_mib);
+  }
+  Field(enc, spec.shape.cpu_milli);
+  Field(enc, spec.shape.memory_mib);
+  Field(enc, static_cast<int64_t>(spec.gpu_models.size()));
+  for (const std::string& m : spec.gpu_models) Field(enc, m);
+  Field(enc, spec.description);
+  return Fnv1a64(enc);
+}
+
+}  // namespace arbiter::core

@@ -1,0 +1,67 @@
+#include "core/model.h"
+
+#include <array>
+#include <utility>
+
+namespace arbiter::core {
+namespace {
+
+template <typename E, size_t N>
+absl::string_view NameOf(const std::array<std::pair<E, absl::string_view>, N>& table, E value) {
+  for (const auto& [e, name] : table) {
+    if (e == value) return name;
+  }
+  return "unspecified";
+}
+
+template <typename E, size_t N>
+E FromName(const std::array<std::pair<E, absl::string_view>, N>& table, absl::string_view name) {
+  for (const auto& [e, n] : table) {
+    if (n == name) return e;
+  }
+  return E::kUnspecified;
+}
+
+constexpr std::array<std::pair<LatencyClass, absl::string_view>, 4> kLatencyNames = {{
+    {LatencyClass::kServing, "serving"},
+    {LatencyClass::kBatch, "batch"},
+    {LatencyClass::kSpot, "spot"},
+    {LatencyClass::kDev, "dev"},
+}};
+constexpr std::array<std::pair<WorkloadClass, absl::string_view>, 4> kWorkloadNames = {{
+    {WorkloadClass::kTraining, "training"},
+    {WorkloadClass::kInference, "inference"},
+    {WorkloadClass::kBatchAnalytics, "batch_analytics"},
+    {WorkloadClass::kExperimentation, "experimentation"},
+}};
+constexpr std::array<std::pair<RequestState, absl::string_view>, 5> kStateNames = {{
+    {RequestState::kAdmitted, "admitted"},
+    {RequestState::kQueued, "queued"},
+    {RequestState::kDenied, "denied"},
+    {RequestState::kReleased, "released"},
+    {RequestState::kCancelled, "cancelled"},
+}};
+
+}  // namespace
+
+absl::string_view LatencyClassName(LatencyClass c) { return NameOf(kLatencyNames, c); }
+absl::string_view WorkloadClassName(WorkloadClass c) { return NameOf(kWorkloadNames, c); }
+absl::string_view RequestStateName(RequestState s) { return NameOf(kStateNames, s); }
+LatencyClass LatencyClassFromName(absl::string_view n) { return FromName(kLatencyNames, n); }
+WorkloadClass WorkloadClassFromName(absl::string_view n) { return FromName(kWorkloadNames, n); }
+RequestState RequestStateFromName(absl::string_view n) { return FromName(kStateNames, n); }
+
+bool IsFinal(RequestState s) {
+  return s == RequestState::kDenied || s == RequestState::kReleased ||
+         s == RequestState::kCancelled;
+}
+
+int64_t MemberShape::gpu_milli() const {
+  return is_whole() ? int64_t{whole_gpus()} * kMilliPerGpu : fraction().gpu_milli;
+}
+
+int64_t CapacityRequestSpec::total_gpu_milli() const {
+  return int64_t{members} * shape.gpu_milli();
+}
+
+}  // namespace arbiter::core

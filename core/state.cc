@@ -1,0 +1,213 @@
+#include "core/state.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace arbiter::core {
+namespace {
+
+absl::Status Conflict(absl::string_view what) { return absl::FailedPreconditionError(what); }
+
+}  // namespace
+
+absl::Status State::LoadGpuModel(GpuModel model) {
+  const std::string name = model.name;
+  if (!gpu_models_.emplace(name, std::move(model)).second) {
+    return Conflict(absl::StrCat("duplicate GPU model ", name));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status State::LoadCluster(Cluster cluster) {
+  const std::string name = cluster.name;
+  if (!clusters_.emplace(name, std::move(cluster)).second) {
+    return Conflict(absl::StrCat("duplicate cluster ", name));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status State::LoadPool(Pool pool) {
+  const std::string name = pool.name;
+  if (!pools_.emplace(name, std::move(pool)).second) {
+    return Conflict(absl::StrCat("duplicate pool ", name));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status State::LoadNode(Node node) {
+  ARBITER_CHECK(node.id > 0);
+  if (!clusters_.contains(node.cluster) || !pools_.contains(node.pool)) {
+    return Conflict(absl::StrCat("node ", node.name, " references an unknown cluster or pool"));
+  }
+  if (node_index_.contains(node.id) || node_by_name_.contains({node.cluster, node.name})) {
+    return Conflict(absl::StrCat("duplicate node ", node.cluster, "/", node.name));
+  }
+  for (Gpu& gpu : node.gpus) {
+    const GpuModel* model = FindGpuModel(gpu.model);
+    if (model == nullptr) return Conflict(absl::StrCat("unknown GPU model ", gpu.model));
+    gpu.memory_mib = model->memory_mib;
+    gpu.allocated_milli = 0;
+    gpu.allocated_memory_mib = 0;
+    gpu.tenants = 0;
+    gpu.exclusive = false;
+  }
+  node.allocated_cpu_milli = 0;
+  node.allocated_memory_mib = 0;
+  const size_t index = nodes_.size();
+  node_index_[node.id] = index;
+  node_by_name_[{node.cluster, node.name}] = index;
+  pool_nodes_[node.pool].push_back(index);
+  if (node.id >= next_node_id_) next_node_id_ = node.id + 1;
+  nodes_.push_back(std::move(node));
+  return absl::OkStatus();
+}
+
+absl::Status State::LoadTeam(Team team) {
+  if (!team.parent.empty() && !teams_.contains(team.parent)) {
+    return Conflict(absl::StrCat("team ", team.name, " has unknown parent ", team.parent));
+  }
+  const std::string name = team.name;
+  if (!teams_.emplace(name, std::move(team)).second) {
+    return Conflict(absl::StrCat("duplicate team ", name));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status State::LoadQuota(Quota quota) {
+  if (!teams_.contains(quota.team) || !pools_.contains(quota.pool)) {
+    return Conflict(absl::StrCat("quota references unknown team ", quota.team, " or pool ",
+                                 quota.pool));
+  }
+  quotas_[{quota.team, quota.pool}] = std::move(quota);
+  return absl::OkStatus();
+}
+
+absl::Status State::LoadRequest(CapacityRequest request) {
+  if (request.id <= 0 || by_key_.contains(request.spec.idempotency_key)) {
+    return Conflict(absl::StrCat("bad or duplicate request ", request.id));
+  }
+  if (request.id >= next_request_id_) next_request_id_ = request.id + 1;
+  if (request.state == RequestState::kAdmitted) {
+    for (const Placement& p : request.placements) {
+      const Node* node = FindNode(p.node_id);
+      if (node == nullptr) return Conflict(absl::StrCat("request ", request.id, ": unknown node"));
+      for (int32_t g : p.gpu_indices) {
+        if (g < 0 || g >= static_cast<int32_t>(node->gpus.size())) {
+          return Conflict(absl::StrCat("request ", request.id, ": bad GPU index"));
+        }
+        const Gpu& gpu = node->gpus[g];
+        const bool fits = p.exclusive ? gpu.empty()
+                                      : !gpu.exclusive && gpu.free_milli() >= p.gpu_milli &&
+                                            gpu.free_memory_mib() >= p.gpu_memory_mib;
+        if (!fits) {
+          return Conflict(absl::StrCat("request ", request.id, ": GPU overcommitted"));
+        }
+      }
+      ApplyPlacement(p, +1);
+    }
+  }
+  PutRequest(request);
+  return absl::OkStatus();
+}
+
+const GpuModel* State::FindGpuModel(const std::string& name) const {
+  auto it = gpu_models_.find(name);
+  return it == gpu_models_.end() ? nullptr : &it->second;
+}
+
+const Pool* State::FindPool(const std::string& name) const {
+  auto it = pools_.find(name);
+  return it == pools_.end() ? nullptr : &it->second;
+}
+
+const Team* State::FindTeam(const std::string& name) const {
+  auto it = teams_.find(name);
+  return it == teams_.end() ? nullptr : &it->second;
+}
+
+const Node* State::FindNode(int64_t id) const {
+  auto it = node_index_.find(id);
+  return it == node_index_.end() ? nullptr : &nodes_[it->second];
+}
+
+const Node* State::FindNode(const std::string& cluster, const std::string& name) const {
+  auto it = node_by_name_.find({cluster, name});
+  return it == node_by_name_.end() ? nullptr : &nodes_[it->second];
+}
+
+const CapacityRequest* State::FindLiveRequest(int64_t id) const {
+  auto it = live_requests_.find(id);
+  return it == live_requests_.end() ? nullptr : &it->second;
+}
+
+const IdempotencyEntry* State::FindIdempotencyKey(const std::string& key) const {
+  auto it = by_key_.find(key);
+  return it == by_key_.end() ? nullptr : &it->second;
+}
+
+const Quota* State::FindQuota(const std::string& team, const std::string& pool) const {
+  auto it = quotas_.find({team, pool});
+  return it == quotas_.end() ? nullptr : &it->second;
+}
+
+int64_t State::UsedMilli(const std::string& team, const std::string& pool) const {
+  auto it = used_milli_.find({team, pool});
+  return it == used_milli_.end() ? 0 : it->second;
+}
+
+const std::vector<size_t>& State::PoolNodes(const std::string& pool) const {
+  static const std::vector<size_t> kNone;
+  auto it = pool_nodes_.find(pool);
+  return it == pool_nodes_.end() ? kNone : it->second;
+}
+
+const std::set<int64_t>& State::QueuedIn(const std::string& pool) const {
+  static const std::set<int64_t> kNone;
+  auto it = queued_.find(pool);
+  return it == queued_.end() ? kNone : it->second;
+}
+
+void State::ApplyPlacement(const Placement& p, int sign) {
+  auto it = node_index_.find(p.node_id);
+  ARBITER_CHECK(it != node_index_.end());
+  Node& node = nodes_[it->second];
+  node.allocated_cpu_milli += sign * p.cpu_milli;
+  node.allocated_memory_mib += sign * p.memory_mib;
+  ARBITER_CHECK(node.allocated_cpu_milli >= 0 && node.allocated_cpu_milli <= node.cpu_milli);
+  ARBITER_CHECK(node.allocated_memory_mib >= 0 && node.allocated_memory_mib <= node.memory_mib);
+  for (int32_t g : p.gpu_indices) {
+    Gpu& gpu = node.gpus[g];
+    gpu.allocated_milli += sign * p.gpu_milli;
+    // An exclusive placement holds all of each GPU's memory, whatever its model.
+    gpu.allocated_memory_mib += sign * (p.exclusive ? gpu.memory_mib : p.gpu_memory_mib);
+    gpu.tenants += sign;
+    gpu.exclusive = sign > 0 && p.exclusive;
+    ARBITER_CHECK(gpu.allocated_milli >= 0 && gpu.allocated_milli <= kMilliPerGpu);
+    ARBITER_CHECK(gpu.allocated_memory_mib >= 0 && gpu.allocated_memory_mib <= gpu.memory_mib);
+    ARBITER_CHECK(gpu.tenants >= 0);
+  }
+}
+
+void State::PutRequest(const CapacityRequest& request) {
+  const int64_t id = request.id;
+  const auto usage_key = std::make_pair(request.spec.team, request.spec.pool);
+  auto old = live_requests_.find(id);
+  if (old != live_requests_.end()) {
+    if (old->second.state == RequestState::kAdmitted) {
+      used_milli_[usage_key] -= old->second.spec.total_gpu_milli();
+    }
+    if (old->second.state == RequestState::kQueued) queued_[request.spec.pool].erase(id);
+  }
+  by_key_[request.spec.idempotency_key] = IdempotencyEntry{id, request.body_hash};
+  if (IsFinal(request.state)) {
+    if (old != live_requests_.end()) live_requests_.erase(old);
+    return;
+  }
+  if (request.state == RequestState::kAdmitted) {
+    used_milli_[usage_key] += request.spec.total_gpu_milli();
+  }
+  if (request.state == RequestState::kQueued) queued_[request.spec.pool].insert(id);
+  live_requests_[id] = request;
+}
+
+}  // namespace arbiter::core

@@ -1,0 +1,125 @@
+// `State`: the in-memory arbitration state (catalog, inventory with per-GPU
+// accounting, teams, quotas, live requests, the queue and the idempotency
+// index). It is loaded from the store at start-up and mutated only by the
+// arbitration functions in core/arbitration.h, which record every change in a
+// `ChangeSet` for the store to make durable.
+//
+// Thread-compatible: one owner (the arbiter thread) serializes all access.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "core/model.h"
+
+namespace arbiter::core {
+
+// A request row to write: inserted when new, otherwise its state, reason,
+// placements and `updated_at` are updated.
+struct RequestWrite {
+  CapacityRequest request;
+  bool is_new = false;
+};
+
+// One durable change. Cluster, Pool, Node and Team are inserts; Quota is an
+// upsert.
+using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite>;
+
+// The changes of one or more arbitration calls, in order.
+struct ChangeSet {
+  std::vector<Change> changes;
+  bool empty() const { return changes.empty(); }
+};
+
+struct IdempotencyEntry {
+  int64_t request_id = 0;
+  uint64_t body_hash = 0;
+};
+
+class State {
+ public:
+  State() = default;
+  State(State&&) = default;
+  State& operator=(State&&) = default;
+
+  // --- Loading (used by the store and tests). Each returns
+  // FAILED_PRECONDITION if the value contradicts what is already loaded
+  // (duplicate name, unknown reference, capacity overcommitted).
+  [[nodiscard]] absl::Status LoadGpuModel(GpuModel model);
+  [[nodiscard]] absl::Status LoadCluster(Cluster cluster);
+  [[nodiscard]] absl::Status LoadPool(Pool pool);
+  // REQUIRES: node.id > 0. GPU memory is taken from the catalog.
+  [[nodiscard]] absl::Status LoadNode(Node node);
+  [[nodiscard]] absl::Status LoadTeam(Team team);
+  [[nodiscard]] absl::Status LoadQuota(Quota quota);
+  // Indexes a request of any state; live ones (queued, admitted) are kept in
+  // full and admitted ones charge their placements to the inventory.
+  [[nodiscard]] absl::Status LoadRequest(CapacityRequest request);
+
+  // --- Lookups. Pointers are valid until the next mutation.
+  const GpuModel* FindGpuModel(const std::string& name) const;
+  const Pool* FindPool(const std::string& name) const;
+  const Team* FindTeam(const std::string& name) const;
+  bool HasCluster(const std::string& name) const { return clusters_.contains(name); }
+  const Node* FindNode(int64_t id) const;
+  const Node* FindNode(const std::string& cluster, const std::string& name) const;
+  const CapacityRequest* FindLiveRequest(int64_t id) const;
+  const IdempotencyEntry* FindIdempotencyKey(const std::string& key) const;
+  // Nominal quota of `team` in `pool`, or nullptr when none is set.
+  const Quota* FindQuota(const std::string& team, const std::string& pool) const;
+  // Milli-GPU held by `team`'s admitted requests in `pool`.
+  int64_t UsedMilli(const std::string& team, const std::string& pool) const;
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::map<std::string, GpuModel>& gpu_models() const { return gpu_models_; }
+  const std::map<std::string, Team>& teams() const { return teams_; }
+  const absl::flat_hash_map<int64_t, CapacityRequest>& live_requests() const {
+    return live_requests_;
+  }
+  // Indices into nodes() of the nodes in `pool`, in registration order.
+  const std::vector<size_t>& PoolNodes(const std::string& pool) const;
+  // Queued request ids of `pool`, oldest first.
+  const std::set<int64_t>& QueuedIn(const std::string& pool) const;
+
+  // Identifier the next new request (node) will get; ids are dense from 1.
+  int64_t next_request_id() const { return next_request_id_; }
+  int64_t next_node_id() const { return next_node_id_; }
+
+  // --- Mutations used by arbitration. Each keeps every index consistent.
+  // Charges (`sign` = +1) or frees (-1) one placement on its node and GPUs.
+  // REQUIRES: the placement fits (charging) or was charged (freeing).
+  void ApplyPlacement(const Placement& p, int sign);
+  // Stores a new or changed request: updates the live set, the queue, the
+  // idempotency index and the team's usage.
+  // REQUIRES: admitted placements were already applied with ApplyPlacement.
+  void PutRequest(const CapacityRequest& request);
+  int64_t TakeRequestId() { return next_request_id_++; }
+  int64_t TakeNodeId() { return next_node_id_++; }
+  Node* MutableNode(size_t index) { return &nodes_[index]; }
+
+ private:
+  std::map<std::string, GpuModel> gpu_models_;
+  std::map<std::string, Cluster> clusters_;
+  std::map<std::string, Pool> pools_;
+  std::map<std::string, Team> teams_;
+  std::map<std::pair<std::string, std::string>, Quota> quotas_;
+  std::map<std::pair<std::string, std::string>, int64_t> used_milli_;
+  std::vector<Node> nodes_;
+  absl::flat_hash_map<int64_t, size_t> node_index_;
+  std::map<std::pair<std::string, std::string>, size_t> node_by_name_;
+  std::map<std::string, std::vector<size_t>> pool_nodes_;
+  absl::flat_hash_map<int64_t, CapacityRequest> live_requests_;
+  std::map<std::string, std::set<int64_t>> queued_;
+  absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
+  int64_t next_request_id_ = 1;
+  int64_t next_node_id_ = 1;
+};
+
+}  // namespace arbiter::core

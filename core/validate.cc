@@ -1,0 +1,195 @@
+#include "core/validate.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace arbiter::core {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+bool IsAlnum(char c) { return IsNameChar(c) && c != '-' && c != '_' && c != '.'; }
+
+// Returns true if `s` is well-formed UTF-8 (no overlongs, surrogates or
+// code points above U+10FFFF) with no C0/C1 control characters.
+bool IsCleanUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > s.size()) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    const uint32_t min_cp = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+    if (cp < min_cp || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    if (cp >= 0x80 && cp < 0xa0) return false;  // C1 controls.
+    i += len;
+  }
+  return true;
+}
+
+absl::Status ValidateRange(absl::string_view field, int64_t value, int64_t min, int64_t max) {
+  if (value < min || value > max) {
+    return Invalid(field, absl::StrCat("must be in [", min, ", ", max, "], got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateShape(const MemberShape& shape) {
+  if (shape.is_whole()) {
+    ARBITER_RETURN_IF_ERROR(
+        ValidateRange("shape.whole_gpus", shape.whole_gpus(), 1, kMaxWholeGpusPerMember));
+  } else {
+    const GpuFraction& f = shape.fraction();
+    if (f.gpu_milli <= 0 || f.gpu_milli > kMilliPerGpu) {
+      return Invalid("shape.fraction.gpu_milli",
+                     absl::StrCat("must be in (0, 1000] milli-GPU, got ", f.gpu_milli));
+    }
+    ARBITER_RETURN_IF_ERROR(
+        ValidateRange("shape.fraction.memory_mib", f.memory_mib, 1, kMaxHostQuantity));
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateRange("shape.cpu_milli", shape.cpu_milli, 0, kMaxHostQuantity));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("shape.memory_mib", shape.memory_mib, 0, kMaxHostQuantity));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateName(absl::string_view field, absl::string_view value, size_t max_length) {
+  if (value.empty()) return Invalid(field, "must not be empty");
+  if (value.size() > max_length) {
+    return Invalid(field, absl::StrCat("must be at most ", max_length, " characters, got ",
+                                       value.size()));
+  }
+  if (!IsAlnum(value[0])) return Invalid(field, "must start with a letter or digit");
+  for (char c : value) {
+    if (!IsNameChar(c)) {
+      return Invalid(field, "may contain only letters, digits, '-', '_' and '.'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDescription(absl::string_view field, absl::string_view value) {
+  if (value.size() > kMaxDescriptionLength) {
+    return Invalid(field, absl::StrCat("must be at most ", kMaxDescriptionLength,
+                                       " bytes, got ", value.size()));
+  }
+  if (!IsCleanUtf8(value)) {
+    return Invalid(field, "must be valid UTF-8 without control characters");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCluster(const Cluster& cluster) {
+  ARBITER_RETURN_IF_ERROR(ValidateName("cluster.name", cluster.name));
+  return ValidateDescription("cluster.description", cluster.description);
+}
+
+absl::Status ValidatePool(const Pool& pool) {
+  ARBITER_RETURN_IF_ERROR(ValidateName("pool.name", pool.name));
+  if (pool.latency_class == LatencyClass::kUnspecified) {
+    return Invalid("pool.latency_class", "must be set (SERVING, BATCH, SPOT or DEV)");
+  }
+  return ValidateDescription("pool.description", pool.description);
+}
+
+absl::Status ValidateNode(const Node& node) {
+  ARBITER_RETURN_IF_ERROR(ValidateName("node.cluster", node.cluster));
+  ARBITER_RETURN_IF_ERROR(ValidateName("node.name", node.name, kMaxNodeNameLength));
+  ARBITER_RETURN_IF_ERROR(ValidateName("node.pool", node.pool));
+  if (!node.topology_domain.empty()) {
+    ARBITER_RETURN_IF_ERROR(ValidateName("node.topology_domain", node.topology_domain));
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateRange("node.cpu_milli", node.cpu_milli, 1, kMaxHostQuantity));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("node.memory_mib", node.memory_mib, 1, kMaxHostQuantity));
+  if (node.gpus.empty() || node.gpus.size() > static_cast<size_t>(kMaxGpusPerNode)) {
+    return Invalid("node.gpus", absl::StrCat("must list 1..", kMaxGpusPerNode, " GPUs, got ",
+                                             node.gpus.size()));
+  }
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const std::string prefix = absl::StrCat("node.gpus[", i, "]");
+    if (node.gpus[i].index != static_cast<int32_t>(i)) {
+      return Invalid(absl::StrCat(prefix, ".index"),
+                     absl::StrCat("must be ", i, " (GPUs are listed in index order), got ",
+                                  node.gpus[i].index));
+    }
+    ARBITER_RETURN_IF_ERROR(ValidateName(absl::StrCat(prefix, ".model"), node.gpus[i].model));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTeam(const Team& team) {
+  ARBITER_RETURN_IF_ERROR(ValidateName("team.name", team.name));
+  if (!team.parent.empty()) {
+    ARBITER_RETURN_IF_ERROR(ValidateName("team.parent", team.parent));
+    if (team.parent == team.name) return Invalid("team.parent", "must differ from team.name");
+  }
+  return ValidateRange("team.weight_milli", team.weight_milli, 1, 1'000'000'000);
+}
+
+absl::Status ValidateQuota(const Quota& quota) {
+  ARBITER_RETURN_IF_ERROR(ValidateName("quota.team", quota.team));
+  ARBITER_RETURN_IF_ERROR(ValidateName("quota.pool", quota.pool));
+  return ValidateRange("quota.nominal_milli", quota.nominal_milli, 0, kMaxQuotaMilli);
+}
+
+absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
+  const absl::string_view key = spec.idempotency_key;
+  if (key.empty()) return Invalid("idempotency_key", "must not be empty");
+  if (key.size() > kMaxIdempotencyKeyLength) {
+    return Invalid("idempotency_key", absl::StrCat("must be at most ", kMaxIdempotencyKeyLength,
+                                                   " characters, got ", key.size()));
+  }
+  for (char c : key) {
+    if (c < 0x21 || c > 0x7e) return Invalid("idempotency_key", "must be printable ASCII");
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateName("team", spec.team));
+  ARBITER_RETURN_IF_ERROR(ValidateName("pool", spec.pool));
+  if (spec.workload_class == WorkloadClass::kUnspecified) {
+    return Invalid("workload_class",
+                   "must be set (TRAINING, INFERENCE, BATCH_ANALYTICS or EXPERIMENTATION)");
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateRange("members", spec.members, 1, kMaxGangMembers));
+  ARBITER_RETURN_IF_ERROR(ValidateShape(spec.shape));
+  if (spec.gpu_models.size() > kMaxAllowedModels) {
+    return Invalid("gpu_models", absl::StrCat("must list at most ", kMaxAllowedModels,
+                                              " models, got ", spec.gpu_models.size()));
+  }
+  for (size_t i = 0; i < spec.gpu_models.size(); ++i) {
+    ARBITER_RETURN_IF_ERROR(ValidateName(absl::StrCat("gpu_models[", i, "]"), spec.gpu_models[i]));
+  }
+  return ValidateDescription("description", spec.description);
+}
+
+}  // namespace arbiter::core

@@ -1,0 +1,42 @@
+// Input validation of domain values, independent of state. Each function
+// returns OK or INVALID_ARGUMENT whose message starts with the offending
+// field's API path (e.g. "shape.fraction.gpu_milli: ..."), so callers can
+// surface it unchanged. Checks that need state (unknown team, memory beyond
+// the GPU model) are made by the arbitration functions.
+#pragma once
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "core/model.h"
+
+namespace arbiter::core {
+
+inline constexpr size_t kMaxNameLength = 64;
+inline constexpr size_t kMaxNodeNameLength = 128;
+inline constexpr size_t kMaxIdempotencyKeyLength = 128;
+inline constexpr size_t kMaxDescriptionLength = 256;
+inline constexpr int32_t kMaxGangMembers = 1024;
+inline constexpr int32_t kMaxWholeGpusPerMember = 64;
+inline constexpr int32_t kMaxGpusPerNode = 64;
+inline constexpr size_t kMaxAllowedModels = 16;
+inline constexpr int64_t kMaxHostQuantity = int64_t{1} << 40;  // milli-CPU or MiB.
+inline constexpr int64_t kMaxQuotaMilli = int64_t{1} << 50;
+
+// Validates an identifier: 1..max_length characters of [A-Za-z0-9._-],
+// starting with a letter or digit. `field` names it in the error.
+[[nodiscard]] absl::Status ValidateName(absl::string_view field, absl::string_view value,
+                                        size_t max_length = kMaxNameLength);
+// Validates free text: at most kMaxDescriptionLength bytes of valid UTF-8
+// without control characters.
+[[nodiscard]] absl::Status ValidateDescription(absl::string_view field, absl::string_view value);
+
+[[nodiscard]] absl::Status ValidateCluster(const Cluster& cluster);
+[[nodiscard]] absl::Status ValidatePool(const Pool& pool);
+// Validates a node registration; GPU allocation fields are ignored.
+[[nodiscard]] absl::Status ValidateNode(const Node& node);
+[[nodiscard]] absl::Status ValidateTeam(const Team& team);
+[[nodiscard]] absl::Status ValidateQuota(const Quota& quota);
+[[nodiscard]] absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec);
+
+}  // namespace arbiter::core

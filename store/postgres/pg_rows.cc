@@ -1,0 +1,97 @@
+#include "store/postgres/pg_rows.h"
+
+#include <utility>
+
+
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace arbiter::store::rows {
+namespace {
+
+// Parses a one-dimensional array field into its element strings.
+std::vector<std::string> ArrayElements(const pqxx::field& field) {
+  std::vector<std::string> out;
+  pqxx::array_parser parser = field.as_array();
+  for (;;) {
+    auto [juncture, value] = parser.get_next();
+    if (juncture == pqxx::array_parser::juncture::done) break;
+    if (juncture == pqxx::array_parser::juncture::string_value) out.push_back(std::move(value));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
+  core::CapacityRequest r;
+  r.id = row[0].as<int64_t>();
+  r.spec.idempotency_key = row[1].as<std::string>();
+  r.body_hash = static_cast<uint64_t>(row[2].as<int64_t>());
+  r.spec.team = row[3].as<std::string>();
+  r.spec.pool = row[4].as<std::string>();
+  r.spec.workload_class = core::WorkloadClassFromName(row[5].as<std::string>());
+  r.spec.members = row[6].as<int32_t>();
+  const auto whole = row[7].as<int32_t>();
+  if (whole > 0) {
+    r.spec.shape.gpu = whole;
+  } else {
+    r.spec.shape.gpu = core::GpuFraction{row[8].as<int64_t>(), row[9].as<int64_t>()};
+  }
+  r.spec.shape.cpu_milli = row[10].as<int64_t>();
+  r.spec.shape.memory_mib = row[11].as<int64_t>();
+  r.spec.gpu_models = ArrayElements(row[12]);
+  r.spec.description = row[13].as<std::string>();
+  r.state = core::RequestStateFromName(row[14].as<std::string>());
+  r.reason_code = row[15].as<std::string>();
+  r.reason = row[16].as<std::string>();
+  r.created_at = absl::FromUnixMicros(row[17].as<int64_t>());
+  r.updated_at = absl::FromUnixMicros(row[18].as<int64_t>());
+  if (r.state == core::RequestState::kUnspecified ||
+      r.spec.workload_class == core::WorkloadClass::kUnspecified) {
+    return absl::InternalError(absl::StrCat("request ", r.id, ": unknown state or class"));
+  }
+  return r;
+}
+
+core::Placement PlacementFromRow(const pqxx::row& row, int64_t* request_id) {
+  *request_id = row[0].as<int64_t>();
+  core::Placement p;
+  p.member = row[1].as<int32_t>();
+  p.node_id = row[2].as<int64_t>();
+  for (const std::string& s : ArrayElements(row[3])) p.gpu_indices.push_back(std::stoi(s));
+  p.gpu_milli = row[4].as<int64_t>();
+  p.gpu_memory_mib = row[5].as<int64_t>();
+  p.cpu_milli = row[6].as<int64_t>();
+  p.memory_mib = row[7].as<int64_t>();
+  p.exclusive = row[8].as<bool>();
+  return p;
+}
+
+std::string IntArrayLiteral(const std::vector<int32_t>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
+
+std::string BigintArrayLiteral(const std::vector<int64_t>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
+
+std::string TextArrayLiteral(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+int64_t ToMicros(absl::Time t) { return absl::ToUnixMicros(t); }
+
+}  // namespace arbiter::store::rows

@@ -1,0 +1,350 @@
+#include "store/postgres/pg_store.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <variant>
+
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "store/postgres/pg_errors.h"
+#include "store/postgres/pg_rows.h"
+#include "store/postgres/statements.h"
+
+namespace arbiter::store {
+namespace {
+
+using core::RequestState;
+
+std::string StateName(RequestState s) { return std::string(core::RequestStateName(s)); }
+
+void WritePlacements(pqxx::work& tx, const core::CapacityRequest& r) {
+  for (const core::Placement& p : r.placements) {
+    tx.exec_prepared(sql::kInsertPlacement, r.id, p.member, p.node_id,
+                     rows::IntArrayLiteral(p.gpu_indices), p.gpu_milli, p.gpu_memory_mib,
+                     p.cpu_milli, p.memory_mib, p.exclusive);
+  }
+}
+
+void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
+  const core::CapacityRequest& r = w.request;
+  if (w.is_new) {
+    const core::MemberShape& shape = r.spec.shape;
+    const int32_t whole = shape.is_whole() ? shape.whole_gpus() : 0;
+    const int64_t frac_milli = shape.is_whole() ? 0 : shape.fraction().gpu_milli;
+    const int64_t frac_mem = shape.is_whole() ? 0 : shape.fraction().memory_mib;
+    tx.exec_prepared(sql::kInsertRequest, r.id, r.spec.idempotency_key,
+                     static_cast<int64_t>(r.body_hash), r.spec.team, r.spec.pool,
+                     std::string(core::WorkloadClassName(r.spec.workload_class)), r.spec.members,
+                     whole, frac_milli, frac_mem, shape.cpu_milli, shape.memory_mib,
+                     rows::TextArrayLiteral(r.spec.gpu_models), r.spec.description,
+                     StateName(r.state), r.reason_code, r.reason, rows::ToMicros(r.created_at),
+                     rows::ToMicros(r.updated_at));
+  } else {
+    tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
+                     rows::ToMicros(r.updated_at));
+  }
+  // A request is admitted once in its life: its placements are written then.
+  if (r.state == RequestState::kAdmitted) WritePlacements(tx, r);
+}
+
+struct ChangeWriter {
+  pqxx::work& tx;
+  void operator()(const core::Cluster& c) const {
+    tx.exec_prepared(sql::kInsertCluster, c.name, c.description);
+  }
+  void operator()(const core::Pool& p) const {
+    tx.exec_prepared(sql::kInsertPool, p.name, std::string(core::LatencyClassName(p.latency_class)),
+                     p.description);
+  }
+  void operator()(const core::Node& n) const {
+    tx.exec_prepared(sql::kInsertNode, n.id, n.cluster, n.name, n.pool, n.topology_domain,
+                     n.cpu_milli, n.memory_mib);
+    for (const core::Gpu& g : n.gpus) tx.exec_prepared(sql::kInsertGpu, n.id, g.index, g.model);
+  }
+  void operator()(const core::Team& t) const {
+    tx.exec_prepared(sql::kInsertTeam, t.name, t.parent, t.weight_milli);
+  }
+  void operator()(const core::Quota& q) const {
+    tx.exec_prepared(sql::kUpsertQuota, q.team, q.pool, q.nominal_milli);
+  }
+  void operator()(const core::RequestWrite& w) const { WriteRequest(tx, w); }
+};
+
+// Attaches placements (ordered by request id) to `requests` (any order).
+absl::Status AttachPlacements(const pqxx::result& placements,
+                              std::vector<core::CapacityRequest>& requests) {
+  std::map<int64_t, core::CapacityRequest*> by_id;
+  for (auto& r : requests) by_id[r.id] = &r;
+  for (const pqxx::row& row : placements) {
+    int64_t request_id = 0;
+    core::Placement p = rows::PlacementFromRow(row, &request_id);
+    auto it = by_id.find(request_id);
+    if (it == by_id.end()) continue;
+    it->second->placements.push_back(std::move(p));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<core::CapacityRequest>> RequestsFromResult(const pqxx::result& res) {
+  std::vector<core::CapacityRequest> out;
+  out.reserve(res.size());
+  for (const pqxx::row& row : res) {
+    ARBITER_ASSIGN_OR_RETURN(core::CapacityRequest r, rows::RequestFromRow(row));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& state) {
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
+    ARBITER_RETURN_IF_ERROR(state.LoadGpuModel(core::GpuModel{
+        row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<int32_t>(),
+        row[3].as<int32_t>(), row[4].as<bool>()}));
+  }
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectClusters)) {
+    ARBITER_RETURN_IF_ERROR(
+        state.LoadCluster(core::Cluster{row[0].as<std::string>(), row[1].as<std::string>()}));
+  }
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPools)) {
+    ARBITER_RETURN_IF_ERROR(state.LoadPool(core::Pool{
+        row[0].as<std::string>(), core::LatencyClassFromName(row[1].as<std::string>()),
+        row[2].as<std::string>()}));
+  }
+  std::map<int64_t, std::vector<core::Gpu>> gpus;
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpus, "", "")) {
+    core::Gpu g;
+    g.index = row[1].as<int32_t>();
+    g.model = row[2].as<std::string>();
+    gpus[row[0].as<int64_t>()].push_back(std::move(g));
+  }
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectNodes, "", "")) {
+    core::Node n;
+    n.id = row[0].as<int64_t>();
+    n.cluster = row[1].as<std::string>();
+    n.name = row[2].as<std::string>();
+    n.pool = row[3].as<std::string>();
+    n.topology_domain = row[4].as<std::string>();
+    n.cpu_milli = row[5].as<int64_t>();
+    n.memory_mib = row[6].as<int64_t>();
+    n.gpus = std::move(gpus[n.id]);
+    ARBITER_RETURN_IF_ERROR(state.LoadNode(std::move(n)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& state) {
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectTeams)) {
+    ARBITER_RETURN_IF_ERROR(state.LoadTeam(core::Team{
+        row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
+  }
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectQuotas)) {
+    ARBITER_RETURN_IF_ERROR(state.LoadQuota(core::Quota{
+        row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
+  }
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
+    core::CapacityRequest r;
+    r.id = row[0].as<int64_t>();
+    r.spec.idempotency_key = row[1].as<std::string>();
+    r.body_hash = static_cast<uint64_t>(row[2].as<int64_t>());
+    r.state = core::RequestStateFromName(row[3].as<std::string>());
+    ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
+  }
+  ARBITER_ASSIGN_OR_RETURN(auto live,
+                           RequestsFromResult(tx.exec_prepared(sql::kSelectLiveRequests)));
+  ARBITER_RETURN_IF_ERROR(AttachPlacements(tx.exec_prepared(sql::kSelectLivePlacements), live));
+  for (core::CapacityRequest& r : live) ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+template <typename Fn>
+auto PgStore::WithConnection(absl::string_view operation, Fn&& fn)
+    -> decltype(fn(std::declval<pqxx::connection&>())) {
+  auto lease = reads_.Acquire();
+  if (!lease.ok()) return lease.status();
+  bool broken = false;
+  auto result = Guarded(operation, &broken, [&] { return fn(**lease); });
+  if (broken) lease->Discard();
+  return result;
+}
+
+PgStore::PgStore(const PgStoreOptions& options)
+    : reads_(options.dsn, options.read_connections, sql::PrepareAll),
+      writer_(options.dsn, 1, sql::PrepareAll) {}
+
+PgStore::~PgStore() = default;
+
+absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const PgStoreOptions& options) {
+  auto store = std::unique_ptr<PgStore>(new PgStore(options));
+  // Open one connection now so that a wrong DSN fails at start-up.
+  ARBITER_ASSIGN_OR_RETURN(auto lease, store->reads_.Acquire());
+  (void)lease;
+  return store;
+}
+
+absl::StatusOr<core::State> PgStore::LoadState() {
+  return WithConnection("load state", [](pqxx::connection& c) -> absl::StatusOr<core::State> {
+    pqxx::work tx(c);
+    // One consistent snapshot of everything.
+    tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    core::State state;
+    ARBITER_RETURN_IF_ERROR(LoadCatalogAndInventory(tx, state));
+    ARBITER_RETURN_IF_ERROR(LoadGovernanceAndRequests(tx, state));
+    tx.commit();
+    return state;
+  });
+}
+
+absl::Status PgStore::Commit(const core::ChangeSet& changes) {
+  if (changes.empty()) return absl::OkStatus();
+  ARBITER_ASSIGN_OR_RETURN(auto lease, writer_.Acquire());
+  bool broken = false;
+  absl::Status status = Guarded("commit", &broken, [&]() -> absl::Status {
+    pqxx::work tx(*lease);
+    ChangeWriter writer{tx};
+    for (const core::Change& change : changes.changes) std::visit(writer, change);
+    tx.commit();
+    return absl::OkStatus();
+  });
+  if (broken) lease.Discard();
+  return status;
+}
+
+absl::StatusOr<std::vector<core::GpuModel>> PgStore::ListGpuModels() {
+  return WithConnection(
+      "list gpu models", [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::GpuModel>> {
+        pqxx::read_transaction tx(c);
+        std::vector<core::GpuModel> out;
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
+          out.push_back(core::GpuModel{row[0].as<std::string>(), row[1].as<int64_t>(),
+                                       row[2].as<int32_t>(), row[3].as<int32_t>(),
+                                       row[4].as<bool>()});
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<core::Cluster>> PgStore::ListClusters() {
+  return WithConnection(
+      "list clusters", [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Cluster>> {
+        pqxx::read_transaction tx(c);
+        std::vector<core::Cluster> out;
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectClusters)) {
+          out.push_back(core::Cluster{row[0].as<std::string>(), row[1].as<std::string>()});
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<core::Pool>> PgStore::ListPools() {
+  return WithConnection(
+      "list pools", [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Pool>> {
+        pqxx::read_transaction tx(c);
+        std::vector<core::Pool> out;
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPools)) {
+          out.push_back(core::Pool{row[0].as<std::string>(),
+                                   core::LatencyClassFromName(row[1].as<std::string>()),
+                                   row[2].as<std::string>()});
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<core::Node>> PgStore::ListNodes(const std::string& cluster,
+                                                           const std::string& pool) {
+  return WithConnection(
+      "list nodes", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Node>> {
+        pqxx::read_transaction tx(c);
+        // Rebuild the allocations from the live placements through core, so
+        // that listings account exactly as the arbiter does.
+        core::State state;
+        ARBITER_RETURN_IF_ERROR(LoadCatalogAndInventory(tx, state));
+        ARBITER_ASSIGN_OR_RETURN(auto live,
+                                 RequestsFromResult(tx.exec_prepared(sql::kSelectLiveRequests)));
+        ARBITER_RETURN_IF_ERROR(
+            AttachPlacements(tx.exec_prepared(sql::kSelectLivePlacements), live));
+        for (core::CapacityRequest& r : live) {
+          ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
+        }
+        std::vector<core::Node> out;
+        for (const core::Node& n : state.nodes()) {
+          if ((cluster.empty() || n.cluster == cluster) && (pool.empty() || n.pool == pool)) {
+            out.push_back(n);
+          }
+        }
+        std::sort(out.begin(), out.end(), [](const core::Node& a, const core::Node& b) {
+          return std::tie(a.cluster, a.name) < std::tie(b.cluster, b.name);
+        });
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<core::Team>> PgStore::ListTeams() {
+  return WithConnection(
+      "list teams", [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Team>> {
+        pqxx::read_transaction tx(c);
+        std::vector<core::Team> out;
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectTeams)) {
+          out.push_back(core::Team{row[0].as<std::string>(), row[1].as<std::string>(),
+                                   row[2].as<int64_t>()});
+        }
+        std::sort(out.begin(), out.end(),
+                  [](const core::Team& a, const core::Team& b) { return a.name < b.name; });
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<QuotaUsage>> PgStore::ListQuotas(const std::string& team) {
+  return WithConnection(
+      "list quotas", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<QuotaUsage>> {
+        pqxx::read_transaction tx(c);
+        std::vector<QuotaUsage> out;
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectQuotaUsage, team)) {
+          out.push_back(QuotaUsage{core::Quota{row[0].as<std::string>(), row[1].as<std::string>(),
+                                               row[2].as<int64_t>()},
+                                   row[3].as<int64_t>()});
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<core::CapacityRequest> PgStore::GetRequest(int64_t id) {
+  return WithConnection(
+      "get request", [&](pqxx::connection& c) -> absl::StatusOr<core::CapacityRequest> {
+        pqxx::read_transaction tx(c);
+        ARBITER_ASSIGN_OR_RETURN(auto found,
+                                 RequestsFromResult(tx.exec_prepared(sql::kSelectRequest, id)));
+        if (found.empty()) return absl::NotFoundError(absl::StrCat("id: no request ", id));
+        ARBITER_RETURN_IF_ERROR(AttachPlacements(
+            tx.exec_prepared(sql::kSelectPlacementsOf, rows::BigintArrayLiteral({id})), found));
+        return std::move(found[0]);
+      });
+}
+
+absl::StatusOr<std::vector<core::CapacityRequest>> PgStore::ListRequests(
+    const RequestFilter& filter) {
+  return WithConnection(
+      "list requests",
+      [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::CapacityRequest>> {
+        pqxx::read_transaction tx(c);
+        const std::string state = filter.state == RequestState::kUnspecified
+                                      ? std::string()
+                                      : StateName(filter.state);
+        ARBITER_ASSIGN_OR_RETURN(
+            auto found, RequestsFromResult(tx.exec_prepared(sql::kSelectRequests, filter.team,
+                                                            state, filter.before_id,
+                                                            filter.limit)));
+        std::vector<int64_t> ids;
+        for (const auto& r : found) ids.push_back(r.id);
+        ARBITER_RETURN_IF_ERROR(AttachPlacements(
+            tx.exec_prepared(sql::kSelectPlacementsOf, rows::BigintArrayLiteral(ids)), found));
+        return found;
+      });
+}
+
+}  // namespace arbiter::store

@@ -1,0 +1,57 @@
+// PgStore: the PostgreSQL implementation of `Store`. Reads use a pool of
+// connections; `Commit` uses a dedicated connection of its own, since only the
+// arbiter thread writes.
+//
+// Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "store/postgres/connection_pool.h"
+#include "store/store.h"
+
+namespace arbiter::store {
+
+struct PgStoreOptions {
+  // libpq connection string, e.g. "host=127.0.0.1 port=5432 dbname=arbiter".
+  std::string dsn;
+  // Connections for reads. Default: 4.
+  int read_connections = 4;
+};
+
+class PgStore final : public Store {
+ public:
+  // Opens the store. UNAVAILABLE if the database cannot be reached.
+  static absl::StatusOr<std::unique_ptr<PgStore>> Create(const PgStoreOptions& options);
+  ~PgStore() override;
+
+  absl::StatusOr<core::State> LoadState() override;
+  absl::Status Commit(const core::ChangeSet& changes) override;
+
+  absl::StatusOr<std::vector<core::GpuModel>> ListGpuModels() override;
+  absl::StatusOr<std::vector<core::Cluster>> ListClusters() override;
+  absl::StatusOr<std::vector<core::Pool>> ListPools() override;
+  absl::StatusOr<std::vector<core::Node>> ListNodes(const std::string& cluster,
+                                                    const std::string& pool) override;
+  absl::StatusOr<std::vector<core::Team>> ListTeams() override;
+  absl::StatusOr<std::vector<QuotaUsage>> ListQuotas(const std::string& team) override;
+  absl::StatusOr<core::CapacityRequest> GetRequest(int64_t id) override;
+  absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
+      const RequestFilter& filter) override;
+
+ private:
+  explicit PgStore(const PgStoreOptions& options);
+
+  // Runs `fn(connection)` on a pooled connection with exception mapping.
+  template <typename Fn>
+  auto WithConnection(absl::string_view operation, Fn&& fn) -> decltype(fn(
+      std::declval<pqxx::connection&>()));
+
+  ConnectionPool reads_;
+  ConnectionPool writer_;
+};
+
+}  // namespace arbiter::store

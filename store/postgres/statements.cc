@@ -1,0 +1,100 @@
+#include "store/postgres/statements.h"
+
+#include <pqxx/pqxx>
+
+namespace arbiter::store::sql {
+namespace {
+
+// Timestamps travel as integer microseconds since the Unix epoch.
+#define TS(n) "('epoch'::timestamptz + $" #n "::bigint * interval '1 microsecond')"
+
+struct Statement {
+  const char* name;
+  const char* text;
+};
+
+constexpr Statement kStatements[] = {
+    {kInsertCluster, "INSERT INTO clusters (name, description) VALUES ($1, $2)"},
+    {kInsertPool, "INSERT INTO pools (name, latency_class, description) VALUES ($1, $2, $3)"},
+    {kInsertNode,
+     "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
+     "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
+    {kInsertGpu, "INSERT INTO gpus (node_id, gpu_index, model) VALUES ($1, $2, $3)"},
+    {kInsertTeam,
+     "INSERT INTO teams (name, parent, weight_milli) VALUES ($1, NULLIF($2, ''), $3)"},
+    {kUpsertQuota,
+     "INSERT INTO quotas (team, pool, nominal_milli) VALUES ($1, $2, $3) "
+     "ON CONFLICT (team, pool) DO UPDATE SET nominal_milli = EXCLUDED.nominal_milli, "
+     "updated_at = now()"},
+    {kInsertRequest,
+     "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class, members, "
+     "whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, "
+     "description, state, reason_code, reason, created_at, updated_at) VALUES ($1, $2, $3, $4, "
+     "$5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(18) ", " TS(19) ")"},
+    {kUpdateRequest,
+     "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(5)
+     " WHERE id = $1"},
+    {kInsertPlacement,
+     "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
+     ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9)"},
+    {kSelectGpuModels,
+     "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable FROM gpu_models ORDER BY name"},
+    {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
+    {kSelectPools, "SELECT name, latency_class, description FROM pools ORDER BY name"},
+    // $1 cluster, $2 pool ('' = any).
+    {kSelectNodes,
+     "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib FROM nodes "
+     "WHERE ($1 = '' OR cluster = $1) AND ($2 = '' OR pool = $2) ORDER BY cluster, name"},
+    {kSelectGpus,
+     "SELECT g.node_id, g.gpu_index, g.model FROM gpus g JOIN nodes n ON n.id = g.node_id "
+     "WHERE ($1 = '' OR n.cluster = $1) AND ($2 = '' OR n.pool = $2) "
+     "ORDER BY g.node_id, g.gpu_index"},
+    // Parents before children, so that the cohort tree loads in one pass.
+    {kSelectTeams,
+     "WITH RECURSIVE tree AS ("
+     " SELECT name, parent, weight_milli, 0 AS depth FROM teams WHERE parent IS NULL"
+     " UNION ALL"
+     " SELECT t.name, t.parent, t.weight_milli, tree.depth + 1 FROM teams t"
+     " JOIN tree ON t.parent = tree.name)"
+     " SELECT name, COALESCE(parent, ''), weight_milli FROM tree ORDER BY depth, name"},
+    {kSelectQuotas, "SELECT team, pool, nominal_milli FROM quotas ORDER BY team, pool"},
+    {kSelectQuotaUsage,
+     "SELECT q.team, q.pool, q.nominal_milli, COALESCE(sum(r.members::bigint *"
+     " (r.whole_gpus::bigint * 1000 + r.fraction_milli)), 0)::bigint"
+     " FROM quotas q LEFT JOIN requests r ON r.team = q.team AND r.pool = q.pool"
+     " AND r.state = 'admitted' WHERE ($1 = '' OR q.team = $1)"
+     " GROUP BY q.team, q.pool, q.nominal_milli ORDER BY q.team, q.pool"},
+    {kSelectLiveRequests,
+     "SELECT " ARBITER_REQUEST_COLUMNS
+     " FROM requests WHERE state IN ('admitted', 'queued') ORDER BY id"},
+    {kSelectFinishedKeys,
+     "SELECT id, idempotency_key, body_hash, state FROM requests"
+     " WHERE state NOT IN ('admitted', 'queued') ORDER BY id"},
+    {kSelectLivePlacements,
+     "SELECT p.request_id, p.member, p.node_id, p.gpu_indices, p.gpu_milli, p.gpu_memory_mib,"
+     " p.cpu_milli, p.memory_mib, p.exclusive FROM placements p"
+     " JOIN requests r ON r.id = p.request_id WHERE r.state = 'admitted'"
+     " ORDER BY p.request_id, p.member"},
+    {kSelectRequest, "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests WHERE id = $1"},
+    // $1 team, $2 state ('' = any), $3 before id (0 = newest), $4 limit.
+    {kSelectRequests,
+     "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests"
+     " WHERE ($1 = '' OR team = $1) AND ($2 = '' OR state = $2) AND ($3 = 0 OR id < $3)"
+     " ORDER BY id DESC LIMIT $4"},
+    {kSelectPlacementsOf,
+     "SELECT " ARBITER_PLACEMENT_COLUMNS
+     " FROM placements WHERE request_id = ANY($1::bigint[]) ORDER BY request_id, member"},
+};
+
+}  // namespace
+
+void PrepareAll(pqxx::connection& conn) {
+  {
+    pqxx::nontransaction tx(conn);
+    tx.exec("SET statement_timeout = '30s'");
+    tx.exec("SET lock_timeout = '10s'");
+  }
+  for (const Statement& s : kStatements) conn.prepare(s.name, s.text);
+}
+
+}  // namespace arbiter::store::sql

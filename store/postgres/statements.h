@@ -1,0 +1,45 @@
+// Every SQL statement of the PostgreSQL store, as named constants with `$n`
+// parameters. `PrepareAll` prepares them on a new connection.
+#pragma once
+
+#include <pqxx/connection>
+
+namespace arbiter::store::sql {
+
+// Columns of a request row, in the order `RequestFromRow` reads them.
+#define ARBITER_REQUEST_COLUMNS                                                              \
+  "id, idempotency_key, body_hash, team, pool, workload_class, members, whole_gpus, "        \
+  "fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, description, "     \
+  "state, reason_code, reason, (extract(epoch FROM created_at) * 1000000)::bigint, "         \
+  "(extract(epoch FROM updated_at) * 1000000)::bigint"
+#define ARBITER_PLACEMENT_COLUMNS \
+  "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, exclusive"
+
+inline constexpr const char* kInsertCluster = "insert_cluster";
+inline constexpr const char* kInsertPool = "insert_pool";
+inline constexpr const char* kInsertNode = "insert_node";
+inline constexpr const char* kInsertGpu = "insert_gpu";
+inline constexpr const char* kInsertTeam = "insert_team";
+inline constexpr const char* kUpsertQuota = "upsert_quota";
+inline constexpr const char* kInsertRequest = "insert_request";
+inline constexpr const char* kUpdateRequest = "update_request";
+inline constexpr const char* kInsertPlacement = "insert_placement";
+inline constexpr const char* kSelectGpuModels = "select_gpu_models";
+inline constexpr const char* kSelectClusters = "select_clusters";
+inline constexpr const char* kSelectPools = "select_pools";
+inline constexpr const char* kSelectNodes = "select_nodes";
+inline constexpr const char* kSelectGpus = "select_gpus";
+inline constexpr const char* kSelectTeams = "select_teams";
+inline constexpr const char* kSelectQuotas = "select_quotas";
+inline constexpr const char* kSelectQuotaUsage = "select_quota_usage";
+inline constexpr const char* kSelectLiveRequests = "select_live_requests";
+inline constexpr const char* kSelectFinishedKeys = "select_finished_keys";
+inline constexpr const char* kSelectLivePlacements = "select_live_placements";
+inline constexpr const char* kSelectRequest = "select_request";
+inline constexpr const char* kSelectRequests = "select_requests";
+inline constexpr const char* kSelectPlacementsOf = "select_placements_of";
+
+// Prepares every statement above on `conn` and sets its session options.
+void PrepareAll(pqxx::connection& conn);
+
+}  // namespace arbiter::store::sql

@@ -1,0 +1,68 @@
+// The store: Arbiter's system of record, expressed in core types. The only
+// implementation is PostgreSQL (store/postgres/); all SQL lives there.
+//
+// Status codes, for every method: UNAVAILABLE when the database cannot be
+// reached (retry the call); ABORTED on a serialization failure or deadlock
+// (retry the whole operation); INTERNAL for anything else. Further codes are
+// stated per method.
+//
+// Implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/model.h"
+#include "core/state.h"
+
+namespace arbiter::store {
+
+struct QuotaUsage {
+  core::Quota quota;
+  int64_t used_milli = 0;
+};
+
+struct RequestFilter {
+  std::string team;                                              // Empty: all teams.
+  core::RequestState state = core::RequestState::kUnspecified;  // Unspecified: all.
+  int64_t before_id = 0;  // Only ids below this (paging); 0: from the newest.
+  int32_t limit = 100;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Loads the whole arbitration state: catalog, inventory, governance, live
+  // requests with their placements charged, and the idempotency index.
+  // FAILED_PRECONDITION if the stored data breaks a core invariant.
+  virtual absl::StatusOr<core::State> LoadState() = 0;
+
+  // Makes `changes` durable in one transaction. Returns OK only after COMMIT.
+  // On any error nothing of `changes` is written (or, for an UNAVAILABLE
+  // during COMMIT, the outcome is unknown): the caller must reload state.
+  [[nodiscard]] virtual absl::Status Commit(const core::ChangeSet& changes) = 0;
+
+  // --- Reads (served straight from the database, by any replica).
+  virtual absl::StatusOr<std::vector<core::GpuModel>> ListGpuModels() = 0;
+  virtual absl::StatusOr<std::vector<core::Cluster>> ListClusters() = 0;
+  virtual absl::StatusOr<std::vector<core::Pool>> ListPools() = 0;
+  // Nodes with their GPUs' current allocations, ordered by cluster, name.
+  // Empty filters match all.
+  virtual absl::StatusOr<std::vector<core::Node>> ListNodes(const std::string& cluster,
+                                                            const std::string& pool) = 0;
+  virtual absl::StatusOr<std::vector<core::Team>> ListTeams() = 0;
+  virtual absl::StatusOr<std::vector<QuotaUsage>> ListQuotas(const std::string& team) = 0;
+  // NOT_FOUND if there is no request `id`.
+  virtual absl::StatusOr<core::CapacityRequest> GetRequest(int64_t id) = 0;
+  // Requests matching `filter`, newest first.
+  virtual absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
+      const RequestFilter& filter) = 0;
+};
+
+}  // namespace arbiter::store
