@@ -1,0 +1,102 @@
+// Arbiter: the single writer. One thread owns the in-memory `core::State`;
+// every mutating RPC is a command run on that thread. Commands are taken in
+// batches; the changes of a whole batch are written in one PostgreSQL
+// transaction (group commit), and only after COMMIT is any command of the
+// batch answered and its events published. If a commit fails, every command
+// of the batch is answered UNAVAILABLE (retry with the same idempotency key)
+// and the state is reloaded from PostgreSQL before the next batch: the
+// in-memory state never runs ahead of what is durable.
+//
+// Thread-safe: `Submit` may be called from any thread; callbacks run on the
+// arbiter thread and must not block.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/clock.h"
+#include "core/state.h"
+#include "server/node_directory.h"
+#include "server/watch_hub.h"
+#include "store/store.h"
+
+namespace arbiter::server {
+
+struct ArbiterOptions {
+  // Most commands decided and committed together. Default: 256.
+  size_t max_batch = 256;
+  // Most commands waiting; beyond it Submit answers RESOURCE_EXHAUSTED.
+  // Default: 65536.
+  size_t max_queued = 65536;
+  // Wait between attempts to reload state while the database is down.
+  // Default: 500 ms.
+  absl::Duration reload_backoff = absl::Milliseconds(500);
+};
+
+struct ArbiterStats {
+  int64_t batches = 0;
+  int64_t commands = 0;
+  int64_t commit_failures = 0;
+  int64_t reloads = 0;
+};
+
+class Arbiter {
+ public:
+  // A command: decides against the state at `now`, appending durable changes
+  // to `changes`. It must leave `state` untouched when it fails.
+  using Decide = std::function<absl::Status(core::State& state, absl::Time now,
+                                            core::ChangeSet& changes)>;
+  // Called once, after the batch holding the command committed (OK or the
+  // command's own error) or failed to commit (UNAVAILABLE).
+  using Done = std::function<void(const absl::Status& status)>;
+
+  // Loads the state from `store` and starts the arbiter thread.
+  // Errors: those of Store::LoadState.
+  static absl::StatusOr<std::unique_ptr<Arbiter>> Create(store::Store* store, Clock* clock,
+                                                         WatchHub* hub, NodeDirectory* nodes,
+                                                         const ArbiterOptions& options);
+  // Answers every waiting command UNAVAILABLE and joins the thread.
+  ~Arbiter();
+
+  // Queues a command. `done` is always called exactly once.
+  void Submit(Decide decide, Done done) ABSL_LOCKS_EXCLUDED(mu_);
+
+  ArbiterStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Command {
+    Decide decide;
+    Done done;
+  };
+
+  Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,
+          const ArbiterOptions& options, core::State state);
+  void Run();
+  // Decides and commits one batch. Runs on the arbiter thread.
+  void ProcessBatch(std::deque<Command>& batch);
+  // Replaces the state with the database's. Returns false while it cannot.
+  bool Reload();
+  void IndexNodes();
+
+  store::Store* const store_;
+  Clock* const clock_;
+  WatchHub* const hub_;
+  NodeDirectory* const nodes_;
+  const ArbiterOptions options_;
+
+  core::State state_;   // Arbiter thread only.
+  bool state_valid_ = true;  // Arbiter thread only.
+
+  mutable absl::Mutex mu_;
+  std::deque<Command> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  ArbiterStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace arbiter::server

@@ -1,0 +1,186 @@
+#include "server/convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace arbiter::server {
+namespace {
+
+absl::Status UnknownEnum(absl::string_view field, int value) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": unknown enum value ", value));
+}
+
+google::protobuf::Timestamp TimestampOf(absl::Time t) {
+  return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
+}
+
+}  // namespace
+
+absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacityRequest& req) {
+  core::CapacityRequestSpec spec;
+  spec.idempotency_key = req.idempotency_key();
+  spec.team = req.team();
+  spec.pool = req.pool();
+  if (!v1::WorkloadClass_IsValid(req.workload_class())) {
+    return UnknownEnum("workload_class", req.workload_class());
+  }
+  spec.workload_class = static_cast<core::WorkloadClass>(req.workload_class());
+  spec.members = req.members();
+  const v1::MemberShape& shape = req.shape();
+  switch (shape.gpu_case()) {
+    case v1::MemberShape::kWholeGpus:
+      spec.shape.gpu = shape.whole_gpus();
+      break;
+    case v1::MemberShape::kFraction:
+      spec.shape.gpu = core::GpuFraction{shape.fraction().gpu_milli(),
+                                         shape.fraction().memory_mib()};
+      break;
+    default:
+      return absl::InvalidArgumentError("shape: set either shape.whole_gpus or shape.fraction");
+  }
+  spec.shape.cpu_milli = shape.cpu_milli();
+  spec.shape.memory_mib = shape.memory_mib();
+  spec.gpu_models.assign(req.gpu_models().begin(), req.gpu_models().end());
+  spec.description = req.description();
+  return spec;
+}
+
+core::Cluster ClusterFromProto(const v1::Cluster& c) { return {c.name(), c.description()}; }
+
+absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
+  if (!v1::LatencyClass_IsValid(p.latency_class())) {
+    return UnknownEnum("pool.latency_class", p.latency_class());
+  }
+  return core::Pool{p.name(), static_cast<core::LatencyClass>(p.latency_class()),
+                    p.description()};
+}
+
+core::Node NodeFromProto(const v1::Node& n) {
+  core::Node node;
+  node.cluster = n.cluster();
+  node.name = n.name();
+  node.pool = n.pool();
+  node.topology_domain = n.topology_domain();
+  node.cpu_milli = n.cpu_milli();
+  node.memory_mib = n.memory_mib();
+  for (const v1::Gpu& g : n.gpus()) {
+    core::Gpu gpu;
+    gpu.index = g.index();
+    gpu.model = g.model();
+    node.gpus.push_back(std::move(gpu));
+  }
+  return node;
+}
+
+core::Team TeamFromProto(const v1::Team& t) {
+  return {t.name(), t.parent(), t.weight_milli() == 0 ? 1000 : t.weight_milli()};
+}
+
+core::Quota QuotaFromProto(const v1::Quota& q) { return {q.team(), q.pool(), q.nominal_milli()}; }
+
+absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field) {
+  if (!v1::RequestState_IsValid(value)) return UnknownEnum(field, value);
+  return static_cast<core::RequestState>(value);
+}
+
+void ToProto(const core::GpuModel& m, v1::GpuModel* out) {
+  out->set_name(m.name);
+  out->set_memory_mib(m.memory_mib);
+  out->set_sm_count(m.sm_count);
+  out->set_tdp_watts(m.tdp_watts);
+  out->set_mig_capable(m.mig_capable);
+}
+
+void ToProto(const core::Cluster& c, v1::Cluster* out) {
+  out->set_name(c.name);
+  out->set_description(c.description);
+}
+
+void ToProto(const core::Pool& p, v1::Pool* out) {
+  out->set_name(p.name);
+  out->set_latency_class(static_cast<v1::LatencyClass>(p.latency_class));
+  out->set_description(p.description);
+}
+
+void ToProto(const core::Node& n, v1::Node* out) {
+  out->set_cluster(n.cluster);
+  out->set_name(n.name);
+  out->set_pool(n.pool);
+  out->set_topology_domain(n.topology_domain);
+  out->set_cpu_milli(n.cpu_milli);
+  out->set_memory_mib(n.memory_mib);
+  for (const core::Gpu& g : n.gpus) {
+    v1::Gpu* gpu = out->add_gpus();
+    gpu->set_index(g.index);
+    gpu->set_model(g.model);
+    gpu->set_allocated_milli(g.allocated_milli);
+    gpu->set_allocated_memory_mib(g.allocated_memory_mib);
+    gpu->set_exclusive(g.exclusive);
+  }
+}
+
+void ToProto(const core::Team& t, v1::Team* out) {
+  out->set_name(t.name);
+  out->set_parent(t.parent);
+  out->set_weight_milli(t.weight_milli);
+}
+
+void ToProto(const core::Quota& q, v1::Quota* out) {
+  out->set_team(q.team);
+  out->set_pool(q.pool);
+  out->set_nominal_milli(q.nominal_milli);
+}
+
+void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes,
+             v1::CapacityRequest* out) {
+  out->set_id(r.id);
+  out->set_idempotency_key(r.spec.idempotency_key);
+  out->set_team(r.spec.team);
+  out->set_pool(r.spec.pool);
+  out->set_workload_class(static_cast<v1::WorkloadClass>(r.spec.workload_class));
+  out->set_members(r.spec.members);
+  v1::MemberShape* shape = out->mutable_shape();
+  if (r.spec.shape.is_whole()) {
+    shape->set_whole_gpus(r.spec.shape.whole_gpus());
+  } else {
+    shape->mutable_fraction()->set_gpu_milli(r.spec.shape.fraction().gpu_milli);
+    shape->mutable_fraction()->set_memory_mib(r.spec.shape.fraction().memory_mib);
+  }
+  shape->set_cpu_milli(r.spec.shape.cpu_milli);
+  shape->set_memory_mib(r.spec.shape.memory_mib);
+  for (const std::string& m : r.spec.gpu_models) out->add_gpu_models(m);
+  out->set_state(static_cast<v1::RequestState>(r.state));
+  out->set_reason(r.reason);
+  out->set_reason_code(r.reason_code);
+  for (const core::Placement& p : r.placements) {
+    v1::Placement* placement = out->add_placements();
+    auto [cluster, node] = nodes.Get(p.node_id);
+    placement->set_member(p.member);
+    placement->set_cluster(cluster);
+    placement->set_node(node);
+    for (int32_t g : p.gpu_indices) placement->add_gpu_indices(g);
+    placement->set_gpu_milli(p.gpu_milli);
+  }
+  *out->mutable_created_at() = TimestampOf(r.created_at);
+  *out->mutable_updated_at() = TimestampOf(r.updated_at);
+  out->set_total_gpu_milli(r.spec.total_gpu_milli());
+  out->set_description(r.spec.description);
+}
+
+v1::AllocationEventType ToProto(EventType type) {
+  switch (type) {
+    case EventType::kAdmitted:
+      return v1::ALLOCATION_EVENT_TYPE_ADMITTED;
+    case EventType::kQueued:
+      return v1::ALLOCATION_EVENT_TYPE_QUEUED;
+    case EventType::kDenied:
+      return v1::ALLOCATION_EVENT_TYPE_DENIED;
+    case EventType::kReleased:
+      return v1::ALLOCATION_EVENT_TYPE_RELEASED;
+    case EventType::kCancelled:
+      return v1::ALLOCATION_EVENT_TYPE_CANCELLED;
+  }
+  return v1::ALLOCATION_EVENT_TYPE_UNSPECIFIED;
+}
+
+}  // namespace arbiter::server

@@ -1,0 +1,41 @@
+// Conversion between arbiter.v1 messages and core types: the only place where
+// generated protobuf types meet the domain. Conversions from proto reject
+// what core cannot express (unknown enum numbers, an unset oneof) with
+// INVALID_ARGUMENT naming the field; everything else is validated by core.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "arbiter/v1/allocation.pb.h"
+#include "arbiter/v1/governance.pb.h"
+#include "arbiter/v1/inventory.pb.h"
+#include "arbiter/v1/types.pb.h"
+#include "core/model.h"
+#include "server/node_directory.h"
+#include "server/watch_hub.h"
+#include "store/store.h"
+
+namespace arbiter::server {
+
+namespace v1 = ::arbiter::v1;
+
+absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacityRequest& req);
+core::Cluster ClusterFromProto(const v1::Cluster& c);
+absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p);
+core::Node NodeFromProto(const v1::Node& n);
+// A weight of 0 means the default, 1000.
+core::Team TeamFromProto(const v1::Team& t);
+core::Quota QuotaFromProto(const v1::Quota& q);
+// UNSPECIFIED maps to kUnspecified (no filter); an unknown number is an error.
+absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field);
+
+void ToProto(const core::GpuModel& m, v1::GpuModel* out);
+void ToProto(const core::Cluster& c, v1::Cluster* out);
+void ToProto(const core::Pool& p, v1::Pool* out);
+void ToProto(const core::Node& n, v1::Node* out);
+void ToProto(const core::Team& t, v1::Team* out);
+void ToProto(const core::Quota& q, v1::Quota* out);
+void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes,
+             v1::CapacityRequest* out);
+v1::AllocationEventType ToProto(EventType type);
+
+}  // namespace arbiter::server

@@ -1,0 +1,117 @@
+// arbiterd: the Arbiter control plane daemon. Only wiring lives here.
+//
+//   arbiterd serve   --dsn DSN --insecure-loopback [--listen 127.0.0.1:50051] [--migrate]
+//   arbiterd migrate --dsn DSN
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/real_clock.h"
+#include "server/server.h"
+#include "store/migrations.h"
+#include "store/postgres/migrator.h"
+
+namespace {
+
+using arbiter::server::ServerOptions;
+
+int Migrate(const std::string& dsn) {
+  auto report = arbiter::store::ApplyMigrations(dsn, arbiter::store::EmbeddedMigrations());
+  if (!report.ok()) {
+    spdlog::error("migrate: {}", report.status().ToString());
+    return 1;
+  }
+  spdlog::info("migrate: {} migrations were applied, {} applied now", report->applied_before,
+               report->applied_now.size());
+  return 0;
+}
+
+// Blocks SIGINT and SIGTERM in every thread (call before starting any), so
+// that WaitForStopSignal can take them synchronously.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int Serve(ServerOptions options, bool migrate, const std::string& port_file) {
+  if (migrate && Migrate(options.dsn) != 0) return 1;
+  const absl::Status verified =
+      arbiter::store::VerifyMigrations(options.dsn, arbiter::store::EmbeddedMigrations());
+  if (!verified.ok()) {
+    spdlog::error("refusing to start: {}", verified.ToString());
+    return 1;
+  }
+  const sigset_t stop_signals = BlockStopSignals();
+  arbiter::server::RealClock clock;
+  auto server = arbiter::server::ArbiterServer::Start(options, &clock);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+  const int port = (*server)->port();
+  if (!port_file.empty()) std::ofstream(port_file) << port << "\n";
+  const std::string host = options.listen_address.substr(0, options.listen_address.rfind(':'));
+  std::cout << "arbiterd ready: serving arbiter.v1 on " << host << ":" << port
+            << " (plaintext, loopback only)" << std::endl;
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("received signal {}, shutting down", signal_number);
+  server->reset();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"arbiterd: GPU allocation governance control plane"};
+  app.require_subcommand(1);
+  std::string dsn;
+  if (const char* env = std::getenv("ARBITER_DSN")) dsn = env;
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
+      ->capture_default_str();
+
+  CLI::App* migrate_cmd = app.add_subcommand("migrate", "apply pending schema migrations");
+  migrate_cmd->add_option("--dsn", dsn, "PostgreSQL connection string (env ARBITER_DSN)");
+
+  ServerOptions options;
+  bool migrate = false;
+  std::string port_file;
+  CLI::App* serve_cmd = app.add_subcommand("serve", "serve the arbiter.v1 gRPC API");
+  serve_cmd->add_option("--dsn", dsn, "PostgreSQL connection string (env ARBITER_DSN)");
+  serve_cmd->add_option("--listen", options.listen_address, "host:port to listen on")
+      ->capture_default_str();
+  serve_cmd->add_flag("--insecure-loopback", options.insecure_loopback,
+                      "serve plaintext gRPC; only loopback addresses are accepted");
+  serve_cmd->add_flag("--migrate", migrate, "apply pending migrations before serving");
+  serve_cmd->add_option("--port-file", port_file, "write the bound port to this file");
+  serve_cmd->add_option("--read-connections", options.read_connections,
+                        "PostgreSQL connections for reads")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-batch", options.arbiter.max_batch,
+                        "most decisions committed in one transaction")
+      ->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ arbiterd: %v");
+  if (dsn.empty()) {
+    spdlog::error("no database: pass --dsn or set ARBITER_DSN");
+    return 2;
+  }
+  if (*migrate_cmd) return Migrate(dsn);
+  options.dsn = dsn;
+  return Serve(options, migrate, port_file);
+}

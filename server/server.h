@@ -1,0 +1,71 @@
+// ArbiterServer: wires store, arbiter, worker pool and gRPC services into one
+// running server. Used by main.cc and by in-process server tests.
+//
+// Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "core/clock.h"
+#include "server/arbiter.h"
+#include "server/node_directory.h"
+#include "server/services.h"
+#include "server/watch_hub.h"
+#include "server/worker_pool.h"
+#include "store/postgres/pg_store.h"
+
+namespace arbiter::server {
+
+struct ServerOptions {
+  // Address to listen on, host:port. Port 0 picks a free port.
+  // Default: 127.0.0.1:50051.
+  std::string listen_address = "127.0.0.1:50051";
+  // Serve plaintext gRPC. Only loopback addresses are accepted when set.
+  // Default: false (TLS is required; not available yet, so this must be set).
+  bool insecure_loopback = false;
+  // PostgreSQL connection string.
+  std::string dsn;
+  // Database connections for reads. Default: 4.
+  int read_connections = 4;
+  // Threads running database reads. Default: 4.
+  int read_threads = 4;
+  ArbiterOptions arbiter;
+};
+
+class ArbiterServer {
+ public:
+  // Connects, loads the state and starts serving. INVALID_ARGUMENT for a bad
+  // listen address (or plaintext on a non-loopback address); UNAVAILABLE if
+  // the database or the port cannot be had.
+  static absl::StatusOr<std::unique_ptr<ArbiterServer>> Start(const ServerOptions& options,
+                                                              Clock* clock);
+  // Stops accepting calls, lets running calls finish (up to 5 s), stops.
+  ~ArbiterServer();
+
+  // The port actually bound (useful with port 0).
+  int port() const { return port_; }
+  Arbiter& arbiter() { return *arbiter_; }
+
+ private:
+  ArbiterServer() = default;
+
+  std::unique_ptr<store::PgStore> store_;
+  NodeDirectory nodes_;
+  WatchHub hub_;
+  std::unique_ptr<WorkerPool> reads_;
+  std::unique_ptr<Arbiter> arbiter_;
+  std::unique_ptr<InventoryService> inventory_;
+  std::unique_ptr<GovernanceService> governance_;
+  std::unique_ptr<AllocationService> allocation_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  int port_ = 0;
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost", with a port.
+bool IsLoopbackAddress(const std::string& host_port);
+
+}  // namespace arbiter::server

@@ -1,0 +1,103 @@
+// The gRPC services of arbiter.v1: one thin class per proto service. Each
+// method converts, hands the work to the arbiter (mutations) or to the worker
+// pool (reads), and maps the status. See the .proto files for each RPC's
+// contract and status codes.
+//
+// Thread-safe: methods are called concurrently by gRPC.
+#pragma once
+
+#include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/governance.grpc.pb.h"
+#include "arbiter/v1/inventory.grpc.pb.h"
+#include "server/arbiter.h"
+#include "server/node_directory.h"
+#include "server/watch_hub.h"
+#include "server/worker_pool.h"
+#include "store/store.h"
+
+namespace arbiter::server {
+
+// What every service needs; owned by the server, outlives the services.
+struct ServiceContext {
+  Arbiter* arbiter = nullptr;
+  store::Store* store = nullptr;
+  WorkerPool* reads = nullptr;
+  NodeDirectory* nodes = nullptr;
+  WatchHub* hub = nullptr;
+};
+
+class InventoryService final : public v1::InventoryService::CallbackService {
+ public:
+  explicit InventoryService(ServiceContext ctx) : ctx_(ctx) {}
+
+  grpc::ServerUnaryReactor* ListGpuModels(grpc::CallbackServerContext* ctx,
+                                          const v1::ListGpuModelsRequest* req,
+                                          v1::ListGpuModelsResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateCluster(grpc::CallbackServerContext* ctx,
+                                          const v1::CreateClusterRequest* req,
+                                          v1::CreateClusterResponse* resp) override;
+  grpc::ServerUnaryReactor* ListClusters(grpc::CallbackServerContext* ctx,
+                                         const v1::ListClustersRequest* req,
+                                         v1::ListClustersResponse* resp) override;
+  grpc::ServerUnaryReactor* CreatePool(grpc::CallbackServerContext* ctx,
+                                       const v1::CreatePoolRequest* req,
+                                       v1::CreatePoolResponse* resp) override;
+  grpc::ServerUnaryReactor* ListPools(grpc::CallbackServerContext* ctx,
+                                      const v1::ListPoolsRequest* req,
+                                      v1::ListPoolsResponse* resp) override;
+  grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,
+                                         const v1::RegisterNodeRequest* req,
+                                         v1::RegisterNodeResponse* resp) override;
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* ctx,
+                                      const v1::ListNodesRequest* req,
+                                      v1::ListNodesResponse* resp) override;
+
+ private:
+  ServiceContext ctx_;
+};
+
+class GovernanceService final : public v1::GovernanceService::CallbackService {
+ public:
+  explicit GovernanceService(ServiceContext ctx) : ctx_(ctx) {}
+
+  grpc::ServerUnaryReactor* CreateTeam(grpc::CallbackServerContext* ctx,
+                                       const v1::CreateTeamRequest* req,
+                                       v1::CreateTeamResponse* resp) override;
+  grpc::ServerUnaryReactor* ListTeams(grpc::CallbackServerContext* ctx,
+                                      const v1::ListTeamsRequest* req,
+                                      v1::ListTeamsResponse* resp) override;
+  grpc::ServerUnaryReactor* SetQuota(grpc::CallbackServerContext* ctx,
+                                     const v1::SetQuotaRequest* req,
+                                     v1::SetQuotaResponse* resp) override;
+  grpc::ServerUnaryReactor* ListQuotas(grpc::CallbackServerContext* ctx,
+                                       const v1::ListQuotasRequest* req,
+                                       v1::ListQuotasResponse* resp) override;
+
+ private:
+  ServiceContext ctx_;
+};
+
+class AllocationService final : public v1::AllocationService::CallbackService {
+ public:
+  explicit AllocationService(ServiceContext ctx) : ctx_(ctx) {}
+
+  grpc::ServerUnaryReactor* RequestCapacity(grpc::CallbackServerContext* ctx,
+                                            const v1::RequestCapacityRequest* req,
+                                            v1::RequestCapacityResponse* resp) override;
+  grpc::ServerUnaryReactor* GetRequest(grpc::CallbackServerContext* ctx,
+                                       const v1::GetRequestRequest* req,
+                                       v1::GetRequestResponse* resp) override;
+  grpc::ServerUnaryReactor* ListRequests(grpc::CallbackServerContext* ctx,
+                                         const v1::ListRequestsRequest* req,
+                                         v1::ListRequestsResponse* resp) override;
+  grpc::ServerUnaryReactor* ReleaseAllocation(grpc::CallbackServerContext* ctx,
+                                              const v1::ReleaseAllocationRequest* req,
+                                              v1::ReleaseAllocationResponse* resp) override;
+  grpc::ServerWriteReactor<v1::WatchAllocationsResponse>* WatchAllocations(
+      grpc::CallbackServerContext* ctx, const v1::WatchAllocationsRequest* req) override;
+
+ private:
+  ServiceContext ctx_;
+};
+
+}  // namespace arbiter::server
