@@ -1,0 +1,162 @@
+// Randomized invariant tests: seeded sequences of requests and releases,
+// with the invariants of DESIGN.md checked after every operation. The seed
+// is printed; rerun one with ARBITER_TEST_SEED=<seed>.
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "core/arbitration.h"
+#include "gtest/gtest.h"
+#include "tests/core/test_state.h"
+
+namespace arbiter::core {
+namespace {
+
+using ::arbiter::testing::kT0;
+using ::arbiter::testing::MakeNode;
+
+uint64_t Seed() {
+  if (const char* s = std::getenv("ARBITER_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+// Recomputes every GPU's and node's accounting from the live requests and
+// compares it with the state's, and checks capacity and quota limits.
+void CheckInvariants(const State& s) {
+  std::map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> gpu_use;  // milli, MiB.
+  std::map<std::pair<int64_t, int32_t>, int> tenants;
+  std::map<int64_t, std::pair<int64_t, int64_t>> host_use;
+  std::map<std::pair<std::string, std::string>, int64_t> team_use;
+  for (const auto& [id, r] : s.live_requests()) {
+    if (r.state != RequestState::kAdmitted) {
+      ASSERT_EQ(r.state, RequestState::kQueued);
+      ASSERT_TRUE(r.placements.empty());
+      continue;
+    }
+    ASSERT_EQ(static_cast<int32_t>(r.placements.size()), r.spec.members);
+    team_use[{r.spec.team, r.spec.pool}] += r.spec.total_gpu_milli();
+    for (const Placement& p : r.placements) {
+      const Node* n = s.FindNode(p.node_id);
+      ASSERT_NE(n, nullptr);
+      ASSERT_EQ(n->pool, r.spec.pool);
+      host_use[p.node_id].first += p.cpu_milli;
+      host_use[p.node_id].second += p.memory_mib;
+      for (int32_t g : p.gpu_indices) {
+        const Gpu& gpu = n->gpus[g];
+        if (!r.spec.gpu_models.empty()) {
+          ASSERT_NE(std::find(r.spec.gpu_models.begin(), r.spec.gpu_models.end(), gpu.model),
+                    r.spec.gpu_models.end());
+        }
+        auto& use = gpu_use[{p.node_id, g}];
+        use.first += p.gpu_milli;
+        use.second += p.exclusive ? gpu.memory_mib : p.gpu_memory_mib;
+        tenants[{p.node_id, g}]++;
+      }
+    }
+  }
+  for (const Node& n : s.nodes()) {
+    ASSERT_LE(n.allocated_cpu_milli, n.cpu_milli);
+    ASSERT_LE(n.allocated_memory_mib, n.memory_mib);
+    ASSERT_EQ(n.allocated_cpu_milli, host_use[n.id].first);
+    ASSERT_EQ(n.allocated_memory_mib, host_use[n.id].second);
+    for (const Gpu& g : n.gpus) {
+      const auto use = gpu_use[{n.id, g.index}];
+      ASSERT_EQ(g.allocated_milli, use.first);
+      ASSERT_EQ(g.allocated_memory_mib, use.second);
+      ASSERT_LE(g.allocated_milli, kMilliPerGpu);
+      ASSERT_LE(g.allocated_memory_mib, g.memory_mib);
+      ASSERT_EQ(g.tenants, (tenants[{n.id, g.index}]));
+      if (g.exclusive) {
+        ASSERT_EQ(g.tenants, 1);
+      }
+    }
+  }
+  for (const auto& [key, used] : team_use) {
+    ASSERT_EQ(s.UsedMilli(key.first, key.second), used);
+    const Quota* q = s.FindQuota(key.first, key.second);
+    ASSERT_NE(q, nullptr);
+    ASSERT_LE(used, q->nominal_milli);
+  }
+}
+
+CapacityRequestSpec RandomSpec(std::mt19937_64& rng, int n) {
+  CapacityRequestSpec spec;
+  spec.idempotency_key = absl::StrCat("k", n);
+  spec.team = rng() % 2 ? "t" : "u";
+  spec.pool = "serving";
+  spec.workload_class = WorkloadClass::kTraining;
+  spec.members = 1 + rng() % 3;
+  if (rng() % 2) {
+    spec.shape.gpu = static_cast<int32_t>(1 + rng() % 4);
+  } else {
+    spec.shape.gpu = GpuFraction{static_cast<int64_t>(50 + rng() % 950),
+                                 static_cast<int64_t>(1024 + rng() % (39 * 1024))};
+  }
+  spec.shape.cpu_milli = static_cast<int64_t>(rng() % 8000);
+  spec.shape.memory_mib = static_cast<int64_t>(rng() % 65536);
+  if (rng() % 4 == 0) spec.gpu_models = {rng() % 2 ? "H100-80GB" : "A100-40GB"};
+  return spec;
+}
+
+// Runs `steps` random operations; returns a transcript of every decision.
+std::string RunRandom(uint64_t seed, int steps) {
+  std::mt19937_64 rng(seed);
+  State s = ::arbiter::testing::MakeState(/*nominal_milli=*/20'000);
+  ChangeSet ch;
+  EXPECT_TRUE(CreateTeam(s, {"u", "", 1000}, ch).ok());
+  EXPECT_TRUE(SetQuota(s, {"u", "serving", 12'000}, kT0, ch).ok());
+  for (int i = 0; i < 6; ++i) {
+    ::arbiter::testing::AddNode(
+        s, MakeNode(absl::StrCat("n", i), 2 + i % 3, i % 2 ? "H100-80GB" : "A100-40GB",
+                    "serving", 32'000, 256 * 1024));
+  }
+  std::string transcript;
+  std::vector<int64_t> ids;
+  for (int step = 0; step < steps; ++step) {
+    const absl::Time now = kT0 + absl::Seconds(step);
+    ChangeSet changes;
+    if (ids.empty() || rng() % 3 != 0) {
+      auto out = RequestCapacity(s, RandomSpec(rng, step), now, changes);
+      EXPECT_TRUE(out.ok()) << out.status();
+      if (!out.ok()) break;
+      ids.push_back(out->request.id);
+      absl::StrAppend(&transcript, out->request.id, ":", RequestStateName(out->request.state));
+      for (const Placement& p : out->request.placements) {
+        absl::StrAppend(&transcript, "@", p.node_id, "/", p.gpu_indices.size());
+      }
+      absl::StrAppend(&transcript, ";");
+    } else {
+      const size_t pick = rng() % ids.size();
+      auto out = ReleaseRequest(s, ids[pick], now, changes);
+      ids.erase(ids.begin() + pick);
+      if (out.ok()) absl::StrAppend(&transcript, "r", out->id, ";");
+      absl::StrAppend(&transcript, "+", changes.changes.size(), ";");
+    }
+    CheckInvariants(s);
+    if (::testing::Test::HasFatalFailure()) {
+      ADD_FAILURE() << "invariant broken at step " << step << " with seed " << seed;
+      break;
+    }
+  }
+  return transcript;
+}
+
+TEST(ArbitrationRandomTest, InvariantsHoldAfterEveryOperation) {
+  const uint64_t seed = Seed();
+  std::cout << "seed: " << seed << " (rerun with ARBITER_TEST_SEED=" << seed << ")\n";
+  for (int round = 0; round < 20; ++round) {
+    RunRandom(seed + round, 400);
+    ASSERT_FALSE(HasFailure()) << "seed " << seed + round;
+  }
+}
+
+TEST(ArbitrationRandomTest, SameSeedGivesSameDecisions) {
+  const uint64_t seed = Seed();
+  std::cout << "seed: " << seed << "\n";
+  EXPECT_EQ(RunRandom(seed, 500), RunRandom(seed, 500)) << "seed " << seed;
+}
+
+}  // namespace
+}  // namespace arbiter::core

@@ -1,0 +1,394 @@
+// The gRPC services through a real server on a loopback port, backed by a
+// real PostgreSQL database: input validation with nothing written, status
+// codes, and the watch stream.
+#include <functional>
+#include <thread>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/governance.grpc.pb.h"
+#include "arbiter/v1/inventory.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/testing/pg_harness.h"
+#include "tests/testing/simulated_clock.h"
+#include "tests/testing/status_matchers.h"
+
+namespace arbiter::server {
+namespace {
+
+using ::arbiter::testing::IsOk;
+using ::arbiter::testing::TestDatabase;
+
+class ServerTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    auto db = TestDatabase::Create();
+    ASSERT_THAT(db, IsOk());
+    db_ = std::move(*db);
+    ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.insecure_loopback = true;
+    options.dsn = db_->dsn();
+    auto server = ArbiterServer::Start(options, &clock_);
+    ASSERT_THAT(server, IsOk());
+    server_ = std::move(*server);
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                       grpc::InsecureChannelCredentials());
+    inventory_ = v1::InventoryService::NewStub(channel);
+    governance_ = v1::GovernanceService::NewStub(channel);
+    allocation_ = v1::AllocationService::NewStub(channel);
+  }
+
+  void TearDown() override { server_.reset(); }
+
+  void SeedOrganisation() {
+    grpc::ClientContext c1, c2, c3, c4, c5;
+    v1::CreateClusterRequest cluster;
+    cluster.mutable_cluster()->set_name("east");
+    v1::CreateClusterResponse cluster_resp;
+    ASSERT_TRUE(inventory_->CreateCluster(&c1, cluster, &cluster_resp).ok());
+    v1::CreatePoolRequest pool;
+    pool.mutable_pool()->set_name("serving");
+    pool.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_SERVING);
+    v1::CreatePoolResponse pool_resp;
+    ASSERT_TRUE(inventory_->CreatePool(&c2, pool, &pool_resp).ok());
+    v1::RegisterNodeRequest node;
+    node.mutable_node()->set_cluster("east");
+    node.mutable_node()->set_name("n1");
+    node.mutable_node()->set_pool("serving");
+    node.mutable_node()->set_cpu_milli(64000);
+    node.mutable_node()->set_memory_mib(512000);
+    for (int i = 0; i < 4; ++i) {
+      v1::Gpu* gpu = node.mutable_node()->add_gpus();
+      gpu->set_index(i);
+      gpu->set_model("L4");
+    }
+    v1::RegisterNodeResponse node_resp;
+    ASSERT_TRUE(inventory_->RegisterNode(&c3, node, &node_resp).ok());
+    v1::CreateTeamRequest team;
+    team.mutable_team()->set_name("inference");
+    v1::CreateTeamResponse team_resp;
+    ASSERT_TRUE(governance_->CreateTeam(&c4, team, &team_resp).ok());
+    v1::SetQuotaRequest quota;
+    quota.mutable_quota()->set_team("inference");
+    quota.mutable_quota()->set_pool("serving");
+    quota.mutable_quota()->set_nominal_milli(3000);
+    v1::SetQuotaResponse quota_resp;
+    ASSERT_TRUE(governance_->SetQuota(&c5, quota, &quota_resp).ok());
+  }
+
+  static v1::RequestCapacityRequest ValidRequest(const std::string& key) {
+    v1::RequestCapacityRequest req;
+    req.set_idempotency_key(key);
+    req.set_team("inference");
+    req.set_pool("serving");
+    req.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    req.set_members(1);
+    req.mutable_shape()->mutable_fraction()->set_gpu_milli(250);
+    req.mutable_shape()->mutable_fraction()->set_memory_mib(4096);
+    return req;
+  }
+
+  grpc::Status Request(const v1::RequestCapacityRequest& req, v1::RequestCapacityResponse* resp) {
+    grpc::ClientContext ctx;
+    return allocation_->RequestCapacity(&ctx, req, resp);
+  }
+
+  // Row counts of every table a call could write.
+  std::string RowCounts() {
+    auto counts = db_->QueryValue(
+        "SELECT concat_ws(',', (SELECT count(*) FROM clusters), (SELECT count(*) FROM pools),"
+        " (SELECT count(*) FROM nodes), (SELECT count(*) FROM gpus), (SELECT count(*) FROM teams),"
+        " (SELECT count(*) FROM quotas), (SELECT sum(nominal_milli) FROM quotas),"
+        " (SELECT count(*) FROM requests), (SELECT count(*) FROM placements),"
+        " (SELECT string_agg(state, '') FROM requests))");
+    EXPECT_THAT(counts, IsOk());
+    return counts.value_or("");
+  }
+
+  testing::SimulatedClock clock_;
+  std::unique_ptr<TestDatabase> db_;
+  std::unique_ptr<ArbiterServer> server_;
+  std::unique_ptr<v1::InventoryService::Stub> inventory_;
+  std::unique_ptr<v1::GovernanceService::Stub> governance_;
+  std::unique_ptr<v1::AllocationService::Stub> allocation_;
+};
+
+struct BadInput {
+  std::string name;
+  std::function<grpc::Status(ServerTest*)> call;
+  grpc::StatusCode code;
+  std::string field;  // The message must start with "<field>:" (unless empty).
+};
+
+class ServerBadInputTest : public ServerTest {
+ public:
+  grpc::Status RequestWith(std::function<void(v1::RequestCapacityRequest&)> mutate) {
+    v1::RequestCapacityRequest req = ValidRequest("bad");
+    mutate(req);
+    v1::RequestCapacityResponse resp;
+    return Request(req, &resp);
+  }
+};
+
+TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
+  SeedOrganisation();
+  v1::RequestCapacityResponse first;
+  ASSERT_TRUE(Request(ValidRequest("taken"), &first).ok());
+  using RC = v1::RequestCapacityRequest;
+  using Code = grpc::StatusCode;
+  auto req = [](std::function<void(RC&)> m) {
+    return [m](ServerTest* t) {
+      return static_cast<ServerBadInputTest*>(t)->RequestWith(m);
+    };
+  };
+  const std::vector<BadInput> cases = {
+      {"empty key", req([](RC& r) { r.set_idempotency_key(""); }), Code::INVALID_ARGUMENT,
+       "idempotency_key"},
+      {"long key", req([](RC& r) { r.set_idempotency_key(std::string(300, 'k')); }),
+       Code::INVALID_ARGUMENT, "idempotency_key"},
+      {"empty team", req([](RC& r) { r.set_team(""); }), Code::INVALID_ARGUMENT, "team"},
+      {"long team", req([](RC& r) { r.set_team(std::string(65, 't')); }),
+       Code::INVALID_ARGUMENT, "team"},
+      {"sql in team", req([](RC& r) { r.set_team("x'; DROP TABLE requests;--"); }),
+       Code::INVALID_ARGUMENT, "team"},
+      {"NUL in pool", req([](RC& r) { r.set_pool(std::string("ser\0ving", 8)); }),
+       Code::INVALID_ARGUMENT, "pool"},
+      {"unspecified class", req([](RC& r) { r.set_workload_class(v1::WORKLOAD_CLASS_UNSPECIFIED); }),
+       Code::INVALID_ARGUMENT, "workload_class"},
+      {"unknown class number",
+       req([](RC& r) { r.set_workload_class(static_cast<v1::WorkloadClass>(77)); }),
+       Code::INVALID_ARGUMENT, "workload_class"},
+      {"zero members", req([](RC& r) { r.set_members(0); }), Code::INVALID_ARGUMENT, "members"},
+      {"negative members", req([](RC& r) { r.set_members(-1); }), Code::INVALID_ARGUMENT,
+       "members"},
+      {"no shape", req([](RC& r) { r.clear_shape(); }), Code::INVALID_ARGUMENT, "shape"},
+      {"zero whole gpus", req([](RC& r) { r.mutable_shape()->set_whole_gpus(0); }),
+       Code::INVALID_ARGUMENT, "shape.whole_gpus"},
+      {"overflowing whole gpus",
+       req([](RC& r) { r.mutable_shape()->set_whole_gpus(2147483647); }),
+       Code::INVALID_ARGUMENT, "shape.whole_gpus"},
+      {"fraction zero",
+       req([](RC& r) { r.mutable_shape()->mutable_fraction()->set_gpu_milli(0); }),
+       Code::INVALID_ARGUMENT, "shape.fraction.gpu_milli"},
+      {"fraction above one",
+       req([](RC& r) { r.mutable_shape()->mutable_fraction()->set_gpu_milli(1001); }),
+       Code::INVALID_ARGUMENT, "shape.fraction.gpu_milli"},
+      {"fraction negative memory",
+       req([](RC& r) { r.mutable_shape()->mutable_fraction()->set_memory_mib(-4); }),
+       Code::INVALID_ARGUMENT, "shape.fraction.memory_mib"},
+      {"fraction memory beyond the model",
+       req([](RC& r) {
+         r.add_gpu_models("L4");
+         r.mutable_shape()->mutable_fraction()->set_memory_mib(30000);
+       }),
+       Code::INVALID_ARGUMENT, "shape.fraction.memory_mib"},
+      {"overflowing cpu", req([](RC& r) { r.mutable_shape()->set_cpu_milli(INT64_MAX); }),
+       Code::INVALID_ARGUMENT, "shape.cpu_milli"},
+      // The protobuf runtime refuses invalid UTF-8 in a string field while
+      // parsing, before any handler runs; gRPC answers UNIMPLEMENTED and no
+      // field can be named. Nothing is written either way.
+      {"invalid utf8 description", req([](RC& r) { r.set_description("\xc3\x28"); }),
+       Code::UNIMPLEMENTED, ""},
+      {"unknown team", req([](RC& r) { r.set_team("nobody"); }), Code::NOT_FOUND, "team"},
+      {"unknown pool", req([](RC& r) { r.set_pool("nowhere"); }), Code::NOT_FOUND, "pool"},
+      {"unknown model", req([](RC& r) { r.add_gpu_models("TPUv5"); }), Code::NOT_FOUND,
+       "gpu_models[0]"},
+      {"key reused with another body",
+       req([](RC& r) {
+         r.set_idempotency_key("taken");
+         r.set_members(2);
+       }),
+       Code::FAILED_PRECONDITION, "idempotency_key"},
+      {"pool with unspecified class",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::CreatePoolRequest r;
+         r.mutable_pool()->set_name("p2");
+         v1::CreatePoolResponse resp;
+         return t->inventory_->CreatePool(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "pool.latency_class"},
+      {"pool with unknown class number",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::CreatePoolRequest r;
+         r.mutable_pool()->set_name("p2");
+         r.mutable_pool()->set_latency_class(static_cast<v1::LatencyClass>(9));
+         v1::CreatePoolResponse resp;
+         return t->inventory_->CreatePool(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "pool.latency_class"},
+      {"cluster with empty name",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::CreateClusterRequest r;
+         v1::CreateClusterResponse resp;
+         return t->inventory_->CreateCluster(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "cluster.name"},
+      {"node with unknown model",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::RegisterNodeRequest r;
+         r.mutable_node()->set_cluster("east");
+         r.mutable_node()->set_name("n9");
+         r.mutable_node()->set_pool("serving");
+         r.mutable_node()->set_cpu_milli(1000);
+         r.mutable_node()->set_memory_mib(1000);
+         r.mutable_node()->add_gpus()->set_model("Voodoo2");
+         v1::RegisterNodeResponse resp;
+         return t->inventory_->RegisterNode(&ctx, r, &resp);
+       },
+       Code::NOT_FOUND, "node.gpus[0].model"},
+      {"node with zero cpu",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::RegisterNodeRequest r;
+         r.mutable_node()->set_cluster("east");
+         r.mutable_node()->set_name("n9");
+         r.mutable_node()->set_pool("serving");
+         r.mutable_node()->set_memory_mib(1000);
+         r.mutable_node()->add_gpus()->set_model("L4");
+         v1::RegisterNodeResponse resp;
+         return t->inventory_->RegisterNode(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "node.cpu_milli"},
+      {"team with unknown parent",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::CreateTeamRequest r;
+         r.mutable_team()->set_name("x");
+         r.mutable_team()->set_parent("ghost");
+         v1::CreateTeamResponse resp;
+         return t->governance_->CreateTeam(&ctx, r, &resp);
+       },
+       Code::NOT_FOUND, "team.parent"},
+      {"negative quota",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::SetQuotaRequest r;
+         r.mutable_quota()->set_team("inference");
+         r.mutable_quota()->set_pool("serving");
+         r.mutable_quota()->set_nominal_milli(-1);
+         v1::SetQuotaResponse resp;
+         return t->governance_->SetQuota(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "quota.nominal_milli"},
+      {"release id zero",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::ReleaseAllocationRequest r;
+         v1::ReleaseAllocationResponse resp;
+         return t->allocation_->ReleaseAllocation(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "id"},
+      {"release unknown id",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::ReleaseAllocationRequest r;
+         r.set_id(424242);
+         v1::ReleaseAllocationResponse resp;
+         return t->allocation_->ReleaseAllocation(&ctx, r, &resp);
+       },
+       Code::NOT_FOUND, "id"},
+      {"list with bad page token",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::ListRequestsRequest r;
+         r.set_page_token("'; --");
+         v1::ListRequestsResponse resp;
+         return t->allocation_->ListRequests(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "page_token"},
+      {"list with unknown state",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::ListRequestsRequest r;
+         r.set_state(static_cast<v1::RequestState>(40));
+         v1::ListRequestsResponse resp;
+         return t->allocation_->ListRequests(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "state"},
+  };
+  const std::string before = RowCounts();
+  for (const BadInput& c : cases) {
+    SCOPED_TRACE(c.name);
+    grpc::Status status = c.call(this);
+    EXPECT_EQ(status.error_code(), c.code) << status.error_message();
+    if (!c.field.empty()) {
+      EXPECT_EQ(status.error_message().rfind(c.field + ":", 0), 0u) << status.error_message();
+    }
+    EXPECT_EQ(RowCounts(), before);
+  }
+}
+
+TEST_F(ServerTest, ReleaseOfAReleasedAllocationIsFailedPrecondition) {
+  SeedOrganisation();
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(ValidRequest("k"), &resp).ok());
+  for (grpc::StatusCode expected : {grpc::StatusCode::OK, grpc::StatusCode::FAILED_PRECONDITION}) {
+    grpc::ClientContext ctx;
+    v1::ReleaseAllocationRequest r;
+    r.set_id(resp.request().id());
+    v1::ReleaseAllocationResponse out;
+    EXPECT_EQ(allocation_->ReleaseAllocation(&ctx, r, &out).error_code(), expected);
+  }
+}
+
+TEST_F(ServerTest, ReplayReturnsTheStoredRequest) {
+  SeedOrganisation();
+  v1::RequestCapacityResponse first, second;
+  ASSERT_TRUE(Request(ValidRequest("k"), &first).ok());
+  ASSERT_TRUE(Request(ValidRequest("k"), &second).ok());
+  EXPECT_FALSE(first.replayed());
+  EXPECT_TRUE(second.replayed());
+  EXPECT_EQ(first.request().SerializeAsString(), second.request().SerializeAsString());
+}
+
+TEST_F(ServerTest, ConcurrentCallsWithOneKeyMakeOneRequest) {
+  SeedOrganisation();
+  std::vector<std::thread> threads;
+  std::vector<int64_t> ids(16, 0);
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([this, i, &ids] {
+      v1::RequestCapacityResponse resp;
+      if (Request(ValidRequest("same"), &resp).ok()) ids[i] = resp.request().id();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int64_t id : ids) EXPECT_EQ(id, ids[0]);
+  EXPECT_THAT(db_->QueryValue("SELECT count(*) FROM requests"),
+              ::arbiter::testing::IsOkAndHolds(std::string("1")));
+}
+
+TEST_F(ServerTest, WatchDeliversCommittedEventsInOrder) {
+  SeedOrganisation();
+  grpc::ClientContext watch_ctx;
+  v1::WatchAllocationsRequest watch;
+  watch.set_team("inference");
+  auto reader = allocation_->WatchAllocations(&watch_ctx, watch);
+  // A request only proves the stream is subscribed once its event arrives;
+  // make requests until the first event is read.
+  v1::WatchAllocationsResponse event;
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(ValidRequest("w1"), &resp).ok());
+  grpc::ClientContext release_ctx;
+  v1::ReleaseAllocationRequest release;
+  release.set_id(resp.request().id());
+  v1::ReleaseAllocationResponse released;
+  ASSERT_TRUE(allocation_->ReleaseAllocation(&release_ctx, release, &released).ok());
+  std::vector<v1::AllocationEventType> types;
+  while (types.size() < 2 && reader->Read(&event)) {
+    if (event.request().id() == resp.request().id()) types.push_back(event.type());
+  }
+  watch_ctx.TryCancel();
+  EXPECT_EQ(types, (std::vector<v1::AllocationEventType>{v1::ALLOCATION_EVENT_TYPE_ADMITTED,
+                                                         v1::ALLOCATION_EVENT_TYPE_RELEASED}));
+}
+
+}  // namespace
+}  // namespace arbiter::server

@@ -1,0 +1,197 @@
+#include "store/postgres/pg_store.h"
+
+#include "core/arbitration.h"
+#include "gtest/gtest.h"
+#include "store/migrations.h"
+#include "store/postgres/migrator.h"
+#include "tests/core/test_state.h"
+#include "tests/testing/pg_harness.h"
+#include "tests/testing/status_matchers.h"
+
+namespace arbiter::store {
+namespace {
+
+using ::arbiter::testing::IsOk;
+using ::arbiter::testing::kT0;
+using ::arbiter::testing::MakeNode;
+using ::arbiter::testing::StatusIs;
+using ::arbiter::testing::TestDatabase;
+using ::arbiter::testing::WholeSpec;
+using ::testing::HasSubstr;
+
+class PgStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto db = TestDatabase::Create();
+    ASSERT_THAT(db, IsOk());
+    db_ = std::move(*db);
+    auto store = PgStore::Create({db_->dsn(), 2});
+    ASSERT_THAT(store, IsOk());
+    store_ = std::move(*store);
+  }
+
+  // Loads the (migrated, empty) state and builds a small organisation on it,
+  // committing each step.
+  core::State BuildAndCommitOrganisation() {
+    absl::StatusOr<core::State> loaded = store_->LoadState();
+    EXPECT_THAT(loaded, IsOk());
+    core::State s = std::move(*loaded);
+    core::ChangeSet ch;
+    EXPECT_THAT(core::CreateCluster(s, {"east", "H100 cluster"}, ch), IsOk());
+    EXPECT_THAT(core::CreatePool(s, {"serving", core::LatencyClass::kServing, ""}, ch), IsOk());
+    EXPECT_THAT(core::CreateTeam(s, {"org", "", 1000}, ch), IsOk());
+    EXPECT_THAT(core::CreateTeam(s, {"t", "org", 2000}, ch), IsOk());
+    EXPECT_THAT(core::SetQuota(s, {"t", "serving", 3000}, kT0, ch), IsOk());
+    core::Node node = MakeNode("n1", 4, "H100-80GB");
+    node.cluster = "east";
+    EXPECT_THAT(core::RegisterNode(s, node, kT0, ch), IsOk());
+    EXPECT_THAT(store_->Commit(ch), IsOk());
+    return s;
+  }
+
+  absl::StatusOr<core::CapacityRequest> Request(core::State& s,
+                                                const core::CapacityRequestSpec& spec) {
+    core::ChangeSet ch;
+    auto out = core::RequestCapacity(s, spec, kT0, ch);
+    if (!out.ok()) return out.status();
+    absl::Status committed = store_->Commit(ch);
+    if (!committed.ok()) return committed;
+    return out->request;
+  }
+
+  std::unique_ptr<TestDatabase> db_;
+  std::unique_ptr<PgStore> store_;
+};
+
+TEST_F(PgStoreTest, TemplateHasEveryMigrationApplied) {
+  EXPECT_THAT(VerifyMigrations(db_->dsn(), EmbeddedMigrations()), IsOk());
+  auto report = ApplyMigrations(db_->dsn(), EmbeddedMigrations());
+  ASSERT_THAT(report, IsOk());
+  EXPECT_EQ(report->applied_before, static_cast<int>(EmbeddedMigrations().size()));
+  EXPECT_TRUE(report->applied_now.empty());
+}
+
+TEST_F(PgStoreTest, RefusesANewerDatabase) {
+  ASSERT_THAT(db_->QueryValue("INSERT INTO schema_migrations VALUES (9999, 'future', 'x')"),
+              IsOk());
+  EXPECT_THAT(VerifyMigrations(db_->dsn(), EmbeddedMigrations()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("newer")));
+  EXPECT_THAT(ApplyMigrations(db_->dsn(), EmbeddedMigrations()),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(PgStoreTest, RefusesAnEditedMigration) {
+  ASSERT_THAT(db_->QueryValue("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1"),
+              IsOk());
+  EXPECT_THAT(VerifyMigrations(db_->dsn(), EmbeddedMigrations()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("checksum")));
+}
+
+TEST_F(PgStoreTest, RefusesAPendingMigrationUntilApplied) {
+  std::vector<Migration> migrations = EmbeddedMigrations();
+  migrations.push_back({9000, "add_test_table", "CREATE TABLE migration_probe (x int)"});
+  EXPECT_THAT(VerifyMigrations(db_->dsn(), migrations),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not applied")));
+  auto report = ApplyMigrations(db_->dsn(), migrations);
+  ASSERT_THAT(report, IsOk());
+  EXPECT_EQ(report->applied_now, std::vector<int>{9000});
+  EXPECT_THAT(VerifyMigrations(db_->dsn(), migrations), IsOk());
+}
+
+TEST_F(PgStoreTest, AFailingMigrationAppliesNothing) {
+  std::vector<Migration> migrations = EmbeddedMigrations();
+  migrations.push_back({9000, "good", "CREATE TABLE probe_a (x int)"});
+  migrations.push_back({9001, "bad", "CREATE TABLE probe_b (x nosuchtype)"});
+  EXPECT_THAT(ApplyMigrations(db_->dsn(), migrations), StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(db_->QueryValue("SELECT count(*) FROM schema_migrations WHERE version >= 9000"),
+              ::arbiter::testing::IsOkAndHolds(std::string("0")));
+  EXPECT_THAT(db_->QueryValue("SELECT to_regclass('probe_a') IS NULL"),
+              ::arbiter::testing::IsOkAndHolds(std::string("t")));
+}
+
+TEST_F(PgStoreTest, CommittedStateLoadsBackIdentically) {
+  core::State s = BuildAndCommitOrganisation();
+  auto admitted = Request(s, WholeSpec("a", 1, 2));
+  ASSERT_THAT(admitted, IsOk());
+  ASSERT_EQ(admitted->state, core::RequestState::kAdmitted);
+  auto queued = Request(s, WholeSpec("b", 1, 2));
+  ASSERT_THAT(queued, IsOk());
+  ASSERT_EQ(queued->state, core::RequestState::kQueued);
+  // Release `a`: `b` is admitted in the same change set.
+  core::ChangeSet ch;
+  ASSERT_THAT(core::ReleaseRequest(s, admitted->id, kT0 + absl::Seconds(1), ch), IsOk());
+  ASSERT_THAT(store_->Commit(ch), IsOk());
+
+  auto loaded = store_->LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->next_request_id(), s.next_request_id());
+  EXPECT_EQ(loaded->next_node_id(), s.next_node_id());
+  EXPECT_EQ(loaded->UsedMilli("t", "serving"), 2000);
+  ASSERT_EQ(loaded->live_requests().size(), 1u);
+  const core::CapacityRequest& b = loaded->live_requests().at(queued->id);
+  EXPECT_EQ(b.state, core::RequestState::kAdmitted);
+  EXPECT_EQ(b.placements, s.FindLiveRequest(queued->id)->placements);
+  EXPECT_EQ(b.body_hash, queued->body_hash);
+  ASSERT_NE(loaded->FindIdempotencyKey("a"), nullptr);
+  EXPECT_EQ(loaded->FindIdempotencyKey("a")->request_id, admitted->id);
+  const core::Node& n = *loaded->FindNode("east", "n1");
+  EXPECT_EQ(n.gpus.size(), 4u);
+  int exclusive = 0;
+  for (const core::Gpu& g : n.gpus) exclusive += g.exclusive ? 1 : 0;
+  EXPECT_EQ(exclusive, 2);
+  EXPECT_EQ(loaded->FindTeam("t")->parent, "org");
+  EXPECT_EQ(loaded->FindTeam("t")->weight_milli, 2000);
+}
+
+TEST_F(PgStoreTest, ACommitIsAllOrNothing) {
+  BuildAndCommitOrganisation();
+  core::ChangeSet ch;
+  ch.changes.emplace_back(core::Cluster{"west", ""});
+  ch.changes.emplace_back(core::Cluster{"east", ""});  // Duplicate: unique violation.
+  EXPECT_THAT(store_->Commit(ch), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(db_->QueryValue("SELECT count(*) FROM clusters"),
+              ::arbiter::testing::IsOkAndHolds(std::string("1")));
+}
+
+TEST_F(PgStoreTest, ReadsListAndPage) {
+  core::State s = BuildAndCommitOrganisation();
+  for (int i = 0; i < 5; ++i) {
+    core::CapacityRequestSpec spec = ::arbiter::testing::FractionSpec(
+        "f" + std::to_string(i), 1, 100, 1024);
+    ASSERT_THAT(Request(s, spec), IsOk());
+  }
+  RequestFilter filter;
+  filter.limit = 2;
+  auto page1 = store_->ListRequests(filter);
+  ASSERT_THAT(page1, IsOk());
+  ASSERT_EQ(page1->size(), 2u);
+  EXPECT_EQ((*page1)[0].id, 5);
+  filter.before_id = (*page1)[1].id;
+  auto page2 = store_->ListRequests(filter);
+  ASSERT_THAT(page2, IsOk());
+  EXPECT_EQ((*page2)[0].id, 3);
+  EXPECT_EQ((*page2)[0].placements.size(), 1u);
+  filter = RequestFilter{"t", core::RequestState::kReleased, 0, 10};
+  EXPECT_THAT(store_->ListRequests(filter), ::arbiter::testing::IsOkAndHolds(::testing::IsEmpty()));
+
+  EXPECT_THAT(store_->GetRequest(99), StatusIs(absl::StatusCode::kNotFound));
+  auto quotas = store_->ListQuotas("t");
+  ASSERT_THAT(quotas, IsOk());
+  ASSERT_EQ(quotas->size(), 1u);
+  EXPECT_EQ((*quotas)[0].used_milli, 500);
+  auto nodes = store_->ListNodes("east", "");
+  ASSERT_THAT(nodes, IsOk());
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_EQ((*nodes)[0].gpus[0].allocated_milli, 500);  // All five share one GPU.
+  auto models = store_->ListGpuModels();
+  ASSERT_THAT(models, IsOk());
+  EXPECT_GE(models->size(), 10u);
+}
+
+TEST(PgStoreUnreachableTest, CreateIsUnavailable) {
+  EXPECT_THAT(PgStore::Create({"host=127.0.0.1 port=1 dbname=none connect_timeout=2", 1}),
+              StatusIs(absl::StatusCode::kUnavailable));
+}
+
+}  // namespace
+}  // namespace arbiter::store
