@@ -1,0 +1,375 @@
+#include "clients/arbctl/commands.h"
+
+#include <chrono>
+#include <iostream>
+#include <random>
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "clients/arbctl/table.h"
+
+namespace arbiter::arbctl {
+namespace {
+
+void PrintJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  opts.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
+  std::cout << out;
+}
+
+// "REQUEST_STATE_ADMITTED" -> "admitted".
+std::string Short(const std::string& enum_name, const std::string& prefix) {
+  return absl::AsciiStrToLower(enum_name.substr(prefix.size()));
+}
+
+std::string Milli(int64_t milli) {
+  if (milli % 1000 == 0) return absl::StrCat(milli / 1000);
+  return absl::StrCat(milli / 1000, ".", absl::StrFormat("%03d", milli % 1000));
+}
+
+std::string ShapeText(const v1::CapacityRequest& r) {
+  const std::string each = r.shape().has_whole_gpus()
+                               ? absl::StrCat(r.shape().whole_gpus(), " GPU")
+                               : absl::StrCat(r.shape().fraction().gpu_milli(), "m/",
+                                              r.shape().fraction().memory_mib(), "MiB");
+  return absl::StrCat(r.members(), "x", each);
+}
+
+std::string PlacementText(const v1::CapacityRequest& r) {
+  std::vector<std::string> parts;
+  for (const auto& p : r.placements()) {
+    parts.push_back(absl::StrCat(p.node(), ":", absl::StrJoin(p.gpu_indices(), ",")));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string Hint(grpc::StatusCode code, const std::string& endpoint) {
+  switch (code) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::StrCat("is arbiterd running at ", endpoint,
+                          "? Start it with deploy/local/up, or pass --endpoint / set "
+                          "ARBITER_ENDPOINT. Retrying a request with the same --key is safe.");
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "the server did not answer in time; retry with the same --key, or raise --timeout";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "fix the field named above; see `arbctl <command> --help`";
+    case grpc::StatusCode::NOT_FOUND:
+      return "list what exists with `arbctl teams list`, `arbctl pools list` or "
+             "`arbctl models list`";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "the object is not in a state that allows this; see `arbctl requests get ID`";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "the name is taken; choose another";
+    default:
+      return "";
+  }
+}
+
+std::string RandomKey() {
+  std::random_device rd;
+  return absl::StrCat("arbctl-", absl::Hex(rd()), absl::Hex(rd()));
+}
+
+}  // namespace
+
+Commands::Commands(GlobalOptions options) : options_(std::move(options)) {
+  auto channel = grpc::CreateChannel(options_.endpoint, grpc::InsecureChannelCredentials());
+  inventory_ = v1::InventoryService::NewStub(channel);
+  governance_ = v1::GovernanceService::NewStub(channel);
+  allocation_ = v1::AllocationService::NewStub(channel);
+}
+
+void Commands::Deadline(grpc::ClientContext& ctx) const {
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::seconds(options_.timeout_seconds));
+}
+
+int Commands::Fail(const grpc::Status& status) const {
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  std::cerr << "arbctl: " << absl::StatusCodeToString(code) << ": " << status.error_message()
+            << "\n";
+  const std::string hint = Hint(status.error_code(), options_.endpoint);
+  if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
+  return 1;
+}
+
+int Commands::ListModels() {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::ListGpuModelsResponse resp;
+  grpc::Status s = inventory_->ListGpuModels(&ctx, {}, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  Table t({"MODEL", "MEMORY_MIB", "SMS", "TDP_W", "MIG"});
+  for (const auto& m : resp.gpu_models()) {
+    t.AddRow({m.name(), absl::StrCat(m.memory_mib()), absl::StrCat(m.sm_count()),
+              absl::StrCat(m.tdp_watts()), m.mig_capable() ? "yes" : "no"});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::ListClusters() {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::ListClustersResponse resp;
+  grpc::Status s = inventory_->ListClusters(&ctx, {}, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  Table t({"CLUSTER", "DESCRIPTION"});
+  for (const auto& c : resp.clusters()) t.AddRow({c.name(), c.description()});
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::ListPools() {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::ListPoolsResponse resp;
+  grpc::Status s = inventory_->ListPools(&ctx, {}, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  Table t({"POOL", "LATENCY_CLASS", "DESCRIPTION"});
+  for (const auto& p : resp.pools()) {
+    t.AddRow({p.name(), Short(v1::LatencyClass_Name(p.latency_class()), "LATENCY_CLASS_"),
+              p.description()});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::ListInventory(const std::string& cluster, const std::string& pool) {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::ListNodesRequest req;
+  req.set_cluster(cluster);
+  req.set_pool(pool);
+  v1::ListNodesResponse resp;
+  grpc::Status s = inventory_->ListNodes(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  Table t({"CLUSTER", "NODE", "POOL", "GPUS", "MODEL", "ALLOCATED_GPU", "FREE_WHOLE_GPUS"});
+  for (const auto& n : resp.nodes()) {
+    int64_t allocated = 0;
+    int free_whole = 0;
+    for (const auto& g : n.gpus()) {
+      allocated += g.allocated_milli();
+      if (g.allocated_milli() == 0) ++free_whole;
+    }
+    t.AddRow({n.cluster(), n.name(), n.pool(), absl::StrCat(n.gpus_size()),
+              n.gpus_size() > 0 ? n.gpus(0).model() : "", Milli(allocated),
+              absl::StrCat(free_whole)});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::ListTeams() {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::ListTeamsResponse resp;
+  grpc::Status s = governance_->ListTeams(&ctx, {}, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  Table t({"TEAM", "PARENT", "WEIGHT"});
+  for (const auto& team : resp.teams()) {
+    t.AddRow({team.name(), team.parent().empty() ? "-" : team.parent(),
+              Milli(team.weight_milli())});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::CreateTeam(const std::string& name, const std::string& parent,
+                         int64_t weight_milli) {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::CreateTeamRequest req;
+  req.mutable_team()->set_name(name);
+  req.mutable_team()->set_parent(parent);
+  req.mutable_team()->set_weight_milli(weight_milli);
+  v1::CreateTeamResponse resp;
+  grpc::Status s = governance_->CreateTeam(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  std::cout << "created team " << resp.team().name() << "\n";
+  return 0;
+}
+
+int Commands::ListQuotas(const std::string& team) {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::ListQuotasRequest req;
+  req.set_team(team);
+  v1::ListQuotasResponse resp;
+  grpc::Status s = governance_->ListQuotas(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  Table t({"TEAM", "POOL", "NOMINAL_GPU", "USED_GPU"});
+  for (const auto& q : resp.quotas()) {
+    t.AddRow({q.quota().team(), q.quota().pool(), Milli(q.quota().nominal_milli()),
+              Milli(q.used_milli())});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli) {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::SetQuotaRequest req;
+  req.mutable_quota()->set_team(team);
+  req.mutable_quota()->set_pool(pool);
+  req.mutable_quota()->set_nominal_milli(nominal_milli);
+  v1::SetQuotaResponse resp;
+  grpc::Status s = governance_->SetQuota(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  std::cout << "quota of " << team << " in " << pool << ": " << Milli(nominal_milli)
+            << " GPU\n";
+  return 0;
+}
+
+int Commands::Request(const RequestOptions& r) {
+  v1::RequestCapacityRequest req;
+  req.set_idempotency_key(r.key.empty() ? RandomKey() : r.key);
+  req.set_team(r.team);
+  req.set_pool(r.pool);
+  v1::WorkloadClass wc = v1::WORKLOAD_CLASS_UNSPECIFIED;
+  if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(r.workload_class),
+                               &wc)) {
+    std::cerr << "arbctl: --class must be training, inference, batch_analytics or "
+                 "experimentation\n";
+    return 2;
+  }
+  req.set_workload_class(wc);
+  req.set_members(r.members);
+  if (r.milli > 0) {
+    req.mutable_shape()->mutable_fraction()->set_gpu_milli(r.milli);
+    req.mutable_shape()->mutable_fraction()->set_memory_mib(r.gpu_memory_mib);
+  } else {
+    req.mutable_shape()->set_whole_gpus(r.gpus);
+  }
+  req.mutable_shape()->set_cpu_milli(r.cpu_milli);
+  req.mutable_shape()->set_memory_mib(r.memory_mib);
+  for (const std::string& m : r.models) req.add_gpu_models(m);
+  req.set_description(r.description);
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::RequestCapacityResponse resp;
+  grpc::Status s = allocation_->RequestCapacity(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  PrintRequest(resp.request());
+  if (resp.replayed()) std::cout << "(replayed: this key was answered before)\n";
+  return 0;
+}
+
+void Commands::PrintRequest(const v1::CapacityRequest& r) const {
+  std::cout << "request " << r.id() << " (key " << r.idempotency_key() << "): "
+            << Short(v1::RequestState_Name(r.state()), "REQUEST_STATE_") << "\n"
+            << "  team " << r.team() << ", pool " << r.pool() << ", "
+            << Short(v1::WorkloadClass_Name(r.workload_class()), "WORKLOAD_CLASS_") << ", "
+            << ShapeText(r) << " = " << Milli(r.total_gpu_milli()) << " GPU\n";
+  if (!r.reason().empty()) {
+    std::cout << "  why: " << r.reason_code() << ": " << r.reason() << "\n";
+  }
+  for (const auto& p : r.placements()) {
+    std::cout << "  member " << p.member() << " -> " << p.cluster() << "/" << p.node()
+              << " GPU " << absl::StrJoin(p.gpu_indices(), ",") << " ("
+              << Milli(p.gpu_milli()) << " each)\n";
+  }
+}
+
+int Commands::ListRequests(const std::string& team, const std::string& state, int limit) {
+  v1::ListRequestsRequest req;
+  req.set_team(team);
+  if (!state.empty()) {
+    v1::RequestState st = v1::REQUEST_STATE_UNSPECIFIED;
+    if (!v1::RequestState_Parse("REQUEST_STATE_" + absl::AsciiStrToUpper(state), &st)) {
+      std::cerr << "arbctl: --state must be admitted, queued, denied, released or cancelled\n";
+      return 2;
+    }
+    req.set_state(st);
+  }
+  req.set_page_size(limit);
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::ListRequestsResponse resp;
+  grpc::Status s = allocation_->ListRequests(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  Table t({"ID", "TEAM", "POOL", "STATE", "SHAPE", "GPU", "PLACEMENT / WHY"});
+  for (const auto& r : resp.requests()) {
+    t.AddRow({absl::StrCat(r.id()), r.team(), r.pool(),
+              Short(v1::RequestState_Name(r.state()), "REQUEST_STATE_"), ShapeText(r),
+              Milli(r.total_gpu_milli()),
+              r.placements_size() > 0 ? PlacementText(r) : r.reason_code()});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::GetRequest(int64_t id) {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::GetRequestRequest req;
+  req.set_id(id);
+  v1::GetRequestResponse resp;
+  grpc::Status s = allocation_->GetRequest(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  PrintRequest(resp.request());
+  return 0;
+}
+
+int Commands::Release(int64_t id) {
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::ReleaseAllocationRequest req;
+  req.set_id(id);
+  v1::ReleaseAllocationResponse resp;
+  grpc::Status s = allocation_->ReleaseAllocation(&ctx, req, &resp);
+  if (!s.ok()) return Fail(s);
+  if (options_.json) return PrintJson(resp), 0;
+  PrintRequest(resp.request());
+  return 0;
+}
+
+int Commands::Watch(const std::string& team, const std::string& pool) {
+  grpc::ClientContext ctx;  // No deadline: a watch runs until interrupted.
+  v1::WatchAllocationsRequest req;
+  req.set_team(team);
+  req.set_pool(pool);
+  auto reader = allocation_->WatchAllocations(&ctx, req);
+  v1::WatchAllocationsResponse event;
+  while (reader->Read(&event)) {
+    if (options_.json) {
+      std::string out;
+      (void)google::protobuf::util::MessageToJsonString(event, &out);
+      std::cout << out << std::endl;
+      continue;
+    }
+    const auto& r = event.request();
+    std::cout << google::protobuf::util::TimeUtil::ToString(event.committed_at()) << "  "
+              << Short(v1::AllocationEventType_Name(event.type()), "ALLOCATION_EVENT_TYPE_")
+              << "  request " << r.id() << "  " << r.team() << "/" << r.pool() << "  "
+              << ShapeText(r) << "  " << (r.placements_size() ? PlacementText(r) : r.reason())
+              << std::endl;
+  }
+  grpc::Status s = reader->Finish();
+  return s.ok() ? 0 : Fail(s);
+}
+
+}  // namespace arbiter::arbctl

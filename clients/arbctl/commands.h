@@ -1,0 +1,70 @@
+// arbctl's commands over the arbiter.v1 stubs. Each returns the process exit
+// code: 0 on success, 1 when the server answered an error (printed with a
+// hint of what to do next).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/governance.grpc.pb.h"
+#include "arbiter/v1/inventory.grpc.pb.h"
+
+namespace arbiter::arbctl {
+
+namespace v1 = ::arbiter::v1;
+
+struct GlobalOptions {
+  std::string endpoint = "127.0.0.1:50051";  // Env ARBITER_ENDPOINT.
+  bool json = false;                          // Print JSON instead of tables.
+  int timeout_seconds = 10;                   // Deadline of each call.
+};
+
+struct RequestOptions {
+  std::string key;  // Empty: a fresh random key.
+  std::string team;
+  std::string pool;
+  std::string workload_class = "training";
+  int members = 1;
+  int gpus = 0;  // Whole GPUs per member; 0 with `milli` for a fraction.
+  int64_t milli = 0;
+  int64_t gpu_memory_mib = 0;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::vector<std::string> models;
+  std::string description;
+};
+
+class Commands {
+ public:
+  explicit Commands(GlobalOptions options);
+
+  int ListModels();
+  int ListClusters();
+  int ListPools();
+  int ListInventory(const std::string& cluster, const std::string& pool);
+  int ListTeams();
+  int CreateTeam(const std::string& name, const std::string& parent, int64_t weight_milli);
+  int ListQuotas(const std::string& team);
+  int SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli);
+  int Request(const RequestOptions& r);
+  int ListRequests(const std::string& team, const std::string& state, int limit);
+  int GetRequest(int64_t id);
+  int Release(int64_t id);
+  int Watch(const std::string& team, const std::string& pool);
+  // Loads the demo organisation; what already exists is left as it is.
+  int LoadDemo();
+
+ private:
+  void Deadline(grpc::ClientContext& ctx) const;
+  int Fail(const grpc::Status& status) const;
+  void PrintRequest(const v1::CapacityRequest& r) const;
+
+  GlobalOptions options_;
+  std::unique_ptr<v1::InventoryService::Stub> inventory_;
+  std::unique_ptr<v1::GovernanceService::Stub> governance_;
+  std::unique_ptr<v1::AllocationService::Stub> allocation_;
+};
+
+}  // namespace arbiter::arbctl

@@ -1,0 +1,128 @@
+// The demo organisation of `deploy/local/up`: four teams under one org, two
+// clusters (H100 in us-east, A100 in us-west) and pools by latency class.
+// Loaded through the public API, so it exercises what a platform would call;
+// objects that already exist are left as they are.
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "clients/arbctl/commands.h"
+
+namespace arbiter::arbctl {
+namespace {
+
+struct DemoNode {
+  const char* cluster;
+  const char* prefix;
+  const char* pool;
+  const char* model;
+  int count;
+  int gpus;
+};
+
+constexpr DemoNode kNodes[] = {
+    {"us-east", "h100-serve", "serving", "H100-80GB", 4, 8},
+    {"us-east", "h100-train", "batch", "H100-80GB", 4, 8},
+    {"us-west", "a100-train", "batch", "A100-80GB", 2, 8},
+    {"us-west", "a100-dev", "dev", "A100-40GB", 2, 8},
+    {"us-west", "a100-spot", "spot", "A100-40GB", 1, 8},
+};
+
+struct DemoQuota {
+  const char* team;
+  const char* pool;
+  int64_t nominal_milli;
+};
+
+constexpr DemoQuota kQuotas[] = {
+    {"inference", "serving", 24'000}, {"training", "batch", 40'000},
+    {"training", "dev", 4'000},       {"analytics", "batch", 8'000},
+    {"analytics", "spot", 8'000},     {"research", "dev", 12'000},
+    {"research", "batch", 4'000},
+};
+
+// OK and ALREADY_EXISTS both mean the object is there.
+bool Present(const grpc::Status& s, const std::string& what) {
+  if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return true;
+  std::cerr << "arbctl: demo: " << what << ": " << s.error_message() << "\n";
+  return false;
+}
+
+}  // namespace
+
+int Commands::LoadDemo() {
+  bool ok = true;
+  for (const char* name : {"us-east", "us-west"}) {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::CreateClusterRequest req;
+    req.mutable_cluster()->set_name(name);
+    req.mutable_cluster()->set_description(absl::StrCat("demo cluster ", name));
+    v1::CreateClusterResponse resp;
+    ok &= Present(inventory_->CreateCluster(&ctx, req, &resp), name);
+  }
+  const std::pair<const char*, v1::LatencyClass> pools[] = {
+      {"serving", v1::LATENCY_CLASS_SERVING},
+      {"batch", v1::LATENCY_CLASS_BATCH},
+      {"dev", v1::LATENCY_CLASS_DEV},
+      {"spot", v1::LATENCY_CLASS_SPOT}};
+  for (const auto& [name, latency] : pools) {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::CreatePoolRequest req;
+    req.mutable_pool()->set_name(name);
+    req.mutable_pool()->set_latency_class(latency);
+    v1::CreatePoolResponse resp;
+    ok &= Present(inventory_->CreatePool(&ctx, req, &resp), name);
+  }
+  for (const DemoNode& n : kNodes) {
+    for (int i = 0; i < n.count; ++i) {
+      grpc::ClientContext ctx;
+      Deadline(ctx);
+      v1::RegisterNodeRequest req;
+      v1::Node* node = req.mutable_node();
+      node->set_cluster(n.cluster);
+      node->set_name(absl::StrCat(n.prefix, "-", i));
+      node->set_pool(n.pool);
+      node->set_cpu_milli(128'000);
+      node->set_memory_mib(1'024'000);
+      node->set_topology_domain(absl::StrCat(n.prefix, "-nvl-", i / 2));
+      for (int g = 0; g < n.gpus; ++g) {
+        v1::Gpu* gpu = node->add_gpus();
+        gpu->set_index(g);
+        gpu->set_model(n.model);
+      }
+      v1::RegisterNodeResponse resp;
+      ok &= Present(inventory_->RegisterNode(&ctx, req, &resp), node->name());
+    }
+  }
+  const std::pair<const char*, const char*> teams[] = {{"acme", ""},
+                                                       {"training", "acme"},
+                                                       {"inference", "acme"},
+                                                       {"analytics", "acme"},
+                                                       {"research", "acme"}};
+  for (const auto& [name, parent] : teams) {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::CreateTeamRequest req;
+    req.mutable_team()->set_name(name);
+    req.mutable_team()->set_parent(parent);
+    v1::CreateTeamResponse resp;
+    ok &= Present(governance_->CreateTeam(&ctx, req, &resp), name);
+  }
+  for (const DemoQuota& q : kQuotas) {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::SetQuotaRequest req;
+    req.mutable_quota()->set_team(q.team);
+    req.mutable_quota()->set_pool(q.pool);
+    req.mutable_quota()->set_nominal_milli(q.nominal_milli);
+    v1::SetQuotaResponse resp;
+    ok &= Present(governance_->SetQuota(&ctx, req, &resp), absl::StrCat(q.team, "@", q.pool));
+  }
+  if (!ok) return 1;
+  std::cout << "demo organisation loaded: 2 clusters, 4 pools, 13 nodes (104 GPUs), 5 teams, "
+               "7 quotas\n";
+  return 0;
+}
+
+}  // namespace arbiter::arbctl

@@ -1,0 +1,128 @@
+// arbctl: the command-line client of Arbiter. Run `arbctl --help`.
+#include <cstdlib>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "clients/arbctl/commands.h"
+
+int main(int argc, char** argv) {
+  using arbiter::arbctl::Commands;
+  arbiter::arbctl::GlobalOptions global;
+  if (const char* env = std::getenv("ARBITER_ENDPOINT")) global.endpoint = env;
+
+  CLI::App app{"arbctl: ask Arbiter for GPU capacity, see why a request waits, release it.",
+               "arbctl"};
+  app.footer(
+      "Examples:\n"
+      "  arbctl teams list\n"
+      "  arbctl inventory list --pool serving\n"
+      "  arbctl request --team inference --pool serving --class inference --gpus 2\n"
+      "  arbctl request --team research --pool dev --class experimentation --milli 250 "
+      "--gpu-memory-mib 8192\n"
+      "  arbctl requests list --team training --state queued\n"
+      "  arbctl release 42\n"
+      "  arbctl watch --team inference\n"
+      "Environment: ARBITER_ENDPOINT (default 127.0.0.1:50051).");
+  app.require_subcommand(1);
+  app.add_option("--endpoint", global.endpoint, "arbiterd address host:port")
+      ->capture_default_str();
+  app.add_flag("--json", global.json, "print JSON (proto3 JSON mapping) instead of tables");
+  app.add_option("--timeout", global.timeout_seconds, "seconds to wait for each call")
+      ->capture_default_str();
+
+  int rc = 0;
+  auto commands = [&] { return Commands(global); };
+
+  CLI::App* models = app.add_subcommand("models", "the GPU catalog");
+  models->add_subcommand("list", "list GPU models")->callback([&] { rc = commands().ListModels(); });
+  CLI::App* clusters = app.add_subcommand("clusters", "clusters");
+  clusters->add_subcommand("list", "list clusters")->callback([&] {
+    rc = commands().ListClusters();
+  });
+  CLI::App* pools = app.add_subcommand("pools", "pools by latency class");
+  pools->add_subcommand("list", "list pools")->callback([&] { rc = commands().ListPools(); });
+
+  std::string cluster, pool, team, parent, state;
+  CLI::App* inventory = app.add_subcommand("inventory", "nodes and their GPUs");
+  CLI::App* inventory_list = inventory->add_subcommand("list", "list nodes with allocations");
+  inventory_list->add_option("--cluster", cluster, "only this cluster");
+  inventory_list->add_option("--pool", pool, "only this pool");
+  inventory_list->callback([&] { rc = commands().ListInventory(cluster, pool); });
+
+  CLI::App* teams = app.add_subcommand("teams", "teams and cohorts");
+  teams->add_subcommand("list", "list teams")->callback([&] { rc = commands().ListTeams(); });
+  int64_t weight_milli = 1000;
+  std::string name;
+  CLI::App* team_create = teams->add_subcommand("create", "create a team");
+  team_create->add_option("name", name, "team name")->required();
+  team_create->add_option("--parent", parent, "parent team (cohort)");
+  team_create->add_option("--weight-milli", weight_milli, "fair-share weight, 1000 = 1")
+      ->capture_default_str();
+  team_create->callback([&] { rc = commands().CreateTeam(name, parent, weight_milli); });
+
+  CLI::App* quotas = app.add_subcommand("quotas", "quotas per team per pool");
+  CLI::App* quotas_list = quotas->add_subcommand("list", "list quotas with use");
+  quotas_list->add_option("--team", team, "only this team");
+  quotas_list->callback([&] { rc = commands().ListQuotas(team); });
+  int64_t nominal_milli = 0;
+  CLI::App* quota_set = quotas->add_subcommand("set", "set a team's nominal quota in a pool");
+  quota_set->add_option("team", team, "team")->required();
+  quota_set->add_option("pool", pool, "pool")->required();
+  quota_set->add_option("nominal_milli", nominal_milli, "milli-GPU (1000 = one GPU)")->required();
+  quota_set->callback([&] { rc = commands().SetQuota(team, pool, nominal_milli); });
+
+  arbiter::arbctl::RequestOptions req;
+  CLI::App* request = app.add_subcommand("request", "ask for capacity (answered after commit)");
+  request->add_option("--team", req.team, "requesting team")->required();
+  request->add_option("--pool", req.pool, "pool to draw from")->required();
+  request->add_option("--class", req.workload_class,
+                      "training, inference, batch_analytics or experimentation")
+      ->capture_default_str();
+  request->add_option("--members", req.members, "gang size (all or nothing)")
+      ->capture_default_str();
+  request->add_option("--gpus", req.gpus, "whole GPUs per member");
+  request->add_option("--milli", req.milli, "fraction of one shared GPU per member, milli-GPU");
+  request->add_option("--gpu-memory-mib", req.gpu_memory_mib, "GPU memory per member (fraction)");
+  request->add_option("--cpu-milli", req.cpu_milli, "host CPU per member, milli-cores");
+  request->add_option("--memory-mib", req.memory_mib, "host memory per member, MiB");
+  request->add_option("--model", req.models, "allowed GPU model (repeatable)");
+  request->add_option("--key", req.key, "idempotency key; reuse it to retry safely");
+  request->add_option("--description", req.description, "job name, pod or ticket");
+  request->callback([&] {
+    if (req.milli == 0 && req.gpus == 0) req.gpus = 1;
+    rc = commands().Request(req);
+  });
+
+  int limit = 50;
+  int64_t id = 0;
+  CLI::App* requests = app.add_subcommand("requests", "capacity requests");
+  CLI::App* requests_list = requests->add_subcommand("list", "list requests, newest first");
+  requests_list->add_option("--team", team, "only this team");
+  requests_list->add_option("--state", state, "admitted, queued, denied, released, cancelled");
+  requests_list->add_option("--limit", limit, "at most this many")->capture_default_str();
+  requests_list->callback([&] { rc = commands().ListRequests(team, state, limit); });
+  CLI::App* requests_get = requests->add_subcommand("get", "show one request and why it waits");
+  requests_get->add_option("id", id, "request id")->required();
+  requests_get->callback([&] { rc = commands().GetRequest(id); });
+
+  CLI::App* release = app.add_subcommand("release", "release an allocation (or cancel a queued request)");
+  release->add_option("id", id, "request id")->required();
+  release->callback([&] { rc = commands().Release(id); });
+
+  CLI::App* watch = app.add_subcommand("watch", "stream allocation events as they commit");
+  watch->add_option("--team", team, "only this team");
+  watch->add_option("--pool", pool, "only this pool");
+  watch->callback([&] { rc = commands().Watch(team, pool); });
+
+  CLI::App* demo = app.add_subcommand("demo", "demo data");
+  demo->add_subcommand("load", "load the demo organisation (idempotent)")->callback([&] {
+    rc = commands().LoadDemo();
+  });
+  for (CLI::App* group : {models, clusters, pools, inventory, teams, quotas, requests, demo}) {
+    group->require_subcommand(1);
+  }
+
+  CLI11_PARSE(app, argc, argv);
+  return rc;
+}
