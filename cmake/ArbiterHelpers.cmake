@@ -20,7 +20,8 @@ endfunction()
 # arbiter_cc_test(NAME SRCS DEPS LABELS): a GoogleTest binary whose cases are
 # discovered one CTest test each. Tests labelled `pg` or `integration` require
 # the throwaway PostgreSQL fixture (tests/testing/pg_fixture) and receive its
-# DSN file through ARBITER_TEST_PG_DSN_FILE.
+# DSN file through ARBITER_TEST_PG_DSN_FILE (one variable: gtest_discover_tests
+# splits list-valued properties).
 function(arbiter_cc_test)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
@@ -29,7 +30,7 @@ function(arbiter_cc_test)
   set(props LABELS "${ARG_LABELS}")
   if("pg" IN_LIST ARG_LABELS OR "integration" IN_LIST ARG_LABELS)
     list(APPEND props FIXTURES_REQUIRED pg
-         ENVIRONMENT "ARBITER_TEST_PG_DSN_FILE=${ARBITER_PG_FIXTURE_DIR}/dsn;ARBITER_BINARY_DIR=${PROJECT_BINARY_DIR};ARBITER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+         ENVIRONMENT "ARBITER_TEST_PG_DSN_FILE=${ARBITER_PG_FIXTURE_DIR}/dsn")
   endif()
   gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
 endfunction()

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+
 #include "core/fingerprint.h"
 #include "core/placement.h"
 #include "core/status_macros.h"
@@ -40,10 +41,10 @@ absl::Status CheckReferences(const State& state, const CapacityRequestSpec& spec
     for (const auto& [name, m] : state.gpu_models()) consider(m);
   }
   if (!spec.shape.is_whole() && spec.shape.fraction().memory_mib > max_memory) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape.fraction.memory_mib: ", spec.shape.fraction().memory_mib,
-        " MiB exceeds the memory of every allowed GPU model (largest: ", max_model, " with ",
-        max_memory, " MiB)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape.fraction.memory_mib: ", spec.shape.fraction().memory_mib,
+                     " MiB exceeds the memory of every allowed GPU model (largest: ", max_model,
+                     " with ", max_memory, " MiB)"));
   }
   return absl::OkStatus();
 }
@@ -119,8 +120,8 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   if (const IdempotencyEntry* seen = state.FindIdempotencyKey(spec.idempotency_key)) {
     if (seen->body_hash != body_hash) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "idempotency_key: '", spec.idempotency_key, "' was used for request ",
-          seen->request_id, " with a different body; use a new key for a different request"));
+          "idempotency_key: '", spec.idempotency_key, "' was used for request ", seen->request_id,
+          " with a different body; use a new key for a different request"));
     }
     RequestOutcome replay;
     replay.request.id = seen->request_id;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "core/model.h"
 #include "core/state.h"
 

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <variant>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace arbiter::core {

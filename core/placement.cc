@@ -102,8 +102,8 @@ int64_t MembersPerEmptyNode(const Node& node, const CapacityRequestSpec& spec) {
     if (s.is_whole()) {
       ++gpu_limit;
     } else if (gpu.memory_mib >= s.fraction().memory_mib) {
-      gpu_limit += std::min(kMilliPerGpu / s.fraction().gpu_milli,
-                            gpu.memory_mib / s.fraction().memory_mib);
+      gpu_limit +=
+          std::min(kMilliPerGpu / s.fraction().gpu_milli, gpu.memory_mib / s.fraction().memory_mib);
     }
   }
   if (s.is_whole()) gpu_limit /= s.whole_gpus();
@@ -114,8 +114,7 @@ int64_t MembersPerEmptyNode(const Node& node, const CapacityRequestSpec& spec) {
 }
 
 std::string ShapeText(const CapacityRequestSpec& spec) {
-  std::string models =
-      spec.gpu_models.empty() ? "any model" : absl::StrJoin(spec.gpu_models, "|");
+  std::string models = spec.gpu_models.empty() ? "any model" : absl::StrJoin(spec.gpu_models, "|");
   if (spec.shape.is_whole()) {
     return absl::StrCat(spec.members, " x ", spec.shape.whole_gpus(), " whole GPU (", models, ")");
   }

@@ -17,9 +17,9 @@
 namespace arbiter::core {
 
 enum class FitResult {
-  kPlaced,    // `placements` holds one entry per member, charged to `state`.
-  kNotNow,    // Would fit on this pool if enough were released.
-  kNever,     // No node of the pool could ever host the gang as asked.
+  kPlaced,  // `placements` holds one entry per member, charged to `state`.
+  kNotNow,  // Would fit on this pool if enough were released.
+  kNever,   // No node of the pool could ever host the gang as asked.
 };
 
 struct GangPlacement {

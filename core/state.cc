@@ -1,6 +1,7 @@
 #include "core/state.h"
 
 #include "absl/strings/str_cat.h"
+
 #include "core/status_macros.h"
 
 namespace arbiter::core {
@@ -75,8 +76,8 @@ absl::Status State::LoadTeam(Team team) {
 
 absl::Status State::LoadQuota(Quota quota) {
   if (!teams_.contains(quota.team) || !pools_.contains(quota.pool)) {
-    return Conflict(absl::StrCat("quota references unknown team ", quota.team, " or pool ",
-                                 quota.pool));
+    return Conflict(
+        absl::StrCat("quota references unknown team ", quota.team, " or pool ", quota.pool));
   }
   quotas_[{quota.team, quota.pool}] = std::move(quota);
   return absl::OkStatus();

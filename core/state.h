@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+
 #include "core/model.h"
 
 namespace arbiter::core {

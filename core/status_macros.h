@@ -13,9 +13,9 @@
 #include "absl/status/statusor.h"
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define ARBITER_RETURN_IF_ERROR(expr)                \
-  do {                                               \
-    ::absl::Status arbiter_status_ = (expr);         \
+#define ARBITER_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status arbiter_status_ = (expr);           \
     if (!arbiter_status_.ok()) return arbiter_status_; \
   } while (false)
 
@@ -34,10 +34,10 @@
 
 // Crashes with a message when a programmer invariant is broken. Never used for
 // input errors, which are returned as absl::Status.
-#define ARBITER_CHECK(cond)                                                              \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
+#define ARBITER_CHECK(cond)                                                                 \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
       std::fprintf(stderr, "%s:%d: ARBITER_CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                      \
-    }                                                                                    \
+      std::abort();                                                                         \
+    }                                                                                       \
   } while (false)

@@ -1,6 +1,7 @@
 #include "core/validate.h"
 
 #include "absl/strings/str_cat.h"
+
 #include "core/status_macros.h"
 
 namespace arbiter::core {
@@ -77,8 +78,7 @@ absl::Status ValidateShape(const MemberShape& shape) {
         ValidateRange("shape.fraction.memory_mib", f.memory_mib, 1, kMaxHostQuantity));
   }
   ARBITER_RETURN_IF_ERROR(ValidateRange("shape.cpu_milli", shape.cpu_milli, 0, kMaxHostQuantity));
-  ARBITER_RETURN_IF_ERROR(
-      ValidateRange("shape.memory_mib", shape.memory_mib, 0, kMaxHostQuantity));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("shape.memory_mib", shape.memory_mib, 0, kMaxHostQuantity));
   return absl::OkStatus();
 }
 
@@ -87,8 +87,8 @@ absl::Status ValidateShape(const MemberShape& shape) {
 absl::Status ValidateName(absl::string_view field, absl::string_view value, size_t max_length) {
   if (value.empty()) return Invalid(field, "must not be empty");
   if (value.size() > max_length) {
-    return Invalid(field, absl::StrCat("must be at most ", max_length, " characters, got ",
-                                       value.size()));
+    return Invalid(field,
+                   absl::StrCat("must be at most ", max_length, " characters, got ", value.size()));
   }
   if (!IsAlnum(value[0])) return Invalid(field, "must start with a letter or digit");
   for (char c : value) {
@@ -101,8 +101,8 @@ absl::Status ValidateName(absl::string_view field, absl::string_view value, size
 
 absl::Status ValidateDescription(absl::string_view field, absl::string_view value) {
   if (value.size() > kMaxDescriptionLength) {
-    return Invalid(field, absl::StrCat("must be at most ", kMaxDescriptionLength,
-                                       " bytes, got ", value.size()));
+    return Invalid(field, absl::StrCat("must be at most ", kMaxDescriptionLength, " bytes, got ",
+                                       value.size()));
   }
   if (!IsCleanUtf8(value)) {
     return Invalid(field, "must be valid UTF-8 without control characters");
@@ -131,11 +131,10 @@ absl::Status ValidateNode(const Node& node) {
     ARBITER_RETURN_IF_ERROR(ValidateName("node.topology_domain", node.topology_domain));
   }
   ARBITER_RETURN_IF_ERROR(ValidateRange("node.cpu_milli", node.cpu_milli, 1, kMaxHostQuantity));
-  ARBITER_RETURN_IF_ERROR(
-      ValidateRange("node.memory_mib", node.memory_mib, 1, kMaxHostQuantity));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("node.memory_mib", node.memory_mib, 1, kMaxHostQuantity));
   if (node.gpus.empty() || node.gpus.size() > static_cast<size_t>(kMaxGpusPerNode)) {
-    return Invalid("node.gpus", absl::StrCat("must list 1..", kMaxGpusPerNode, " GPUs, got ",
-                                             node.gpus.size()));
+    return Invalid("node.gpus",
+                   absl::StrCat("must list 1..", kMaxGpusPerNode, " GPUs, got ", node.gpus.size()));
   }
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     const std::string prefix = absl::StrCat("node.gpus[", i, "]");

@@ -5,9 +5,9 @@
 // the GPU model) are made by the arbitration functions.
 #pragma once
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-#include "absl/status/status.h"
 #include "core/model.h"
 
 namespace arbiter::core {

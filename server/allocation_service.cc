@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+
 #include "core/arbitration.h"
 #include "core/status_macros.h"
 #include "server/convert.h"
@@ -99,9 +100,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAllocationsR
 
 }  // namespace
 
-grpc::ServerUnaryReactor* AllocationService::RequestCapacity(
-    grpc::CallbackServerContext* ctx, const v1::RequestCapacityRequest* req,
-    v1::RequestCapacityResponse* resp) {
+grpc::ServerUnaryReactor* AllocationService::RequestCapacity(grpc::CallbackServerContext* ctx,
+                                                             const v1::RequestCapacityRequest* req,
+                                                             v1::RequestCapacityResponse* resp) {
   absl::StatusOr<core::CapacityRequestSpec> spec = SpecFromProto(*req);
   if (!spec.ok()) return FinishWith(ctx, spec.status(), "RequestCapacity");
   auto outcome = std::make_shared<core::RequestOutcome>();
@@ -121,13 +122,14 @@ grpc::ServerUnaryReactor* AllocationService::RequestCapacity(
         // A replay answers with the stored request, read off the arbiter thread.
         resp->set_replayed(true);
         const bool queued = ctx_.reads->Submit([this, reactor, outcome, resp] {
-          absl::StatusOr<core::CapacityRequest> stored = ctx_.store->GetRequest(outcome->request.id);
+          absl::StatusOr<core::CapacityRequest> stored =
+              ctx_.store->GetRequest(outcome->request.id);
           if (stored.ok()) ToProto(*stored, *ctx_.nodes, resp->mutable_request());
           reactor->Finish(ToGrpcStatus(stored.status(), "RequestCapacity"));
         });
         if (!queued) {
-          reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError("too busy; retry"),
-                                       "RequestCapacity"));
+          reactor->Finish(
+              ToGrpcStatus(absl::ResourceExhaustedError("too busy; retry"), "RequestCapacity"));
         }
       });
   return reactor;
@@ -137,7 +139,8 @@ grpc::ServerUnaryReactor* AllocationService::GetRequest(grpc::CallbackServerCont
                                                         const v1::GetRequestRequest* req,
                                                         v1::GetRequestResponse* resp) {
   if (req->id() <= 0) {
-    return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", req->id())),
+    return FinishWith(ctx,
+                      absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", req->id())),
                       "GetRequest");
   }
   return RunRead(ctx, *ctx_.reads, "GetRequest", [this, req, resp]() -> absl::Status {

@@ -33,8 +33,7 @@ absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(store::Store* store, Cl
                                                          WatchHub* hub, NodeDirectory* nodes,
                                                          const ArbiterOptions& options) {
   ARBITER_ASSIGN_OR_RETURN(core::State state, store->LoadState());
-  return std::unique_ptr<Arbiter>(
-      new Arbiter(store, clock, hub, nodes, options, std::move(state)));
+  return std::unique_ptr<Arbiter>(new Arbiter(store, clock, hub, nodes, options, std::move(state)));
 }
 
 Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,
@@ -79,9 +78,8 @@ void Arbiter::Run() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return a->stopping_ || !a->queue_.empty();
-          },
+          +[](Arbiter* a)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return a->stopping_ || !a->queue_.empty(); },
           this));
       if (stopping_) {
         batch.swap(queue_);

@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+
 #include "core/clock.h"
 #include "core/state.h"
 #include "server/node_directory.h"
@@ -49,8 +50,8 @@ class Arbiter {
  public:
   // A command: decides against the state at `now`, appending durable changes
   // to `changes`. It must leave `state` untouched when it fails.
-  using Decide = std::function<absl::Status(core::State& state, absl::Time now,
-                                            core::ChangeSet& changes)>;
+  using Decide =
+      std::function<absl::Status(core::State& state, absl::Time now, core::ChangeSet& changes)>;
   // Called once, after the batch holding the command committed (OK or the
   // command's own error) or failed to commit (UNAVAILABLE).
   using Done = std::function<void(const absl::Status& status)>;
@@ -89,7 +90,7 @@ class Arbiter {
   NodeDirectory* const nodes_;
   const ArbiterOptions options_;
 
-  core::State state_;   // Arbiter thread only.
+  core::State state_;        // Arbiter thread only.
   bool state_valid_ = true;  // Arbiter thread only.
 
   mutable absl::Mutex mu_;

@@ -32,8 +32,8 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
       spec.shape.gpu = shape.whole_gpus();
       break;
     case v1::MemberShape::kFraction:
-      spec.shape.gpu = core::GpuFraction{shape.fraction().gpu_milli(),
-                                         shape.fraction().memory_mib()};
+      spec.shape.gpu =
+          core::GpuFraction{shape.fraction().gpu_milli(), shape.fraction().memory_mib()};
       break;
     default:
       return absl::InvalidArgumentError("shape: set either shape.whole_gpus or shape.fraction");
@@ -51,8 +51,7 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
   if (!v1::LatencyClass_IsValid(p.latency_class())) {
     return UnknownEnum("pool.latency_class", p.latency_class());
   }
-  return core::Pool{p.name(), static_cast<core::LatencyClass>(p.latency_class()),
-                    p.description()};
+  return core::Pool{p.name(), static_cast<core::LatencyClass>(p.latency_class()), p.description()};
 }
 
 core::Node NodeFromProto(const v1::Node& n) {
@@ -131,8 +130,7 @@ void ToProto(const core::Quota& q, v1::Quota* out) {
   out->set_nominal_milli(q.nominal_milli);
 }
 
-void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes,
-             v1::CapacityRequest* out) {
+void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::CapacityRequest* out) {
   out->set_id(r.id);
   out->set_idempotency_key(r.spec.idempotency_key);
   out->set_team(r.spec.team);

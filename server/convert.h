@@ -5,6 +5,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+
 #include "arbiter/v1/allocation.pb.h"
 #include "arbiter/v1/governance.pb.h"
 #include "arbiter/v1/inventory.pb.h"
@@ -34,8 +35,7 @@ void ToProto(const core::Pool& p, v1::Pool* out);
 void ToProto(const core::Node& n, v1::Node* out);
 void ToProto(const core::Team& t, v1::Team* out);
 void ToProto(const core::Quota& q, v1::Quota* out);
-void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes,
-             v1::CapacityRequest* out);
+void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::CapacityRequest* out);
 v1::AllocationEventType ToProto(EventType type);
 
 }  // namespace arbiter::server

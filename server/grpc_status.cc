@@ -18,8 +18,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
       return grpc::Status(code, "internal error; the server log has the details");
     case absl::StatusCode::kUnavailable:
       spdlog::warn("{}: {}", method_name, status.ToString());
-      return grpc::Status(code, "the arbiter is temporarily unavailable; retry with the same "
-                                "idempotency key");
+      return grpc::Status(code,
+                          "the arbiter is temporarily unavailable; retry with the same "
+                          "idempotency key");
     default:
       spdlog::debug("{}: {}", method_name, status.ToString());
       return grpc::Status(code, std::string(status.message()));

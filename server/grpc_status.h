@@ -4,10 +4,9 @@
 // logged once here, with the method name.
 #pragma once
 
-#include <grpcpp/support/status.h>
-
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include <grpcpp/support/status.h>
 
 namespace arbiter::server {
 

@@ -2,8 +2,6 @@
 //
 //   arbiterd serve   --dsn DSN --insecure-loopback [--listen 127.0.0.1:50051] [--migrate]
 //   arbiterd migrate --dsn DSN
-#include <signal.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,6 +9,7 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include "server/real_clock.h"
@@ -97,11 +96,13 @@ int main(int argc, char** argv) {
                       "serve plaintext gRPC; only loopback addresses are accepted");
   serve_cmd->add_flag("--migrate", migrate, "apply pending migrations before serving");
   serve_cmd->add_option("--port-file", port_file, "write the bound port to this file");
-  serve_cmd->add_option("--read-connections", options.read_connections,
-                        "PostgreSQL connections for reads")
+  serve_cmd
+      ->add_option("--read-connections", options.read_connections,
+                   "PostgreSQL connections for reads")
       ->capture_default_str();
-  serve_cmd->add_option("--max-batch", options.arbiter.max_batch,
-                        "most decisions committed in one transaction")
+  serve_cmd
+      ->add_option("--max-batch", options.arbiter.max_batch,
+                   "most decisions committed in one transaction")
       ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);

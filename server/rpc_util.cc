@@ -17,8 +17,8 @@ grpc::ServerUnaryReactor* RunRead(grpc::CallbackServerContext* ctx, WorkerPool& 
   const bool queued = pool.Submit(
       [reactor, method, read = std::move(read)] { reactor->Finish(ToGrpcStatus(read(), method)); });
   if (!queued) {
-    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError("too many reads in flight; retry"),
-                                 method));
+    reactor->Finish(
+        ToGrpcStatus(absl::ResourceExhaustedError("too many reads in flight; retry"), method));
   }
   return reactor;
 }
@@ -27,12 +27,12 @@ grpc::ServerUnaryReactor* RunCommand(grpc::CallbackServerContext* ctx, Arbiter& 
                                      const char* method, Arbiter::Decide decide,
                                      std::function<absl::Status()> respond) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  arbiter.Submit(std::move(decide), [reactor, method, respond = std::move(respond)](
-                                        const absl::Status& status) {
-    absl::Status result = status;
-    if (result.ok() && respond) result = respond();
-    reactor->Finish(ToGrpcStatus(result, method));
-  });
+  arbiter.Submit(std::move(decide),
+                 [reactor, method, respond = std::move(respond)](const absl::Status& status) {
+                   absl::Status result = status;
+                   if (result.ok() && respond) result = respond();
+                   reactor->Finish(ToGrpcStatus(result, method));
+                 });
   return reactor;
 }
 

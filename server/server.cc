@@ -1,12 +1,12 @@
 #include "server/server.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
 namespace arbiter::server {
@@ -38,9 +38,9 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   store_options.read_connections = options.read_connections;
   ARBITER_ASSIGN_OR_RETURN(server->store_, store::PgStore::Create(store_options));
   server->reads_ = std::make_unique<WorkerPool>(options.read_threads, 4096);
-  ARBITER_ASSIGN_OR_RETURN(server->arbiter_,
-                           Arbiter::Create(server->store_.get(), clock, &server->hub_,
-                                           &server->nodes_, options.arbiter));
+  ARBITER_ASSIGN_OR_RETURN(
+      server->arbiter_, Arbiter::Create(server->store_.get(), clock, &server->hub_, &server->nodes_,
+                                        options.arbiter));
   ServiceContext ctx{server->arbiter_.get(), server->store_.get(), server->reads_.get(),
                      &server->nodes_, &server->hub_};
   server->inventory_ = std::make_unique<InventoryService>(ctx);

@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include <grpcpp/server.h>
 
-#include "absl/status/statusor.h"
 #include "core/clock.h"
 #include "server/arbiter.h"
 #include "server/node_directory.h"

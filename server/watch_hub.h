@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
 #include "core/model.h"
 
 namespace arbiter::server {

@@ -27,9 +27,8 @@ void WorkerPool::Run() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](WorkerPool* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return p->stopping_ || !p->tasks_.empty();
-          },
+          +[](WorkerPool* p)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->stopping_ || !p->tasks_.empty(); },
           this));
       if (tasks_.empty()) return;  // Stopping and drained.
       task = std::move(tasks_.front());

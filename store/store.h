@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "core/model.h"
 #include "core/state.h"
 
@@ -28,7 +29,7 @@ struct QuotaUsage {
 };
 
 struct RequestFilter {
-  std::string team;                                              // Empty: all teams.
+  std::string team;                                             // Empty: all teams.
   core::RequestState state = core::RequestState::kUnspecified;  // Unspecified: all.
   int64_t before_id = 0;  // Only ids below this (paging); 0: from the newest.
   int32_t limit = 100;

@@ -4,16 +4,16 @@
 #include <iostream>
 #include <random>
 
-#include <google/protobuf/util/json_util.h>
-#include <google/protobuf/util/time_util.h>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
-
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
 #include "clients/arbctl/table.h"
 
 namespace arbiter::arbctl {
@@ -184,15 +184,14 @@ int Commands::ListTeams() {
   if (options_.json) return PrintJson(resp), 0;
   Table t({"TEAM", "PARENT", "WEIGHT"});
   for (const auto& team : resp.teams()) {
-    t.AddRow({team.name(), team.parent().empty() ? "-" : team.parent(),
-              Milli(team.weight_milli())});
+    t.AddRow(
+        {team.name(), team.parent().empty() ? "-" : team.parent(), Milli(team.weight_milli())});
   }
   t.Print(std::cout);
   return 0;
 }
 
-int Commands::CreateTeam(const std::string& name, const std::string& parent,
-                         int64_t weight_milli) {
+int Commands::CreateTeam(const std::string& name, const std::string& parent, int64_t weight_milli) {
   grpc::ClientContext ctx;
   Deadline(ctx);
   v1::CreateTeamRequest req;
@@ -236,8 +235,7 @@ int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t
   grpc::Status s = governance_->SetQuota(&ctx, req, &resp);
   if (!s.ok()) return Fail(s);
   if (options_.json) return PrintJson(resp), 0;
-  std::cout << "quota of " << team << " in " << pool << ": " << Milli(nominal_milli)
-            << " GPU\n";
+  std::cout << "quota of " << team << " in " << pool << ": " << Milli(nominal_milli) << " GPU\n";
   return 0;
 }
 
@@ -247,8 +245,7 @@ int Commands::Request(const RequestOptions& r) {
   req.set_team(r.team);
   req.set_pool(r.pool);
   v1::WorkloadClass wc = v1::WORKLOAD_CLASS_UNSPECIFIED;
-  if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(r.workload_class),
-                               &wc)) {
+  if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(r.workload_class), &wc)) {
     std::cerr << "arbctl: --class must be training, inference, batch_analytics or "
                  "experimentation\n";
     return 2;
@@ -277,8 +274,8 @@ int Commands::Request(const RequestOptions& r) {
 }
 
 void Commands::PrintRequest(const v1::CapacityRequest& r) const {
-  std::cout << "request " << r.id() << " (key " << r.idempotency_key() << "): "
-            << Short(v1::RequestState_Name(r.state()), "REQUEST_STATE_") << "\n"
+  std::cout << "request " << r.id() << " (key " << r.idempotency_key()
+            << "): " << Short(v1::RequestState_Name(r.state()), "REQUEST_STATE_") << "\n"
             << "  team " << r.team() << ", pool " << r.pool() << ", "
             << Short(v1::WorkloadClass_Name(r.workload_class()), "WORKLOAD_CLASS_") << ", "
             << ShapeText(r) << " = " << Milli(r.total_gpu_milli()) << " GPU\n";
@@ -286,9 +283,8 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
     std::cout << "  why: " << r.reason_code() << ": " << r.reason() << "\n";
   }
   for (const auto& p : r.placements()) {
-    std::cout << "  member " << p.member() << " -> " << p.cluster() << "/" << p.node()
-              << " GPU " << absl::StrJoin(p.gpu_indices(), ",") << " ("
-              << Milli(p.gpu_milli()) << " each)\n";
+    std::cout << "  member " << p.member() << " -> " << p.cluster() << "/" << p.node() << " GPU "
+              << absl::StrJoin(p.gpu_indices(), ",") << " (" << Milli(p.gpu_milli()) << " each)\n";
   }
 }
 

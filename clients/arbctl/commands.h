@@ -17,8 +17,8 @@ namespace v1 = ::arbiter::v1;
 
 struct GlobalOptions {
   std::string endpoint = "127.0.0.1:50051";  // Env ARBITER_ENDPOINT.
-  bool json = false;                          // Print JSON instead of tables.
-  int timeout_seconds = 10;                   // Deadline of each call.
+  bool json = false;                         // Print JSON instead of tables.
+  int timeout_seconds = 10;                  // Deadline of each call.
 };
 
 struct RequestOptions {

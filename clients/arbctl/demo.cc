@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+
 #include "clients/arbctl/commands.h"
 
 namespace arbiter::arbctl {
@@ -34,9 +35,8 @@ struct DemoQuota {
 };
 
 constexpr DemoQuota kQuotas[] = {
-    {"inference", "serving", 24'000}, {"training", "batch", 40'000},
-    {"training", "dev", 4'000},       {"analytics", "batch", 8'000},
-    {"analytics", "spot", 8'000},     {"research", "dev", 12'000},
+    {"inference", "serving", 24'000}, {"training", "batch", 40'000}, {"training", "dev", 4'000},
+    {"analytics", "batch", 8'000},    {"analytics", "spot", 8'000},  {"research", "dev", 12'000},
     {"research", "batch", 4'000},
 };
 
@@ -60,11 +60,10 @@ int Commands::LoadDemo() {
     v1::CreateClusterResponse resp;
     ok &= Present(inventory_->CreateCluster(&ctx, req, &resp), name);
   }
-  const std::pair<const char*, v1::LatencyClass> pools[] = {
-      {"serving", v1::LATENCY_CLASS_SERVING},
-      {"batch", v1::LATENCY_CLASS_BATCH},
-      {"dev", v1::LATENCY_CLASS_DEV},
-      {"spot", v1::LATENCY_CLASS_SPOT}};
+  const std::pair<const char*, v1::LatencyClass> pools[] = {{"serving", v1::LATENCY_CLASS_SERVING},
+                                                            {"batch", v1::LATENCY_CLASS_BATCH},
+                                                            {"dev", v1::LATENCY_CLASS_DEV},
+                                                            {"spot", v1::LATENCY_CLASS_SPOT}};
   for (const auto& [name, latency] : pools) {
     grpc::ClientContext ctx;
     Deadline(ctx);

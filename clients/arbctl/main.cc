@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   auto commands = [&] { return Commands(global); };
 
   CLI::App* models = app.add_subcommand("models", "the GPU catalog");
-  models->add_subcommand("list", "list GPU models")->callback([&] { rc = commands().ListModels(); });
+  models->add_subcommand("list", "list GPU models")->callback([&] {
+    rc = commands().ListModels();
+  });
   CLI::App* clusters = app.add_subcommand("clusters", "clusters");
   clusters->add_subcommand("list", "list clusters")->callback([&] {
     rc = commands().ListClusters();
@@ -76,8 +78,9 @@ int main(int argc, char** argv) {
   CLI::App* request = app.add_subcommand("request", "ask for capacity (answered after commit)");
   request->add_option("--team", req.team, "requesting team")->required();
   request->add_option("--pool", req.pool, "pool to draw from")->required();
-  request->add_option("--class", req.workload_class,
-                      "training, inference, batch_analytics or experimentation")
+  request
+      ->add_option("--class", req.workload_class,
+                   "training, inference, batch_analytics or experimentation")
       ->capture_default_str();
   request->add_option("--members", req.members, "gang size (all or nothing)")
       ->capture_default_str();
@@ -106,7 +109,8 @@ int main(int argc, char** argv) {
   requests_get->add_option("id", id, "request id")->required();
   requests_get->callback([&] { rc = commands().GetRequest(id); });
 
-  CLI::App* release = app.add_subcommand("release", "release an allocation (or cancel a queued request)");
+  CLI::App* release =
+      app.add_subcommand("release", "release an allocation (or cancel a queued request)");
   release->add_option("id", id, "request id")->required();
   release->callback([&] { rc = commands().Release(id); });
 

@@ -11,11 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include <pqxx/connection>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include <pqxx/connection>
 
 namespace arbiter::store {
 

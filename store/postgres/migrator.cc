@@ -3,10 +3,10 @@
 #include <map>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include <pqxx/connection>
 #include <pqxx/pqxx>
 
-#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "store/postgres/pg_errors.h"
 
@@ -28,8 +28,7 @@ std::string Checksum(pqxx::work& tx, const std::string& text) {
 
 std::map<int, Applied> ReadApplied(pqxx::work& tx) {
   std::map<int, Applied> applied;
-  const bool exists =
-      tx.exec1("SELECT to_regclass('schema_migrations') IS NOT NULL")[0].as<bool>();
+  const bool exists = tx.exec1("SELECT to_regclass('schema_migrations') IS NOT NULL")[0].as<bool>();
   if (!exists) return applied;
   for (const pqxx::row& row : tx.exec("SELECT version, name, checksum FROM schema_migrations")) {
     applied[row[0].as<int>()] = Applied{row[1].as<std::string>(), row[2].as<std::string>()};
@@ -79,9 +78,8 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& dsn,
     for (const Migration& m : migrations) {
       if (applied.contains(m.version)) continue;
       tx.exec(m.sql);
-      tx.exec_params(
-          "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-          m.version, m.name, Checksum(tx, m.sql));
+      tx.exec_params("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                     m.version, m.name, Checksum(tx, m.sql));
       report.applied_now.push_back(m.version);
     }
     tx.commit();

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "store/migrations.h"
 
 namespace arbiter::store {

@@ -3,13 +3,12 @@
 // exception crosses a store interface.
 #pragma once
 
-#include "absl/strings/string_view.h"
 #include <type_traits>
-
-#include <pqxx/except>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include <pqxx/except>
 
 namespace arbiter::store {
 

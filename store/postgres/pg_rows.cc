@@ -2,8 +2,6 @@
 
 #include <utility>
 
-
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include <pqxx/pqxx>
 
-#include "absl/status/statusor.h"
 #include "core/model.h"
 
 namespace arbiter::store::rows {

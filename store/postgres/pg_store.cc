@@ -6,9 +6,9 @@
 #include <utility>
 #include <variant>
 
+#include "absl/strings/str_cat.h"
 #include <pqxx/pqxx>
 
-#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "store/postgres/pg_errors.h"
 #include "store/postgres/pg_rows.h"
@@ -36,13 +36,12 @@ void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
     const int32_t whole = shape.is_whole() ? shape.whole_gpus() : 0;
     const int64_t frac_milli = shape.is_whole() ? 0 : shape.fraction().gpu_milli;
     const int64_t frac_mem = shape.is_whole() ? 0 : shape.fraction().memory_mib;
-    tx.exec_prepared(sql::kInsertRequest, r.id, r.spec.idempotency_key,
-                     static_cast<int64_t>(r.body_hash), r.spec.team, r.spec.pool,
-                     std::string(core::WorkloadClassName(r.spec.workload_class)), r.spec.members,
-                     whole, frac_milli, frac_mem, shape.cpu_milli, shape.memory_mib,
-                     rows::TextArrayLiteral(r.spec.gpu_models), r.spec.description,
-                     StateName(r.state), r.reason_code, r.reason, rows::ToMicros(r.created_at),
-                     rows::ToMicros(r.updated_at));
+    tx.exec_prepared(
+        sql::kInsertRequest, r.id, r.spec.idempotency_key, static_cast<int64_t>(r.body_hash),
+        r.spec.team, r.spec.pool, std::string(core::WorkloadClassName(r.spec.workload_class)),
+        r.spec.members, whole, frac_milli, frac_mem, shape.cpu_milli, shape.memory_mib,
+        rows::TextArrayLiteral(r.spec.gpu_models), r.spec.description, StateName(r.state),
+        r.reason_code, r.reason, rows::ToMicros(r.created_at), rows::ToMicros(r.updated_at));
   } else {
     tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
                      rows::ToMicros(r.updated_at));
@@ -101,18 +100,18 @@ absl::StatusOr<std::vector<core::CapacityRequest>> RequestsFromResult(const pqxx
 
 absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& state) {
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadGpuModel(core::GpuModel{
-        row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<int32_t>(),
-        row[3].as<int32_t>(), row[4].as<bool>()}));
+    ARBITER_RETURN_IF_ERROR(state.LoadGpuModel(
+        core::GpuModel{row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<int32_t>(),
+                       row[3].as<int32_t>(), row[4].as<bool>()}));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectClusters)) {
     ARBITER_RETURN_IF_ERROR(
         state.LoadCluster(core::Cluster{row[0].as<std::string>(), row[1].as<std::string>()}));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPools)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadPool(core::Pool{
-        row[0].as<std::string>(), core::LatencyClassFromName(row[1].as<std::string>()),
-        row[2].as<std::string>()}));
+    ARBITER_RETURN_IF_ERROR(state.LoadPool(
+        core::Pool{row[0].as<std::string>(), core::LatencyClassFromName(row[1].as<std::string>()),
+                   row[2].as<std::string>()}));
   }
   std::map<int64_t, std::vector<core::Gpu>> gpus;
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpus, "", "")) {
@@ -138,12 +137,12 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
 
 absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& state) {
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectTeams)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadTeam(core::Team{
-        row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
+    ARBITER_RETURN_IF_ERROR(state.LoadTeam(
+        core::Team{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectQuotas)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadQuota(core::Quota{
-        row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
+    ARBITER_RETURN_IF_ERROR(state.LoadQuota(
+        core::Quota{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
     core::CapacityRequest r;
@@ -216,17 +215,17 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes) {
 }
 
 absl::StatusOr<std::vector<core::GpuModel>> PgStore::ListGpuModels() {
-  return WithConnection(
-      "list gpu models", [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::GpuModel>> {
-        pqxx::read_transaction tx(c);
-        std::vector<core::GpuModel> out;
-        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
-          out.push_back(core::GpuModel{row[0].as<std::string>(), row[1].as<int64_t>(),
-                                       row[2].as<int32_t>(), row[3].as<int32_t>(),
-                                       row[4].as<bool>()});
-        }
-        return out;
-      });
+  return WithConnection("list gpu models",
+                        [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::GpuModel>> {
+                          pqxx::read_transaction tx(c);
+                          std::vector<core::GpuModel> out;
+                          for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
+                            out.push_back(core::GpuModel{row[0].as<std::string>(),
+                                                         row[1].as<int64_t>(), row[2].as<int32_t>(),
+                                                         row[3].as<int32_t>(), row[4].as<bool>()});
+                          }
+                          return out;
+                        });
 }
 
 absl::StatusOr<std::vector<core::Cluster>> PgStore::ListClusters() {
@@ -290,8 +289,8 @@ absl::StatusOr<std::vector<core::Team>> PgStore::ListTeams() {
         pqxx::read_transaction tx(c);
         std::vector<core::Team> out;
         for (const pqxx::row& row : tx.exec_prepared(sql::kSelectTeams)) {
-          out.push_back(core::Team{row[0].as<std::string>(), row[1].as<std::string>(),
-                                   row[2].as<int64_t>()});
+          out.push_back(
+              core::Team{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()});
         }
         std::sort(out.begin(), out.end(),
                   [](const core::Team& a, const core::Team& b) { return a.name < b.name; });
@@ -305,9 +304,9 @@ absl::StatusOr<std::vector<QuotaUsage>> PgStore::ListQuotas(const std::string& t
         pqxx::read_transaction tx(c);
         std::vector<QuotaUsage> out;
         for (const pqxx::row& row : tx.exec_prepared(sql::kSelectQuotaUsage, team)) {
-          out.push_back(QuotaUsage{core::Quota{row[0].as<std::string>(), row[1].as<std::string>(),
-                                               row[2].as<int64_t>()},
-                                   row[3].as<int64_t>()});
+          out.push_back(QuotaUsage{
+              core::Quota{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()},
+              row[3].as<int64_t>()});
         }
         return out;
       });
@@ -332,13 +331,11 @@ absl::StatusOr<std::vector<core::CapacityRequest>> PgStore::ListRequests(
       "list requests",
       [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::CapacityRequest>> {
         pqxx::read_transaction tx(c);
-        const std::string state = filter.state == RequestState::kUnspecified
-                                      ? std::string()
-                                      : StateName(filter.state);
-        ARBITER_ASSIGN_OR_RETURN(
-            auto found, RequestsFromResult(tx.exec_prepared(sql::kSelectRequests, filter.team,
-                                                            state, filter.before_id,
-                                                            filter.limit)));
+        const std::string state =
+            filter.state == RequestState::kUnspecified ? std::string() : StateName(filter.state);
+        ARBITER_ASSIGN_OR_RETURN(auto found, RequestsFromResult(tx.exec_prepared(
+                                                 sql::kSelectRequests, filter.team, state,
+                                                 filter.before_id, filter.limit)));
         std::vector<int64_t> ids;
         for (const auto& r : found) ids.push_back(r.id);
         ARBITER_RETURN_IF_ERROR(AttachPlacements(

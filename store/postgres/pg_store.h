@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+
 #include "store/postgres/connection_pool.h"
 #include "store/store.h"
 
@@ -47,8 +48,8 @@ class PgStore final : public Store {
 
   // Runs `fn(connection)` on a pooled connection with exception mapping.
   template <typename Fn>
-  auto WithConnection(absl::string_view operation, Fn&& fn) -> decltype(fn(
-      std::declval<pqxx::connection&>()));
+  auto WithConnection(absl::string_view operation, Fn&& fn)
+      -> decltype(fn(std::declval<pqxx::connection&>()));
 
   ConnectionPool reads_;
   ConnectionPool writer_;

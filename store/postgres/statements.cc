@@ -20,8 +20,7 @@ constexpr Statement kStatements[] = {
      "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
      "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
     {kInsertGpu, "INSERT INTO gpus (node_id, gpu_index, model) VALUES ($1, $2, $3)"},
-    {kInsertTeam,
-     "INSERT INTO teams (name, parent, weight_milli) VALUES ($1, NULLIF($2, ''), $3)"},
+    {kInsertTeam, "INSERT INTO teams (name, parent, weight_milli) VALUES ($1, NULLIF($2, ''), $3)"},
     {kUpsertQuota,
      "INSERT INTO quotas (team, pool, nominal_milli) VALUES ($1, $2, $3) "
      "ON CONFLICT (team, pool) DO UPDATE SET nominal_milli = EXCLUDED.nominal_milli, "
@@ -32,11 +31,10 @@ constexpr Statement kStatements[] = {
      "description, state, reason_code, reason, created_at, updated_at) VALUES ($1, $2, $3, $4, "
      "$5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(18) ", " TS(19) ")"},
     {kUpdateRequest,
-     "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(5)
-     " WHERE id = $1"},
-    {kInsertPlacement,
-     "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
-     ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9)"},
+     "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(
+         5) " WHERE id = $1"},
+    {kInsertPlacement, "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
+                       ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9)"},
     {kSelectGpuModels,
      "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable FROM gpu_models ORDER BY name"},
     {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
@@ -64,9 +62,8 @@ constexpr Statement kStatements[] = {
      " FROM quotas q LEFT JOIN requests r ON r.team = q.team AND r.pool = q.pool"
      " AND r.state = 'admitted' WHERE ($1 = '' OR q.team = $1)"
      " GROUP BY q.team, q.pool, q.nominal_milli ORDER BY q.team, q.pool"},
-    {kSelectLiveRequests,
-     "SELECT " ARBITER_REQUEST_COLUMNS
-     " FROM requests WHERE state IN ('admitted', 'queued') ORDER BY id"},
+    {kSelectLiveRequests, "SELECT " ARBITER_REQUEST_COLUMNS
+                          " FROM requests WHERE state IN ('admitted', 'queued') ORDER BY id"},
     {kSelectFinishedKeys,
      "SELECT id, idempotency_key, body_hash, state FROM requests"
      " WHERE state NOT IN ('admitted', 'queued') ORDER BY id"},

@@ -7,13 +7,14 @@
 namespace arbiter::store::sql {
 
 // Columns of a request row, in the order `RequestFromRow` reads them.
-#define ARBITER_REQUEST_COLUMNS                                                              \
-  "id, idempotency_key, body_hash, team, pool, workload_class, members, whole_gpus, "        \
-  "fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, description, "     \
-  "state, reason_code, reason, (extract(epoch FROM created_at) * 1000000)::bigint, "         \
+#define ARBITER_REQUEST_COLUMNS                                                           \
+  "id, idempotency_key, body_hash, team, pool, workload_class, members, whole_gpus, "     \
+  "fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, description, " \
+  "state, reason_code, reason, (extract(epoch FROM created_at) * 1000000)::bigint, "      \
   "(extract(epoch FROM updated_at) * 1000000)::bigint"
-#define ARBITER_PLACEMENT_COLUMNS \
-  "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, exclusive"
+#define ARBITER_PLACEMENT_COLUMNS                                                                \
+  "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, " \
+  "exclusive"
 
 inline constexpr const char* kInsertCluster = "insert_cluster";
 inline constexpr const char* kInsertPool = "insert_pool";

@@ -7,8 +7,9 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "core/arbitration.h"
 #include "gtest/gtest.h"
+
+#include "core/arbitration.h"
 #include "tests/core/test_state.h"
 
 namespace arbiter::core {
@@ -109,8 +110,8 @@ std::string RunRandom(uint64_t seed, int steps) {
   EXPECT_TRUE(SetQuota(s, {"u", "serving", 12'000}, kT0, ch).ok());
   for (int i = 0; i < 6; ++i) {
     ::arbiter::testing::AddNode(
-        s, MakeNode(absl::StrCat("n", i), 2 + i % 3, i % 2 ? "H100-80GB" : "A100-40GB",
-                    "serving", 32'000, 256 * 1024));
+        s, MakeNode(absl::StrCat("n", i), 2 + i % 3, i % 2 ? "H100-80GB" : "A100-40GB", "serving",
+                    32'000, 256 * 1024));
   }
   std::string transcript;
   std::vector<int64_t> ids;

@@ -1,6 +1,7 @@
 #include "core/arbitration.h"
 
 #include "gtest/gtest.h"
+
 #include "tests/core/test_state.h"
 #include "tests/testing/status_matchers.h"
 
@@ -81,9 +82,9 @@ TEST(ArbitrationTest, FractionMemoryBeyondEveryAllowedModelIsInvalid) {
   CapacityRequestSpec spec = FractionSpec("k", 1, 500, 30 * 1024);
   spec.gpu_models = {"L4"};
   ChangeSet changes;
-  EXPECT_THAT(RequestCapacity(s, spec, kT0, changes),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       StartsWith("shape.fraction.memory_mib:")));
+  EXPECT_THAT(
+      RequestCapacity(s, spec, kT0, changes),
+      StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("shape.fraction.memory_mib:")));
   EXPECT_TRUE(changes.empty());
   EXPECT_EQ(s.next_request_id(), 1);
   EXPECT_EQ(s.FindIdempotencyKey("k"), nullptr);
@@ -214,8 +215,7 @@ TEST(ArbitrationTest, DuplicatesAreAlreadyExists) {
   EXPECT_THAT(CreateCluster(s, {"c", ""}, changes), StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_THAT(CreatePool(s, {"serving", LatencyClass::kDev, ""}, changes),
               StatusIs(absl::StatusCode::kAlreadyExists));
-  EXPECT_THAT(CreateTeam(s, {"t", "", 1000}, changes),
-              StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(CreateTeam(s, {"t", "", 1000}, changes), StatusIs(absl::StatusCode::kAlreadyExists));
   AddNode(s, MakeNode("n1", 1, "L4"));
   EXPECT_THAT(RegisterNode(s, MakeNode("n1", 1, "L4"), kT0, changes),
               StatusIs(absl::StatusCode::kAlreadyExists));

@@ -4,9 +4,10 @@
 
 #include <string>
 
+#include "gtest/gtest.h"
+
 #include "core/arbitration.h"
 #include "core/state.h"
-#include "gtest/gtest.h"
 
 namespace arbiter::testing {
 

@@ -1,6 +1,7 @@
 #include "core/validate.h"
 
 #include "gtest/gtest.h"
+
 #include "tests/core/test_state.h"
 #include "tests/testing/status_matchers.h"
 
@@ -18,8 +19,8 @@ TEST(ValidateNameTest, AcceptsIdentifiers) {
 }
 
 TEST(ValidateNameTest, RejectsEmptyLongAndOddNames) {
-  EXPECT_THAT(ValidateName("team", ""), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                 StartsWith("team: must not be empty")));
+  EXPECT_THAT(ValidateName("team", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("team: must not be empty")));
   EXPECT_THAT(ValidateName("team", std::string(65, 'a')),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most 64")));
   EXPECT_THAT(ValidateName("team", "-x"), StatusIs(absl::StatusCode::kInvalidArgument));
@@ -55,9 +56,8 @@ TEST_P(BadRequestSpecTest, NamesTheField) {
   CapacityRequestSpec spec = ::arbiter::testing::WholeSpec("k", 1, 1);
   ASSERT_THAT(ValidateRequestSpec(spec), IsOk());
   GetParam().mutate(spec);
-  EXPECT_THAT(ValidateRequestSpec(spec),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       StartsWith(std::string(GetParam().field) + ":")));
+  EXPECT_THAT(ValidateRequestSpec(spec), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                  StartsWith(std::string(GetParam().field) + ":")));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -76,25 +76,31 @@ INSTANTIATE_TEST_SUITE_P(
                     [](CapacityRequestSpec& s) { s.workload_class = WorkloadClass::kUnspecified; },
                     "workload_class"},
         BadSpecCase{"ZeroMembers", [](CapacityRequestSpec& s) { s.members = 0; }, "members"},
-        BadSpecCase{"NegativeMembers", [](CapacityRequestSpec& s) { s.members = -3; },
-                    "members"},
-        BadSpecCase{"TooManyMembers", [](CapacityRequestSpec& s) { s.members = 1025; },
-                    "members"},
+        BadSpecCase{"NegativeMembers", [](CapacityRequestSpec& s) { s.members = -3; }, "members"},
+        BadSpecCase{"TooManyMembers", [](CapacityRequestSpec& s) { s.members = 1025; }, "members"},
         BadSpecCase{"ZeroGpus", [](CapacityRequestSpec& s) { s.shape.gpu = int32_t{0}; },
                     "shape.whole_gpus"},
         BadSpecCase{"HugeGpus", [](CapacityRequestSpec& s) { s.shape.gpu = int32_t{1 << 30}; },
                     "shape.whole_gpus"},
         BadSpecCase{"ZeroFraction",
-                    [](CapacityRequestSpec& s) { s.shape.gpu = GpuFraction{0, 100}; },
+                    [](CapacityRequestSpec& s) {
+                      s.shape.gpu = GpuFraction{0, 100};
+                    },
                     "shape.fraction.gpu_milli"},
         BadSpecCase{"FractionOverOne",
-                    [](CapacityRequestSpec& s) { s.shape.gpu = GpuFraction{1001, 100}; },
+                    [](CapacityRequestSpec& s) {
+                      s.shape.gpu = GpuFraction{1001, 100};
+                    },
                     "shape.fraction.gpu_milli"},
         BadSpecCase{"NegativeFraction",
-                    [](CapacityRequestSpec& s) { s.shape.gpu = GpuFraction{-5, 100}; },
+                    [](CapacityRequestSpec& s) {
+                      s.shape.gpu = GpuFraction{-5, 100};
+                    },
                     "shape.fraction.gpu_milli"},
         BadSpecCase{"ZeroFractionMemory",
-                    [](CapacityRequestSpec& s) { s.shape.gpu = GpuFraction{500, 0}; },
+                    [](CapacityRequestSpec& s) {
+                      s.shape.gpu = GpuFraction{500, 0};
+                    },
                     "shape.fraction.memory_mib"},
         BadSpecCase{"OverflowingMemory",
                     [](CapacityRequestSpec& s) {
@@ -103,16 +109,17 @@ INSTANTIATE_TEST_SUITE_P(
                     "shape.fraction.memory_mib"},
         BadSpecCase{"NegativeCpu", [](CapacityRequestSpec& s) { s.shape.cpu_milli = -1; },
                     "shape.cpu_milli"},
-        BadSpecCase{"NegativeHostMemory",
-                    [](CapacityRequestSpec& s) { s.shape.memory_mib = -1; }, "shape.memory_mib"},
+        BadSpecCase{"NegativeHostMemory", [](CapacityRequestSpec& s) { s.shape.memory_mib = -1; },
+                    "shape.memory_mib"},
         BadSpecCase{"BadModelName",
-                    [](CapacityRequestSpec& s) { s.gpu_models = {"H100", "bad name"}; },
+                    [](CapacityRequestSpec& s) {
+                      s.gpu_models = {"H100", "bad name"};
+                    },
                     "gpu_models[1]"},
         BadSpecCase{"TooManyModels",
-                    [](CapacityRequestSpec& s) { s.gpu_models.assign(17, "H100"); },
-                    "gpu_models"},
-        BadSpecCase{"BadDescription",
-                    [](CapacityRequestSpec& s) { s.description = "\xff"; }, "description"}),
+                    [](CapacityRequestSpec& s) { s.gpu_models.assign(17, "H100"); }, "gpu_models"},
+        BadSpecCase{"BadDescription", [](CapacityRequestSpec& s) { s.description = "\xff"; },
+                    "description"}),
     [](const ::testing::TestParamInfo<BadSpecCase>& info) { return info.param.name; });
 
 TEST(ValidateNodeTest, NamesBadGpuFields) {
@@ -122,8 +129,8 @@ TEST(ValidateNodeTest, NamesBadGpuFields) {
   EXPECT_THAT(ValidateNode(n),
               StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("node.gpus[1].index:")));
   n.gpus.clear();
-  EXPECT_THAT(ValidateNode(n), StatusIs(absl::StatusCode::kInvalidArgument,
-                                        StartsWith("node.gpus:")));
+  EXPECT_THAT(ValidateNode(n),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("node.gpus:")));
 }
 
 }  // namespace

@@ -8,15 +8,15 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
-#include "gtest/gtest.h"
 #include "tests/testing/arbiterd_process.h"
 #include "tests/testing/pg_harness.h"
 #include "tests/testing/status_matchers.h"
@@ -109,8 +109,8 @@ v1::RequestCapacityRequest Body(int client, int i) {
 // What the clients learnt before and after the kill.
 struct History {
   std::mutex mu;
-  std::map<std::string, v1::CapacityRequest> acked;  // key -> decision as answered
-  std::map<int64_t, bool> acked_release;             // request id -> release acknowledged
+  std::map<std::string, v1::CapacityRequest> acked;           // key -> decision as answered
+  std::map<int64_t, bool> acked_release;                      // request id -> release acknowledged
   std::map<std::string, v1::RequestCapacityRequest> unknown;  // key -> body, outcome unknown
 };
 
@@ -223,8 +223,9 @@ TEST(SigkillTest, AcknowledgedDecisionsSurviveAndNothingIsAllocatedTwice) {
     EXPECT_TRUE(again.replayed());
     EXPECT_EQ(again.request().id(), resp.request().id());
   }
-  auto requests = db.value()->QueryValue("SELECT count(*) = count(DISTINCT idempotency_key) "
-                                         "FROM requests");
+  auto requests = db.value()->QueryValue(
+      "SELECT count(*) = count(DISTINCT idempotency_key) "
+      "FROM requests");
   EXPECT_THAT(requests, ::arbiter::testing::IsOkAndHolds(std::string("t")));
 
   // 3. No GPU is allocated twice: recompute from the admitted requests.

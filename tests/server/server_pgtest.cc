@@ -4,13 +4,13 @@
 #include <functional>
 #include <thread>
 
+#include "gtest/gtest.h"
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
-#include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/testing/pg_harness.h"
 #include "tests/testing/simulated_clock.h"
@@ -141,9 +141,7 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
   using RC = v1::RequestCapacityRequest;
   using Code = grpc::StatusCode;
   auto req = [](std::function<void(RC&)> m) {
-    return [m](ServerTest* t) {
-      return static_cast<ServerBadInputTest*>(t)->RequestWith(m);
-    };
+    return [m](ServerTest* t) { return static_cast<ServerBadInputTest*>(t)->RequestWith(m); };
   };
   const std::vector<BadInput> cases = {
       {"empty key", req([](RC& r) { r.set_idempotency_key(""); }), Code::INVALID_ARGUMENT,
@@ -151,13 +149,14 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
       {"long key", req([](RC& r) { r.set_idempotency_key(std::string(300, 'k')); }),
        Code::INVALID_ARGUMENT, "idempotency_key"},
       {"empty team", req([](RC& r) { r.set_team(""); }), Code::INVALID_ARGUMENT, "team"},
-      {"long team", req([](RC& r) { r.set_team(std::string(65, 't')); }),
-       Code::INVALID_ARGUMENT, "team"},
+      {"long team", req([](RC& r) { r.set_team(std::string(65, 't')); }), Code::INVALID_ARGUMENT,
+       "team"},
       {"sql in team", req([](RC& r) { r.set_team("x'; DROP TABLE requests;--"); }),
        Code::INVALID_ARGUMENT, "team"},
       {"NUL in pool", req([](RC& r) { r.set_pool(std::string("ser\0ving", 8)); }),
        Code::INVALID_ARGUMENT, "pool"},
-      {"unspecified class", req([](RC& r) { r.set_workload_class(v1::WORKLOAD_CLASS_UNSPECIFIED); }),
+      {"unspecified class",
+       req([](RC& r) { r.set_workload_class(v1::WORKLOAD_CLASS_UNSPECIFIED); }),
        Code::INVALID_ARGUMENT, "workload_class"},
       {"unknown class number",
        req([](RC& r) { r.set_workload_class(static_cast<v1::WorkloadClass>(77)); }),
@@ -168,11 +167,9 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
       {"no shape", req([](RC& r) { r.clear_shape(); }), Code::INVALID_ARGUMENT, "shape"},
       {"zero whole gpus", req([](RC& r) { r.mutable_shape()->set_whole_gpus(0); }),
        Code::INVALID_ARGUMENT, "shape.whole_gpus"},
-      {"overflowing whole gpus",
-       req([](RC& r) { r.mutable_shape()->set_whole_gpus(2147483647); }),
+      {"overflowing whole gpus", req([](RC& r) { r.mutable_shape()->set_whole_gpus(2147483647); }),
        Code::INVALID_ARGUMENT, "shape.whole_gpus"},
-      {"fraction zero",
-       req([](RC& r) { r.mutable_shape()->mutable_fraction()->set_gpu_milli(0); }),
+      {"fraction zero", req([](RC& r) { r.mutable_shape()->mutable_fraction()->set_gpu_milli(0); }),
        Code::INVALID_ARGUMENT, "shape.fraction.gpu_milli"},
       {"fraction above one",
        req([](RC& r) { r.mutable_shape()->mutable_fraction()->set_gpu_milli(1001); }),
@@ -180,8 +177,7 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
       {"fraction negative memory",
        req([](RC& r) { r.mutable_shape()->mutable_fraction()->set_memory_mib(-4); }),
        Code::INVALID_ARGUMENT, "shape.fraction.memory_mib"},
-      {"fraction memory beyond the model",
-       req([](RC& r) {
+      {"fraction memory beyond the model", req([](RC& r) {
          r.add_gpu_models("L4");
          r.mutable_shape()->mutable_fraction()->set_memory_mib(30000);
        }),
@@ -197,8 +193,7 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
       {"unknown pool", req([](RC& r) { r.set_pool("nowhere"); }), Code::NOT_FOUND, "pool"},
       {"unknown model", req([](RC& r) { r.add_gpu_models("TPUv5"); }), Code::NOT_FOUND,
        "gpu_models[0]"},
-      {"key reused with another body",
-       req([](RC& r) {
+      {"key reused with another body", req([](RC& r) {
          r.set_idempotency_key("taken");
          r.set_members(2);
        }),

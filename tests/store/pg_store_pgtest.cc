@@ -1,9 +1,9 @@
-#include "store/postgres/pg_store.h"
+#include "gtest/gtest.h"
 
 #include "core/arbitration.h"
-#include "gtest/gtest.h"
 #include "store/migrations.h"
 #include "store/postgres/migrator.h"
+#include "store/postgres/pg_store.h"
 #include "tests/core/test_state.h"
 #include "tests/testing/pg_harness.h"
 #include "tests/testing/status_matchers.h"
@@ -156,8 +156,8 @@ TEST_F(PgStoreTest, ACommitIsAllOrNothing) {
 TEST_F(PgStoreTest, ReadsListAndPage) {
   core::State s = BuildAndCommitOrganisation();
   for (int i = 0; i < 5; ++i) {
-    core::CapacityRequestSpec spec = ::arbiter::testing::FractionSpec(
-        "f" + std::to_string(i), 1, 100, 1024);
+    core::CapacityRequestSpec spec =
+        ::arbiter::testing::FractionSpec("f" + std::to_string(i), 1, 100, 1024);
     ASSERT_THAT(Request(s, spec), IsOk());
   }
   RequestFilter filter;

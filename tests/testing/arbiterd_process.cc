@@ -1,22 +1,21 @@
 #include "tests/testing/arbiterd_process.h"
 
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace arbiter::testing {
 
 std::string BinaryPath(const std::string& relative) {
   const char* dir = std::getenv("ARBITER_BINARY_DIR");
-  return absl::StrCat(dir == nullptr ? "." : dir, "/", relative);
+  return absl::StrCat(dir == nullptr ? ARBITER_DEFAULT_BINARY_DIR : dir, "/", relative);
 }
 
 absl::StatusOr<std::unique_ptr<ArbiterdProcess>> ArbiterdProcess::Start(
@@ -27,9 +26,9 @@ absl::StatusOr<std::unique_ptr<ArbiterdProcess>> ArbiterdProcess::Start(
   proc->dir_ = tmpl;
   const std::string port_file = proc->dir_ + "/port";
   const std::string log_file = proc->dir_ + "/log";
-  std::vector<std::string> args = {BinaryPath("server/arbiterd"), "--log-level", "warn", "serve",
-                                   "--dsn", dsn, "--insecure-loopback", "--listen",
-                                   "127.0.0.1:0", "--port-file", port_file};
+  std::vector<std::string> args = {
+      BinaryPath("server/arbiterd"), "--log-level", "warn",        "serve",       "--dsn",  dsn,
+      "--insecure-loopback",         "--listen",    "127.0.0.1:0", "--port-file", port_file};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");

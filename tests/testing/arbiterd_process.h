@@ -2,17 +2,17 @@
 // loopback port against a test database, kill it, restart it.
 #pragma once
 
-#include <sys/types.h>
-
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include <sys/types.h>
 
 namespace arbiter::testing {
 
-// Path of a built binary, from ARBITER_BINARY_DIR (set by CTest).
+// Path of a built binary under ARBITER_BINARY_DIR, by default the build
+// directory this harness was compiled in.
 std::string BinaryPath(const std::string& relative);
 
 class ArbiterdProcess {

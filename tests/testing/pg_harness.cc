@@ -1,16 +1,14 @@
 #include "tests/testing/pg_harness.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 
-#include <pqxx/pqxx>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include <pqxx/pqxx>
+#include <unistd.h>
 
 namespace arbiter::testing {
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "absl/synchronization/mutex.h"
+
 #include "core/clock.h"
 
 namespace arbiter::testing {

@@ -35,8 +35,7 @@ MATCHER_P2(StatusIs, code, message_matcher,
   const absl::Status& s = GetStatus(arg);
   *result_listener << "status is " << s.ToString();
   return s.code() == code &&
-         ::testing::ExplainMatchResult(message_matcher, std::string(s.message()),
-                                       result_listener);
+         ::testing::ExplainMatchResult(message_matcher, std::string(s.message()), result_listener);
 }
 
 MATCHER_P(IsOkAndHolds, value_matcher, "is OK and holds a matching value") {
