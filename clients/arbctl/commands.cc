@@ -105,11 +105,10 @@ int Commands::Fail(const grpc::Status& status) const {
 }
 
 int Commands::ListModels() {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::ListGpuModelsResponse resp;
-  grpc::Status s = inventory_->ListGpuModels(&ctx, {}, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*inventory_, &v1::InventoryService::Stub::ListGpuModels, v1::ListGpuModelsRequest(),
+            &resp))
+    return 1;
   if (options_.json) return PrintJson(resp), 0;
   Table t({"MODEL", "MEMORY_MIB", "SMS", "TDP_W", "MIG"});
   for (const auto& m : resp.gpu_models()) {
@@ -121,11 +120,10 @@ int Commands::ListModels() {
 }
 
 int Commands::ListClusters() {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::ListClustersResponse resp;
-  grpc::Status s = inventory_->ListClusters(&ctx, {}, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*inventory_, &v1::InventoryService::Stub::ListClusters, v1::ListClustersRequest(),
+            &resp))
+    return 1;
   if (options_.json) return PrintJson(resp), 0;
   Table t({"CLUSTER", "DESCRIPTION"});
   for (const auto& c : resp.clusters()) t.AddRow({c.name(), c.description()});
@@ -134,11 +132,9 @@ int Commands::ListClusters() {
 }
 
 int Commands::ListPools() {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::ListPoolsResponse resp;
-  grpc::Status s = inventory_->ListPools(&ctx, {}, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*inventory_, &v1::InventoryService::Stub::ListPools, v1::ListPoolsRequest(), &resp))
+    return 1;
   if (options_.json) return PrintJson(resp), 0;
   Table t({"POOL", "LATENCY_CLASS", "DESCRIPTION"});
   for (const auto& p : resp.pools()) {
@@ -150,14 +146,11 @@ int Commands::ListPools() {
 }
 
 int Commands::ListInventory(const std::string& cluster, const std::string& pool) {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::ListNodesRequest req;
   req.set_cluster(cluster);
   req.set_pool(pool);
   v1::ListNodesResponse resp;
-  grpc::Status s = inventory_->ListNodes(&ctx, req, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*inventory_, &v1::InventoryService::Stub::ListNodes, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
   Table t({"CLUSTER", "NODE", "POOL", "GPUS", "MODEL", "ALLOCATED_GPU", "FREE_WHOLE_GPUS"});
   for (const auto& n : resp.nodes()) {
@@ -176,11 +169,9 @@ int Commands::ListInventory(const std::string& cluster, const std::string& pool)
 }
 
 int Commands::ListTeams() {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::ListTeamsResponse resp;
-  grpc::Status s = governance_->ListTeams(&ctx, {}, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*governance_, &v1::GovernanceService::Stub::ListTeams, v1::ListTeamsRequest(), &resp))
+    return 1;
   if (options_.json) return PrintJson(resp), 0;
   Table t({"TEAM", "PARENT", "WEIGHT"});
   for (const auto& team : resp.teams()) {
@@ -192,28 +183,22 @@ int Commands::ListTeams() {
 }
 
 int Commands::CreateTeam(const std::string& name, const std::string& parent, int64_t weight_milli) {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::CreateTeamRequest req;
   req.mutable_team()->set_name(name);
   req.mutable_team()->set_parent(parent);
   req.mutable_team()->set_weight_milli(weight_milli);
   v1::CreateTeamResponse resp;
-  grpc::Status s = governance_->CreateTeam(&ctx, req, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*governance_, &v1::GovernanceService::Stub::CreateTeam, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
   std::cout << "created team " << resp.team().name() << "\n";
   return 0;
 }
 
 int Commands::ListQuotas(const std::string& team) {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::ListQuotasRequest req;
   req.set_team(team);
   v1::ListQuotasResponse resp;
-  grpc::Status s = governance_->ListQuotas(&ctx, req, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*governance_, &v1::GovernanceService::Stub::ListQuotas, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
   Table t({"TEAM", "POOL", "NOMINAL_GPU", "USED_GPU"});
   for (const auto& q : resp.quotas()) {
@@ -225,15 +210,12 @@ int Commands::ListQuotas(const std::string& team) {
 }
 
 int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli) {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::SetQuotaRequest req;
   req.mutable_quota()->set_team(team);
   req.mutable_quota()->set_pool(pool);
   req.mutable_quota()->set_nominal_milli(nominal_milli);
   v1::SetQuotaResponse resp;
-  grpc::Status s = governance_->SetQuota(&ctx, req, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*governance_, &v1::GovernanceService::Stub::SetQuota, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
   std::cout << "quota of " << team << " in " << pool << ": " << Milli(nominal_milli) << " GPU\n";
   return 0;
@@ -262,11 +244,8 @@ int Commands::Request(const RequestOptions& r) {
   req.mutable_shape()->set_memory_mib(r.memory_mib);
   for (const std::string& m : r.models) req.add_gpu_models(m);
   req.set_description(r.description);
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::RequestCapacityResponse resp;
-  grpc::Status s = allocation_->RequestCapacity(&ctx, req, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*allocation_, &v1::AllocationService::Stub::RequestCapacity, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
   PrintRequest(resp.request());
   if (resp.replayed()) std::cout << "(replayed: this key was answered before)\n";
@@ -300,11 +279,8 @@ int Commands::ListRequests(const std::string& team, const std::string& state, in
     req.set_state(st);
   }
   req.set_page_size(limit);
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::ListRequestsResponse resp;
-  grpc::Status s = allocation_->ListRequests(&ctx, req, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*allocation_, &v1::AllocationService::Stub::ListRequests, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
   Table t({"ID", "TEAM", "POOL", "STATE", "SHAPE", "GPU", "PLACEMENT / WHY"});
   for (const auto& r : resp.requests()) {
@@ -318,26 +294,20 @@ int Commands::ListRequests(const std::string& team, const std::string& state, in
 }
 
 int Commands::GetRequest(int64_t id) {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::GetRequestRequest req;
   req.set_id(id);
   v1::GetRequestResponse resp;
-  grpc::Status s = allocation_->GetRequest(&ctx, req, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*allocation_, &v1::AllocationService::Stub::GetRequest, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
   PrintRequest(resp.request());
   return 0;
 }
 
 int Commands::Release(int64_t id) {
-  grpc::ClientContext ctx;
-  Deadline(ctx);
   v1::ReleaseAllocationRequest req;
   req.set_id(id);
   v1::ReleaseAllocationResponse resp;
-  grpc::Status s = allocation_->ReleaseAllocation(&ctx, req, &resp);
-  if (!s.ok()) return Fail(s);
+  if (!Call(*allocation_, &v1::AllocationService::Stub::ReleaseAllocation, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
   PrintRequest(resp.request());
   return 0;

@@ -59,6 +59,18 @@ class Commands {
  private:
   void Deadline(grpc::ClientContext& ctx) const;
   int Fail(const grpc::Status& status) const;
+
+  // Makes one unary call under the deadline. On failure prints the error with
+  // a hint and returns false.
+  template <typename Stub, typename Req, typename Resp>
+  bool Call(Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+            const Req& req, Resp* resp) const {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    const grpc::Status status = (stub.*method)(&ctx, req, resp);
+    if (!status.ok()) Fail(status);
+    return status.ok();
+  }
   void PrintRequest(const v1::CapacityRequest& r) const;
 
   GlobalOptions options_;

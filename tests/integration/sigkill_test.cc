@@ -17,6 +17,7 @@
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
+#include "tests/testing/api_seed.h"
 #include "tests/testing/arbiterd_process.h"
 #include "tests/testing/pg_harness.h"
 #include "tests/testing/status_matchers.h"
@@ -52,42 +53,17 @@ void Deadline(grpc::ClientContext& ctx) {
 }
 
 void Seed(Stubs& s) {
-  grpc::ClientContext c1, c2, c3, c4;
-  v1::CreateClusterRequest cluster;
-  cluster.mutable_cluster()->set_name("east");
-  v1::CreateClusterResponse r1;
-  ASSERT_TRUE(s.inventory->CreateCluster(&c1, cluster, &r1).ok());
-  v1::CreatePoolRequest pool;
-  pool.mutable_pool()->set_name("batch");
-  pool.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
-  v1::CreatePoolResponse r2;
-  ASSERT_TRUE(s.inventory->CreatePool(&c2, pool, &r2).ok());
-  for (int n = 0; n < kNodes; ++n) {
-    grpc::ClientContext ctx;
-    v1::RegisterNodeRequest node;
-    node.mutable_node()->set_cluster("east");
-    node.mutable_node()->set_name(absl::StrCat("n", n));
-    node.mutable_node()->set_pool("batch");
-    node.mutable_node()->set_cpu_milli(1'000'000);
-    node.mutable_node()->set_memory_mib(4'000'000);
-    for (int g = 0; g < kGpusPerNode; ++g) {
-      v1::Gpu* gpu = node.mutable_node()->add_gpus();
-      gpu->set_index(g);
-      gpu->set_model("A100-80GB");
-    }
-    v1::RegisterNodeResponse resp;
-    ASSERT_TRUE(s.inventory->RegisterNode(&ctx, node, &resp).ok());
-  }
-  v1::CreateTeamRequest team;
-  team.mutable_team()->set_name("training");
-  v1::CreateTeamResponse r3;
-  ASSERT_TRUE(s.governance->CreateTeam(&c3, team, &r3).ok());
-  v1::SetQuotaRequest quota;
-  quota.mutable_quota()->set_team("training");
-  quota.mutable_quota()->set_pool("batch");
-  quota.mutable_quota()->set_nominal_milli(kNodes * kGpusPerNode * 1000);
-  v1::SetQuotaResponse r4;
-  ASSERT_TRUE(s.governance->SetQuota(&c4, quota, &r4).ok());
+  ::arbiter::testing::SeedSpec spec;
+  spec.pool = "batch";
+  spec.latency_class = v1::LATENCY_CLASS_BATCH;
+  spec.nodes = kNodes;
+  spec.gpus_per_node = kGpusPerNode;
+  spec.model = "A100-80GB";
+  spec.node_cpu_milli = 1'000'000;
+  spec.node_memory_mib = 4'000'000;
+  spec.team = "training";
+  spec.nominal_milli = kNodes * kGpusPerNode * 1000;
+  ASSERT_THAT(::arbiter::testing::SeedOrganisation(*s.inventory, *s.governance, spec), IsOk());
 }
 
 v1::RequestCapacityRequest Body(int client, int i) {

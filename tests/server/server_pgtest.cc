@@ -12,6 +12,7 @@
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "server/server.h"
+#include "tests/testing/api_seed.h"
 #include "tests/testing/pg_harness.h"
 #include "tests/testing/simulated_clock.h"
 #include "tests/testing/status_matchers.h"
@@ -45,39 +46,7 @@ class ServerTest : public ::testing::Test {
   void TearDown() override { server_.reset(); }
 
   void SeedOrganisation() {
-    grpc::ClientContext c1, c2, c3, c4, c5;
-    v1::CreateClusterRequest cluster;
-    cluster.mutable_cluster()->set_name("east");
-    v1::CreateClusterResponse cluster_resp;
-    ASSERT_TRUE(inventory_->CreateCluster(&c1, cluster, &cluster_resp).ok());
-    v1::CreatePoolRequest pool;
-    pool.mutable_pool()->set_name("serving");
-    pool.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_SERVING);
-    v1::CreatePoolResponse pool_resp;
-    ASSERT_TRUE(inventory_->CreatePool(&c2, pool, &pool_resp).ok());
-    v1::RegisterNodeRequest node;
-    node.mutable_node()->set_cluster("east");
-    node.mutable_node()->set_name("n1");
-    node.mutable_node()->set_pool("serving");
-    node.mutable_node()->set_cpu_milli(64000);
-    node.mutable_node()->set_memory_mib(512000);
-    for (int i = 0; i < 4; ++i) {
-      v1::Gpu* gpu = node.mutable_node()->add_gpus();
-      gpu->set_index(i);
-      gpu->set_model("L4");
-    }
-    v1::RegisterNodeResponse node_resp;
-    ASSERT_TRUE(inventory_->RegisterNode(&c3, node, &node_resp).ok());
-    v1::CreateTeamRequest team;
-    team.mutable_team()->set_name("inference");
-    v1::CreateTeamResponse team_resp;
-    ASSERT_TRUE(governance_->CreateTeam(&c4, team, &team_resp).ok());
-    v1::SetQuotaRequest quota;
-    quota.mutable_quota()->set_team("inference");
-    quota.mutable_quota()->set_pool("serving");
-    quota.mutable_quota()->set_nominal_milli(3000);
-    v1::SetQuotaResponse quota_resp;
-    ASSERT_TRUE(governance_->SetQuota(&c5, quota, &quota_resp).ok());
+    ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, testing::SeedSpec()), IsOk());
   }
 
   static v1::RequestCapacityRequest ValidRequest(const std::string& key) {
