@@ -130,6 +130,7 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   }
   ARBITER_RETURN_IF_ERROR(CheckReferences(state, spec));
 
+  state.ObserveDemand(spec);
   CapacityRequest request;
   request.id = state.TakeRequestId();
   request.spec = spec;

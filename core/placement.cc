@@ -7,8 +7,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include "core/fragmentation.h"
+
 namespace arbiter::core {
 namespace {
+
+// Distinct free amounts scored per node (nodes have at most 64 GPUs).
+constexpr int kMaxGpusScored = 64;
+// Members of a host-only gang that one node could hold, before host limits.
+constexpr int64_t kMaxMembersPerNode = int64_t{1} << 30;
 
 bool ModelAllowed(const CapacityRequestSpec& spec, const std::string& model) {
   return spec.gpu_models.empty() ||
@@ -28,25 +35,68 @@ Placement HostPart(int32_t member, const Node& node, const MemberShape& shape) {
   return p;
 }
 
-// Best node for `whole_gpus` exclusive GPUs: the one left with the fewest
-// empty allowed GPUs afterwards, then the least free CPU.
+// The node's free capacity, sorted as FragmentationModel wants it.
+FreeCapacity FreeOf(const Node& node) {
+  FreeCapacity free;
+  free.free_milli.reserve(node.gpus.size());
+  for (const Gpu& gpu : node.gpus) free.free_milli.push_back(gpu.exclusive ? 0 : gpu.free_milli());
+  std::sort(free.free_milli.begin(), free.free_milli.end());
+  free.free_cpu_milli = node.free_cpu_milli();
+  free.free_memory_mib = node.free_memory_mib();
+  return free;
+}
+
+// `free` after taking `take` milli from one GPU that has `had` free, and the
+// member's host share.
+FreeCapacity After(FreeCapacity free, const MemberShape& shape, int64_t had, int64_t take,
+                   int32_t count) {
+  for (int32_t n = 0; n < count; ++n) {
+    auto it = std::lower_bound(free.free_milli.begin(), free.free_milli.end(), had);
+    *it = had - take;
+  }
+  std::sort(free.free_milli.begin(), free.free_milli.end());
+  free.free_cpu_milli -= shape.cpu_milli;
+  free.free_memory_mib -= shape.memory_mib;
+  return free;
+}
+
+// Score of a candidate, lower is better: the growth of the node's expected
+// fragmentation for the learnt demand mix (0 without a mix), then how much
+// GPU capacity the node keeps free (best fit), then node id and GPU index.
+using Score = std::tuple<double, int64_t, int64_t, int32_t>;
+
+double FragmentGrowth(const State& state, const FreeCapacity& before, const FreeCapacity& after) {
+  const FragmentationModel& model = state.fragmentation();
+  if (model.empty()) return 0;
+  return model.Expected(after) - model.Expected(before);
+}
+
+int64_t TotalFree(const FreeCapacity& free) {
+  int64_t total = 0;
+  for (int64_t f : free.free_milli) total += f;
+  return total;
+}
+
+// Best node for `whole_gpus` exclusive GPUs (0: host only).
 std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpec& spec,
                                     int32_t member) {
   const int32_t k = spec.shape.whole_gpus();
   const Node* best = nullptr;
-  std::tuple<int64_t, int64_t, int64_t> best_key;
+  Score best_score;
   for (size_t i : state.PoolNodes(spec.pool)) {
     const Node& node = state.nodes()[i];
     if (!HostFits(node, spec.shape)) continue;
-    int64_t empty = 0;
+    int32_t empty = 0;
     for (const Gpu& gpu : node.gpus) {
       if (gpu.empty() && ModelAllowed(spec, gpu.model)) ++empty;
     }
     if (empty < k) continue;
-    auto key = std::make_tuple(empty - k, node.free_cpu_milli() - spec.shape.cpu_milli, node.id);
-    if (best == nullptr || key < best_key) {
+    const FreeCapacity before = FreeOf(node);
+    const FreeCapacity after = After(before, spec.shape, kMilliPerGpu, kMilliPerGpu, k);
+    Score score{FragmentGrowth(state, before, after), TotalFree(after), node.id, 0};
+    if (best == nullptr || score < best_score) {
       best = &node;
-      best_key = key;
+      best_score = score;
     }
   }
   if (best == nullptr) return std::nullopt;
@@ -56,31 +106,38 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
     if (gpu.empty() && ModelAllowed(spec, gpu.model)) p.gpu_indices.push_back(gpu.index);
   }
   p.gpu_milli = kMilliPerGpu;
-  p.gpu_memory_mib = best->gpus[p.gpu_indices[0]].memory_mib;
+  p.gpu_memory_mib = p.gpu_indices.empty() ? 0 : best->gpus[p.gpu_indices[0]].memory_mib;
   p.exclusive = true;
   return p;
 }
 
-// Best GPU for a fraction: an already shared GPU before an empty one, then the
-// least milli-GPU and memory left over.
+// Best GPU for a fraction. Each distinct free amount on a node is one
+// candidate (GPUs with the same free amount are interchangeable).
 std::optional<Placement> PlaceFraction(const State& state, const CapacityRequestSpec& spec,
                                        int32_t member) {
   const GpuFraction& f = spec.shape.fraction();
   const Node* best_node = nullptr;
   int32_t best_gpu = -1;
-  std::tuple<int, int64_t, int64_t, int64_t, int32_t> best_key;
+  Score best_score;
   for (size_t i : state.PoolNodes(spec.pool)) {
     const Node& node = state.nodes()[i];
     if (!HostFits(node, spec.shape)) continue;
+    std::optional<FreeCapacity> before;
+    int64_t tried[kMaxGpusScored];
+    int tried_count = 0;
     for (const Gpu& gpu : node.gpus) {
       if (gpu.exclusive || !ModelAllowed(spec, gpu.model)) continue;
       if (gpu.free_milli() < f.gpu_milli || gpu.free_memory_mib() < f.memory_mib) continue;
-      auto key = std::make_tuple(gpu.empty() ? 1 : 0, gpu.free_milli() - f.gpu_milli,
-                                 gpu.free_memory_mib() - f.memory_mib, node.id, gpu.index);
-      if (best_node == nullptr || key < best_key) {
+      const int64_t had = gpu.free_milli();
+      if (std::find(tried, tried + tried_count, had) != tried + tried_count) continue;
+      if (tried_count < kMaxGpusScored) tried[tried_count++] = had;
+      if (!before.has_value()) before = FreeOf(node);
+      const FreeCapacity after = After(*before, spec.shape, had, f.gpu_milli, 1);
+      Score score{FragmentGrowth(state, *before, after), had - f.gpu_milli, node.id, gpu.index};
+      if (best_node == nullptr || score < best_score) {
         best_node = &node;
         best_gpu = gpu.index;
-        best_key = key;
+        best_score = score;
       }
     }
   }
@@ -106,7 +163,8 @@ int64_t MembersPerEmptyNode(const Node& node, const CapacityRequestSpec& spec) {
           std::min(kMilliPerGpu / s.fraction().gpu_milli, gpu.memory_mib / s.fraction().memory_mib);
     }
   }
-  if (s.is_whole()) gpu_limit /= s.whole_gpus();
+  if (s.is_whole())
+    gpu_limit = s.whole_gpus() == 0 ? kMaxMembersPerNode : gpu_limit / s.whole_gpus();
   int64_t limit = gpu_limit;
   if (s.cpu_milli > 0) limit = std::min(limit, node.cpu_milli / s.cpu_milli);
   if (s.memory_mib > 0) limit = std::min(limit, node.memory_mib / s.memory_mib);

@@ -1,5 +1,7 @@
 #include "core/state.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 #include "core/status_macros.h"
@@ -88,6 +90,7 @@ absl::Status State::LoadRequest(CapacityRequest request) {
     return Conflict(absl::StrCat("bad or duplicate request ", request.id));
   }
   if (request.id >= next_request_id_) next_request_id_ = request.id + 1;
+  if (!IsFinal(request.state)) ObserveDemand(request.spec);
   if (request.state == RequestState::kAdmitted) {
     for (const Placement& p : request.placements) {
       const Node* node = FindNode(p.node_id);
@@ -186,6 +189,25 @@ void State::ApplyPlacement(const Placement& p, int sign) {
     ARBITER_CHECK(gpu.allocated_milli >= 0 && gpu.allocated_milli <= kMilliPerGpu);
     ARBITER_CHECK(gpu.allocated_memory_mib >= 0 && gpu.allocated_memory_mib <= gpu.memory_mib);
     ARBITER_CHECK(gpu.tenants >= 0);
+  }
+}
+
+TaskShape ShapeOf(const CapacityRequestSpec& spec) {
+  TaskShape shape;
+  shape.gpus = spec.shape.is_whole() ? spec.shape.whole_gpus() : 1;
+  shape.gpu_milli = spec.shape.is_whole() ? kMilliPerGpu : spec.shape.fraction().gpu_milli;
+  shape.cpu_milli = spec.shape.cpu_milli;
+  shape.memory_mib = spec.shape.memory_mib;
+  return shape;
+}
+
+void State::ObserveDemand(const CapacityRequestSpec& spec) {
+  demand_.Observe(ShapeOf(spec), spec.members);
+  observed_since_refresh_ += spec.members;
+  const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
+  if (fragmentation_.empty() || observed_since_refresh_ >= epoch) {
+    fragmentation_.Reset(demand_);
+    observed_since_refresh_ = 0;
   }
 }
 

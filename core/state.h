@@ -18,6 +18,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 
+#include "core/demand_profile.h"
+#include "core/fragmentation.h"
 #include "core/model.h"
 
 namespace arbiter::core {
@@ -102,6 +104,13 @@ class State {
   // REQUIRES: admitted placements were already applied with ApplyPlacement.
   void PutRequest(const CapacityRequest& request);
   int64_t TakeRequestId() { return next_request_id_++; }
+  // Counts `spec`'s members in the demand mix. The packer's fragmentation
+  // model is refreshed from the mix in growing epochs (every max(32,
+  // min(1024, total / 8)) members), so that its cached scores stay valid in
+  // between and the cost of learning stays small.
+  void ObserveDemand(const CapacityRequestSpec& spec);
+  const FragmentationModel& fragmentation() const { return fragmentation_; }
+  const DemandProfile& demand() const { return demand_; }
   int64_t TakeNodeId() { return next_node_id_++; }
   Node* MutableNode(size_t index) { return &nodes_[index]; }
 
@@ -121,6 +130,12 @@ class State {
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
   int64_t next_request_id_ = 1;
   int64_t next_node_id_ = 1;
+  DemandProfile demand_;
+  FragmentationModel fragmentation_;
+  int64_t observed_since_refresh_ = 0;
 };
+
+// The packer's view of one member of `spec`.
+TaskShape ShapeOf(const CapacityRequestSpec& spec);
 
 }  // namespace arbiter::core

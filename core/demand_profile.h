@@ -1,0 +1,50 @@
+// DemandProfile: the mix of task shapes the cluster has been asked for,
+// learnt online from the requests the arbiter sees (never from the future).
+// The packer scores a placement by how much it fragments the remaining
+// capacity for this mix (see core/fragmentation.h).
+//
+// Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
+
+namespace arbiter::core {
+
+// The per-member shape of a task, as the packer sees it: `gpus` whole GPUs
+// (gpu_milli 1000), one fraction (gpus 1, gpu_milli < 1000), or host only
+// (gpus 0).
+struct TaskShape {
+  int32_t gpus = 0;
+  int64_t gpu_milli = 0;  // Per GPU.
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+
+  bool fractional() const { return gpus == 1 && gpu_milli < 1000; }
+  auto key() const { return std::make_tuple(gpus, gpu_milli, cpu_milli, memory_mib); }
+  bool operator<(const TaskShape& o) const { return key() < o.key(); }
+  bool operator==(const TaskShape& o) const { return key() == o.key(); }
+};
+
+class DemandProfile {
+ public:
+  struct Entry {
+    TaskShape shape;
+    int64_t count = 0;
+  };
+
+  // Counts `count` more tasks of `shape`.
+  void Observe(const TaskShape& shape, int64_t count = 1);
+  // Distinct shapes with their counts, ordered by shape.
+  std::vector<Entry> Entries() const;
+  int64_t total() const { return total_; }
+  bool empty() const { return total_ == 0; }
+
+ private:
+  std::map<TaskShape, int64_t> counts_;
+  int64_t total_ = 0;
+};
+
+}  // namespace arbiter::core

@@ -1,0 +1,51 @@
+// Expected GPU fragmentation of a node for a demand mix, in the spirit of
+// FGD (Weng et al., USENIX ATC 2023): for one task shape m, the fragment of
+// node n is the free GPU capacity on n that m cannot use:
+//   - m does not fit the node's free CPU or memory: all free GPU capacity;
+//   - m is a fraction d: the free capacity of every GPU with less than d free;
+//   - m needs k whole GPUs: the free capacity of partly used GPUs, plus all
+//     empty GPUs when fewer than k are empty;
+//   - m needs no GPU: nothing.
+// The expected fragment weighs each shape by its share of the demand. The
+// packer places a task where the expected fragment grows least.
+//
+// Thread-compatible. Results are cached per distinct node state; the cache
+// is valid until the next `Reset`.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+#include "core/demand_profile.h"
+
+namespace arbiter::core {
+
+// A node's free capacity as the packer sees it. `free_milli` holds one entry
+// per GPU (0 for a GPU held exclusively), in any order.
+struct FreeCapacity {
+  std::vector<int64_t> free_milli;
+  int64_t free_cpu_milli = 0;
+  int64_t free_memory_mib = 0;
+};
+
+class FragmentationModel {
+ public:
+  // Takes a snapshot of `profile` (shapes and weights) and clears the cache.
+  void Reset(const DemandProfile& profile);
+  bool empty() const { return shapes_.empty(); }
+
+  // Expected fragment of a node in milli-GPU (0 when the model is empty).
+  // REQUIRES: `free.free_milli` is sorted ascending (the cache key).
+  double Expected(const FreeCapacity& free) const;
+
+ private:
+  double Compute(const FreeCapacity& free) const;
+
+  std::vector<TaskShape> shapes_;
+  std::vector<double> weights_;  // Sum to 1.
+  mutable absl::flat_hash_map<std::vector<int64_t>, double> cache_;
+};
+
+}  // namespace arbiter::core
