@@ -1,16 +1,29 @@
 #include "core/fragmentation.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace arbiter::core {
 
 void FragmentationModel::Reset(const DemandProfile& profile) {
   shapes_.clear();
   weights_.clear();
   cache_.clear();
+  cpu_per_gpu_milli_ = 0;
+  memory_mib_per_gpu_milli_ = 0;
   int64_t gpu_tasks = 0;
   for (const DemandProfile::Entry& e : profile.Entries()) {
     if (e.shape.gpus > 0) gpu_tasks += e.count;
   }
   if (gpu_tasks == 0) return;
+  double cpu = 0, memory = 0, gpu = 0;
+  for (const DemandProfile::Entry& e : profile.Entries()) {
+    cpu += static_cast<double>(e.count) * static_cast<double>(e.shape.cpu_milli);
+    memory += static_cast<double>(e.count) * static_cast<double>(e.shape.memory_mib);
+    gpu += static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
+  }
+  cpu_per_gpu_milli_ = cpu / gpu;
+  memory_mib_per_gpu_milli_ = memory / gpu;
   for (const DemandProfile::Entry& e : profile.Entries()) {
     if (e.shape.gpus == 0) continue;  // Host-only work fragments no GPU.
     shapes_.push_back(e.shape);
@@ -43,7 +56,18 @@ double FragmentationModel::Compute(const FreeCapacity& free) const {
     }
   }
   if (total_free == 0) return 0;
-  double expected = 0;
+  // Free GPU capacity the node's free CPU and memory cannot feed at the mix's
+  // ratios.
+  constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+  const double fed_by_cpu = cpu_per_gpu_milli_ > 0
+                                ? static_cast<double>(free.free_cpu_milli) / cpu_per_gpu_milli_
+                                : kUnbounded;
+  const double fed_by_memory =
+      memory_mib_per_gpu_milli_ > 0
+          ? static_cast<double>(free.free_memory_mib) / memory_mib_per_gpu_milli_
+          : kUnbounded;
+  double expected =
+      std::max(0.0, static_cast<double>(total_free) - std::min(fed_by_cpu, fed_by_memory));
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const TaskShape& m = shapes_[i];
     int64_t fragment = 0;

@@ -1,6 +1,7 @@
 #include "core/placement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <tuple>
 
@@ -63,12 +64,14 @@ FreeCapacity After(FreeCapacity free, const MemberShape& shape, int64_t had, int
 // Score of a candidate, lower is better: the growth of the node's expected
 // fragmentation for the learnt demand mix (0 without a mix), then how much
 // GPU capacity the node keeps free (best fit), then node id and GPU index.
-using Score = std::tuple<double, int64_t, int64_t, int32_t>;
+using Score = std::tuple<int64_t, int64_t, int64_t, int32_t>;
 
-double FragmentGrowth(const State& state, const FreeCapacity& before, const FreeCapacity& after) {
+// Growth in micro-GPU, rounded, so that floating-point noise never decides
+// between candidates that are equal; ties fall to the rest of the Score.
+int64_t FragmentGrowth(const State& state, const FreeCapacity& before, const FreeCapacity& after) {
   const FragmentationModel& model = state.fragmentation();
   if (model.empty()) return 0;
-  return model.Expected(after) - model.Expected(before);
+  return std::llround((model.Expected(after) - model.Expected(before)) * 1000.0);
 }
 
 int64_t TotalFree(const FreeCapacity& free) {

@@ -8,8 +8,9 @@
 namespace arbiter::core {
 namespace {
 
-// Half the demand is a 500-milli fraction needing 1 core, half needs two
-// whole GPUs; host-only tasks are in the mix but fragment no GPU.
+// Half the GPU demand is a 500-milli fraction needing 1 core, half needs two
+// whole GPUs; two host-only tasks of 4 cores fragment no GPU but count in the
+// mix's host demand: 9000 milli-CPU for 2500 milli-GPU, 3.6 per milli-GPU.
 FragmentationModel Model() {
   DemandProfile profile;
   profile.Observe({1, 500, 1000, 0});
@@ -20,20 +21,31 @@ FragmentationModel Model() {
   return model;
 }
 
+constexpr double kCpuPerGpuMilli = 9000.0 / 2500.0;
+
 TEST(FragmentationTest, WeighsEachShapesUnusableCapacity) {
-  // Fraction 500: only the 200 GPU is unusable. Two whole GPUs: both empty
-  // GPUs are usable, the partly used 200 and 600 are not.
-  EXPECT_DOUBLE_EQ(Model().Expected({{200, 600, 1000, 1000}, 8000, 1000}), 0.5 * 200 + 0.5 * 800);
+  // Enough CPU to feed all 2800 free milli (10080 needed). Fraction 500: only
+  // the 200 GPU is unusable. Two whole GPUs: both empty GPUs are usable, the
+  // partly used 200 and 600 are not.
+  EXPECT_DOUBLE_EQ(Model().Expected({{200, 600, 1000, 1000}, 20000, 1000}), 0.5 * 200 + 0.5 * 800);
+}
+
+TEST(FragmentationTest, CountsGpuCapacityTheNodesCpuCannotFeed) {
+  // 8000 milli-CPU feed 8000 / 3.6 = 2222 of the 2800 free milli-GPU.
+  EXPECT_DOUBLE_EQ(Model().Expected({{200, 600, 1000, 1000}, 8000, 1000}),
+                   0.5 * 200 + 0.5 * 800 + (2800 - 8000 / kCpuPerGpuMilli));
 }
 
 TEST(FragmentationTest, ANodeWithoutTheCpuStrandsAllItsGpus) {
-  // The fraction needs a core the node lacks: all 2800 free milli are lost.
-  EXPECT_DOUBLE_EQ(Model().Expected({{200, 600, 1000, 1000}, 500, 1000}), 0.5 * 2800 + 0.5 * 800);
+  // The fraction needs a core the node lacks: all 2800 free milli are lost to
+  // it, and 500 milli-CPU feed almost nothing.
+  EXPECT_DOUBLE_EQ(Model().Expected({{200, 600, 1000, 1000}, 500, 1000}),
+                   0.5 * 2800 + 0.5 * 800 + (2800 - 500 / kCpuPerGpuMilli));
 }
 
 TEST(FragmentationTest, TooFewEmptyGpusStrandThemAll) {
-  EXPECT_DOUBLE_EQ(Model().Expected({{0, 1000}, 8000, 1000}), 0.5 * 0 + 0.5 * 1000);
-  EXPECT_DOUBLE_EQ(Model().Expected({{0, 0}, 8000, 1000}), 0);
+  EXPECT_DOUBLE_EQ(Model().Expected({{0, 1000}, 20000, 1000}), 0.5 * 0 + 0.5 * 1000);
+  EXPECT_DOUBLE_EQ(Model().Expected({{0, 0}, 20000, 1000}), 0);
 }
 
 TEST(FragmentationTest, EmptyModelScoresZero) {
@@ -45,7 +57,7 @@ TEST(FragmentationTest, EmptyModelScoresZero) {
 
 TEST(FragmentationTest, PackerCompletesAGpuRatherThanOpeningOne) {
   // With a learnt mix of 500-milli fractions, a second 500 goes onto the
-  // half-used GPU on the other node, not onto an empty GPU next to it.
+  // half-used GPU, not onto an empty GPU.
   State s = ::arbiter::testing::MakeState();
   ::arbiter::testing::AddNode(s, ::arbiter::testing::MakeNode("a", 2, "H100-80GB"));
   ::arbiter::testing::AddNode(s, ::arbiter::testing::MakeNode("b", 2, "H100-80GB"));
@@ -57,6 +69,29 @@ TEST(FragmentationTest, PackerCompletesAGpuRatherThanOpeningOne) {
   ASSERT_EQ(second.result, FitResult::kPlaced);
   EXPECT_EQ(first.placements[0].node_id, second.placements[0].node_id);
   EXPECT_EQ(first.placements[0].gpu_indices, second.placements[0].gpu_indices);
+}
+
+TEST(FragmentationTest, CpuHungryWorkGoesWhereCpuIsPlentiful) {
+  // The mix needs 6 cores per GPU on average. On the CPU-poor node (6 cores
+  // per GPU) a 12-core pod would leave 1 of the 3 remaining GPUs without CPU;
+  // on the CPU-rich node (52 per GPU) it strands nothing. Best fit alone
+  // would pick the poor node (it keeps fewer GPUs free).
+  State s = ::arbiter::testing::MakeState();
+  ::arbiter::testing::AddNode(
+      s, ::arbiter::testing::MakeNode("poor", 4, "H100-80GB", "serving", 24'000, 512'000));
+  ::arbiter::testing::AddNode(
+      s, ::arbiter::testing::MakeNode("rich", 8, "H100-80GB", "serving", 416'000, 512'000));
+  CapacityRequestSpec hungry = ::arbiter::testing::WholeSpec("hungry", 1, 1);
+  hungry.shape.cpu_milli = 12'000;
+  const CapacityRequestSpec light = ::arbiter::testing::WholeSpec("light", 1, 1);
+  // 40 observations: the model refreshes its snapshot after the first 32.
+  for (int i = 0; i < 20; ++i) {
+    s.ObserveDemand(hungry);
+    s.ObserveDemand(light);
+  }
+  GangPlacement placed = PlaceGang(s, hungry);
+  ASSERT_EQ(placed.result, FitResult::kPlaced);
+  EXPECT_EQ(placed.placements[0].node_id, s.FindNode("c", "rich")->id);
 }
 
 }  // namespace
