@@ -1,0 +1,222 @@
+#include "tests/core/scenario_runner.h"
+
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+
+#include "core/arbitration.h"
+
+namespace arbiter::testing {
+namespace {
+
+using core::ChangeSet;
+using core::State;
+
+struct Line {
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> named;
+};
+
+Line Parse(absl::string_view text) {
+  Line line;
+  std::vector<std::string> words = absl::StrSplit(text, ' ', absl::SkipWhitespace());
+  line.command = words[0];
+  for (size_t i = 1; i < words.size(); ++i) {
+    std::vector<std::string> kv = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
+    if (kv.size() == 2) {
+      line.named[kv[0]] = kv[1];
+    } else {
+      line.positional.push_back(words[i]);
+    }
+  }
+  return line;
+}
+
+class Scenario {
+ public:
+  explicit Scenario(std::string where) : where_(std::move(where)) {}
+
+  // Executes one command; errors are gtest failures naming the line.
+  void Run(const Line& l, int lineno) {
+    SCOPED_TRACE(absl::StrCat(where_, ":", lineno));
+    if (l.command == "expect-error") {
+      ExpectError(l);
+    } else if (l.command == "expect") {
+      Expect(l);
+    } else if (l.command == "expect-used") {
+      EXPECT_EQ(state_.UsedMilli(l.positional.at(0), l.positional.at(1)), Int(l.positional.at(2)));
+    } else if (l.command == "expect-gpu") {
+      ExpectGpu(l);
+    } else if (l.command == "at") {
+      now_ = absl::FromUnixSeconds(1'800'000'000 + Int(l.positional.at(0)));
+    } else {
+      const absl::Status status = Mutate(l);
+      EXPECT_TRUE(status.ok()) << l.command << ": " << status;
+    }
+  }
+
+ private:
+  static int64_t Int(const std::string& s) {
+    int64_t v = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(s, &v)) << "not a number: " << s;
+    return v;
+  }
+  static std::string Get(const Line& l, const std::string& key, const std::string& def = "") {
+    auto it = l.named.find(key);
+    return it == l.named.end() ? def : it->second;
+  }
+
+  core::CapacityRequestSpec Spec(const Line& l) {
+    core::CapacityRequestSpec spec;
+    spec.idempotency_key = l.positional.at(0);
+    spec.team = Get(l, "team");
+    spec.pool = Get(l, "pool");
+    spec.workload_class = core::WorkloadClassFromName(Get(l, "class", "training"));
+    spec.members = static_cast<int32_t>(Int(Get(l, "members", "1")));
+    if (l.named.contains("milli")) {
+      spec.shape.gpu = core::GpuFraction{Int(Get(l, "milli")), Int(Get(l, "gpu_mem", "1024"))};
+    } else {
+      spec.shape.gpu = static_cast<int32_t>(Int(Get(l, "gpus", "1")));
+    }
+    spec.shape.cpu_milli = Int(Get(l, "cpu", "0"));
+    spec.shape.memory_mib = Int(Get(l, "mem", "0"));
+    if (l.named.contains("models")) spec.gpu_models = absl::StrSplit(Get(l, "models"), '|');
+    return spec;
+  }
+
+  absl::Status Mutate(const Line& l) {
+    ChangeSet ch;
+    const std::string name = l.positional.empty() ? "" : l.positional[0];
+    if (l.command == "model") {
+      return state_.LoadGpuModel({name, Int(Get(l, "memory_mib", "81920")), 100, 300, false});
+    }
+    if (l.command == "cluster") return core::CreateCluster(state_, {name, ""}, ch);
+    if (l.command == "pool") {
+      return core::CreatePool(state_, {name, core::LatencyClassFromName(Get(l, "class")), ""}, ch);
+    }
+    if (l.command == "node") {
+      core::Node node;
+      node.cluster = Get(l, "cluster", "c");
+      node.name = name;
+      node.pool = Get(l, "pool");
+      node.cpu_milli = Int(Get(l, "cpu", "64000"));
+      node.memory_mib = Int(Get(l, "mem", "524288"));
+      for (int32_t g = 0; g < Int(Get(l, "gpus")); ++g) {
+        node.gpus.push_back(core::Gpu{g, Get(l, "model")});
+      }
+      return core::RegisterNode(state_, node, now_, ch).status();
+    }
+    if (l.command == "team") return core::CreateTeam(state_, {name, Get(l, "parent"), 1000}, ch);
+    if (l.command == "quota") {
+      return core::SetQuota(state_, {name, l.positional.at(1), Int(l.positional.at(2))}, now_, ch);
+    }
+    if (l.command == "request") {
+      auto out = core::RequestCapacity(state_, Spec(l), now_, ch);
+      if (out.ok() && !out->replayed) {
+        ids_[name] = out->request.id;
+        final_[name] = std::string(core::RequestStateName(out->request.state));
+      }
+      return out.status();
+    }
+    if (l.command == "release") {
+      auto it = ids_.find(name);
+      auto out = core::ReleaseRequest(state_, it == ids_.end() ? 0 : it->second, now_, ch);
+      if (out.ok()) final_[name] = std::string(core::RequestStateName(out->state));
+      return out.status();
+    }
+    return absl::InvalidArgumentError(absl::StrCat("unknown command ", l.command));
+  }
+
+  void ExpectError(const Line& l) {
+    const std::string code = l.positional.at(0);
+    const std::string field = l.positional.at(1);
+    std::vector<std::string> rest(l.positional.begin() + 2, l.positional.end());
+    Line inner;
+    inner.command = rest.at(0);
+    inner.positional.assign(rest.begin() + 1, rest.end());
+    inner.named = l.named;
+    const absl::Status status = Mutate(inner);
+    EXPECT_EQ(absl::StatusCodeToString(status.code()), code) << status;
+    EXPECT_TRUE(absl::StartsWith(status.message(), field + ":")) << status;
+  }
+
+  void Expect(const Line& l) {
+    const std::string key = l.positional.at(0);
+    auto id = ids_.find(key);
+    ASSERT_NE(id, ids_.end()) << "no request " << key;
+    const core::IdempotencyEntry* entry = state_.FindIdempotencyKey(key);
+    ASSERT_NE(entry, nullptr);
+    const core::CapacityRequest* live = state_.FindLiveRequest(id->second);
+    const std::string want = l.positional.at(1);
+    if (live == nullptr) {
+      // Finished requests leave the state; their last outcome was recorded.
+      EXPECT_EQ(final_[key], want) << key;
+      return;
+    }
+    EXPECT_EQ(std::string(core::RequestStateName(live->state)), want)
+        << key << ": " << live->reason;
+    if (l.named.contains("reason")) {
+      EXPECT_EQ(live->reason_code, Get(l, "reason"));
+    }
+    const size_t member = static_cast<size_t>(Int(Get(l, "member", "0")));
+    if (l.named.contains("node") || l.named.contains("gpus")) {
+      ASSERT_LT(member, live->placements.size()) << key;
+      const core::Placement& p = live->placements[member];
+      if (l.named.contains("node")) {
+        EXPECT_EQ(state_.FindNode(p.node_id)->name, Get(l, "node"));
+      }
+      if (l.named.contains("gpus")) {
+        EXPECT_EQ(absl::StrJoin(p.gpu_indices, ","), Get(l, "gpus"));
+      }
+    }
+  }
+
+  void ExpectGpu(const Line& l) {
+    const core::Node* node = state_.FindNode(Get(l, "cluster", "c"), l.positional.at(0));
+    ASSERT_NE(node, nullptr);
+    const core::Gpu& gpu = node->gpus.at(Int(l.positional.at(1)));
+    EXPECT_EQ(gpu.allocated_milli, Int(Get(l, "milli")));
+    if (l.named.contains("mem")) {
+      EXPECT_EQ(gpu.allocated_memory_mib, Int(Get(l, "mem")));
+    }
+    if (l.named.contains("exclusive")) {
+      EXPECT_EQ(gpu.exclusive ? "true" : "false", Get(l, "exclusive"));
+    }
+  }
+
+  std::string where_;
+  State state_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  std::map<std::string, int64_t> ids_;
+  std::map<std::string, std::string> final_;  // Key -> last state seen.
+};
+
+}  // namespace
+
+void RunScenarioFile(const std::string& path) {
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "cannot read " << path;
+  Scenario scenario(path);
+  std::string text;
+  bool named = false, described = false;
+  for (int lineno = 1; std::getline(in, text); ++lineno) {
+    absl::string_view line = absl::StripAsciiWhitespace(text);
+    if (absl::StartsWith(line, "# name:")) named = true;
+    if (absl::StartsWith(line, "# description:")) described = true;
+    if (line.empty() || line[0] == '#') continue;
+    scenario.Run(Parse(line), lineno);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_TRUE(named && described) << path << " needs '# name:' and '# description:' headers";
+}
+
+}  // namespace arbiter::testing

@@ -1,0 +1,34 @@
+// Runs arbitration scenarios written as data (tests/core/scenarios/*.scenario)
+// against the core, so that most behaviour is specified as readable tables.
+//
+// Format: one command per line; `#` starts a comment. The file starts with
+//   # name: <one line>
+//   # description: <one line or more>
+// Commands (key=value arguments; quantities in milli-GPU, milli-CPU, MiB):
+//   model <name> memory_mib=<n>
+//   cluster <name>
+//   pool <name> class=serving|batch|spot|dev
+//   node <name> pool=<p> gpus=<n> model=<m> [cpu=<milli>] [mem=<mib>]
+//   team <name> [parent=<team>]
+//   quota <team> <pool> <nominal_milli>
+//   at <seconds>                       the time of the following commands
+//   request <key> team=<t> pool=<p> [class=...] [members=<n>]
+//           (gpus=<n> | milli=<n> gpu_mem=<mib>) [cpu=<milli>] [mem=<mib>]
+//           [models=<a|b>]
+//   release <key>
+//   expect <key> <admitted|queued|denied|released|cancelled> [reason=<CODE>]
+//          [node=<name>] [gpus=<i,j>]  (node/gpus: of member 0, or member=<i>)
+//   expect-error <status code name> <field prefix> <the command, as above>
+//   expect-used <team> <pool> <milli>
+//   expect-gpu <node> <index> milli=<n> [mem=<mib>] [exclusive=true|false]
+#pragma once
+
+#include <string>
+
+namespace arbiter::testing {
+
+// Runs the scenario in `path`. Failures are reported through gtest with the
+// file name and line number.
+void RunScenarioFile(const std::string& path);
+
+}  // namespace arbiter::testing
