@@ -2,7 +2,10 @@
 # project's warnings (ours only, never third-party code).
 # -Wno-restrict: GCC 12 reports false -Wrestrict errors inside libstdc++'s
 # std::string at -O2/-O3 (GCC bug 105329); they are not in our code.
-set(ARBITER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter -Wno-restrict)
+# -Wno-missing-field-initializers: our value types give every member a default,
+# so brace-initializing the leading members is intended.
+set(ARBITER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter -Wno-restrict
+                     -Wno-missing-field-initializers)
 
 function(arbiter_cc_library)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;HDRS;DEPS;PUBLIC_DEPS" ${ARGN})

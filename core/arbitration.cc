@@ -40,7 +40,7 @@ absl::Status CheckReferences(const State& state, const CapacityRequestSpec& spec
   if (spec.gpu_models.empty()) {
     for (const auto& [name, m] : state.gpu_models()) consider(m);
   }
-  if (!spec.shape.is_whole() && spec.shape.fraction().memory_mib > max_memory) {
+  if (spec.shape.is_fraction() && spec.shape.fraction().memory_mib > max_memory) {
     return absl::InvalidArgumentError(
         absl::StrCat("shape.fraction.memory_mib: ", spec.shape.fraction().memory_mib,
                      " MiB exceeds the memory of every allowed GPU model (largest: ", max_model,
@@ -130,10 +130,14 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   }
   ARBITER_RETURN_IF_ERROR(CheckReferences(state, spec));
 
-  state.ObserveDemand(spec);
   CapacityRequest request;
-  request.id = state.TakeRequestId();
   request.spec = spec;
+  if (spec.shape.is_mig()) {
+    ARBITER_ASSIGN_OR_RETURN(std::get<MigShape>(request.spec.shape.gpu).milli,
+                             state.MigMilli(spec));
+  }
+  state.ObserveDemand(request.spec);
+  request.id = state.TakeRequestId();
   request.body_hash = body_hash;
   request.created_at = now;
   request.updated_at = now;

@@ -33,6 +33,9 @@ uint64_t FingerprintRequestSpec(const CapacityRequestSpec& spec) {
   if (spec.shape.is_whole()) {
     Field(enc, "whole");
     Field(enc, spec.shape.whole_gpus());
+  } else if (spec.shape.is_mig()) {
+    Field(enc, "mig");
+    Field(enc, spec.shape.mig().profile);
   } else {
     Field(enc, "fraction");
     Field(enc, spec.shape.fraction().gpu_milli);

@@ -51,13 +51,21 @@ LatencyClass LatencyClassFromName(absl::string_view n) { return FromName(kLatenc
 WorkloadClass WorkloadClassFromName(absl::string_view n) { return FromName(kWorkloadNames, n); }
 RequestState RequestStateFromName(absl::string_view n) { return FromName(kStateNames, n); }
 
+void AttachBuiltinMigProfiles(GpuModel& model) {
+  if (!model.mig_capable || !model.mig_profiles.empty()) return;
+  if (const std::vector<MigProfile>* builtin = BuiltinMigProfiles(model.name)) {
+    model.mig_profiles = *builtin;
+  }
+}
+
 bool IsFinal(RequestState s) {
   return s == RequestState::kDenied || s == RequestState::kReleased ||
          s == RequestState::kCancelled;
 }
 
 int64_t MemberShape::gpu_milli() const {
-  return is_whole() ? int64_t{whole_gpus()} * kMilliPerGpu : fraction().gpu_milli;
+  if (is_whole()) return int64_t{whole_gpus()} * kMilliPerGpu;
+  return is_mig() ? mig().milli : fraction().gpu_milli;
 }
 
 int64_t CapacityRequestSpec::total_gpu_milli() const {

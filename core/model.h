@@ -14,6 +14,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
+#include "core/mig.h"
+
 namespace arbiter::core {
 
 inline constexpr int64_t kMilliPerGpu = 1000;
@@ -53,7 +55,13 @@ struct GpuModel {
   int32_t sm_count = 0;
   int32_t tdp_watts = 0;
   bool mig_capable = false;
+  // MIG profiles; filled from the built-in table (core/mig.h) when loaded.
+  std::vector<MigProfile> mig_profiles;
 };
+
+// Fills `model.mig_profiles` from the built-in table when the model is
+// MIG-capable and has none.
+void AttachBuiltinMigProfiles(GpuModel& model);
 
 struct Cluster {
   std::string name;
@@ -75,6 +83,9 @@ struct Gpu {
   int64_t allocated_memory_mib = 0;  // 0..memory_mib.
   int32_t tenants = 0;               // Allocations on this GPU.
   bool exclusive = false;            // Held whole by one allocation.
+  // MIG layout; empty when the GPU is not partitioned. Changes only while
+  // `tenants` is 0.
+  std::vector<MigInstance> mig_layout;
 
   int64_t free_milli() const { return kMilliPerGpu - allocated_milli; }
   int64_t free_memory_mib() const { return memory_mib - allocated_memory_mib; }
@@ -116,16 +127,29 @@ struct GpuFraction {
   bool operator==(const GpuFraction&) const = default;
 };
 
-// What one gang member needs: `whole_gpus` exclusive GPUs on one node, or one
-// `fraction` of a shared GPU; plus host CPU and memory on the same node.
+// One MIG instance of a profile (e.g. "3g.40gb") on a MIG-capable GPU.
+struct MigShape {
+  std::string profile;
+  // Milli-GPU charged per instance: the profile's SM share on the allowed
+  // model where it is largest. Resolved from the catalog; not part of the
+  // request's body.
+  int64_t milli = 0;
+};
+
+// What one gang member needs: `whole_gpus` exclusive GPUs on one node, one
+// `fraction` of a shared GPU, or one MIG instance; plus host CPU and memory
+// on the same node.
 struct MemberShape {
-  std::variant<int32_t, GpuFraction> gpu = int32_t{1};
+  std::variant<int32_t, GpuFraction, MigShape> gpu = int32_t{1};
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
 
   bool is_whole() const { return std::holds_alternative<int32_t>(gpu); }
   int32_t whole_gpus() const { return std::get<int32_t>(gpu); }
   const GpuFraction& fraction() const { return std::get<GpuFraction>(gpu); }
+  bool is_mig() const { return std::holds_alternative<MigShape>(gpu); }
+  const MigShape& mig() const { return std::get<MigShape>(gpu); }
+  bool is_fraction() const { return std::holds_alternative<GpuFraction>(gpu); }
   // Milli-GPU one member holds in total.
   int64_t gpu_milli() const;
 };
@@ -146,7 +170,8 @@ struct CapacityRequestSpec {
 };
 
 // Where one gang member sits. For whole GPUs `gpu_milli` is 1000 per GPU and
-// `gpu_memory_mib` each GPU's full memory; for fractions one GPU index.
+// `gpu_memory_mib` each GPU's full memory; for fractions and MIG instances
+// one GPU index.
 struct Placement {
   int32_t member = 0;
   int64_t node_id = 0;
@@ -156,6 +181,13 @@ struct Placement {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   bool exclusive = false;  // Whole GPUs held alone.
+  // MIG: the instance's profile and start slot, and, when this decision
+  // (re)partitions the GPU, the new layout. Empty/-1 otherwise.
+  std::string mig_profile;
+  int32_t mig_start = -1;
+  std::vector<MigInstance> mig_new_layout;
+  // True when this decision removes the GPUs' MIG layouts (they were empty).
+  bool mig_layout_cleared = false;
   bool operator==(const Placement&) const = default;
 };
 

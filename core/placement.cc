@@ -36,11 +36,16 @@ Placement HostPart(int32_t member, const Node& node, const MemberShape& shape) {
   return p;
 }
 
+// Whether whole or fractional work may use `gpu`: not held whole, and not
+// partitioned into MIG instances that are in use (an idle partitioned GPU may
+// be taken back; the placement then clears its layout).
+bool Usable(const Gpu& gpu) { return !gpu.exclusive && (gpu.mig_layout.empty() || gpu.empty()); }
+
 // The node's free capacity, sorted as FragmentationModel wants it.
 FreeCapacity FreeOf(const Node& node) {
   FreeCapacity free;
   free.free_milli.reserve(node.gpus.size());
-  for (const Gpu& gpu : node.gpus) free.free_milli.push_back(gpu.exclusive ? 0 : gpu.free_milli());
+  for (const Gpu& gpu : node.gpus) free.free_milli.push_back(Usable(gpu) ? gpu.free_milli() : 0);
   std::sort(free.free_milli.begin(), free.free_milli.end());
   free.free_cpu_milli = node.free_cpu_milli();
   free.free_memory_mib = node.free_memory_mib();
@@ -111,6 +116,7 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
   p.gpu_milli = kMilliPerGpu;
   p.gpu_memory_mib = p.gpu_indices.empty() ? 0 : best->gpus[p.gpu_indices[0]].memory_mib;
   p.exclusive = true;
+  for (int32_t g : p.gpu_indices) p.mig_layout_cleared |= !best->gpus[g].mig_layout.empty();
   return p;
 }
 
@@ -129,7 +135,7 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
     int64_t tried[kMaxGpusScored];
     int tried_count = 0;
     for (const Gpu& gpu : node.gpus) {
-      if (gpu.exclusive || !ModelAllowed(spec, gpu.model)) continue;
+      if (!Usable(gpu) || !ModelAllowed(spec, gpu.model)) continue;
       if (gpu.free_milli() < f.gpu_milli || gpu.free_memory_mib() < f.memory_mib) continue;
       const int64_t had = gpu.free_milli();
       if (std::find(tried, tried + tried_count, had) != tried + tried_count) continue;
@@ -149,17 +155,112 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
   p.gpu_indices = {best_gpu};
   p.gpu_milli = f.gpu_milli;
   p.gpu_memory_mib = f.memory_mib;
+  p.mig_layout_cleared = !best_node->gpus[best_gpu].mig_layout.empty();
+  return p;
+}
+
+// A MIG instance of the wanted profile: a free instance of an existing layout
+// first (fewest free instances left on its GPU, so partitioned GPUs fill up),
+// otherwise an empty GPU of a model with the profile, partitioned by
+// PlanMigLayout and chosen like one whole GPU (least fragmentation growth).
+std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec& spec,
+                                  int32_t member) {
+  const MigShape& want = spec.shape.mig();
+  const Node* best_node = nullptr;
+  int32_t best_gpu = -1;
+  int32_t best_start = -1;
+  std::tuple<int64_t, int64_t, int32_t> best_free;  // Free instances left, node id, GPU.
+  for (size_t i : state.PoolNodes(spec.pool)) {
+    const Node& node = state.nodes()[i];
+    if (!HostFits(node, spec.shape)) continue;
+    for (const Gpu& gpu : node.gpus) {
+      if (!ModelAllowed(spec, gpu.model)) continue;
+      int64_t free_instances = 0;
+      int32_t start = -1;
+      for (const MigInstance& inst : gpu.mig_layout) {
+        if (inst.allocated) continue;
+        ++free_instances;
+        if (start < 0 && inst.profile == want.profile) start = inst.start;
+      }
+      if (start < 0) continue;
+      auto key = std::make_tuple(free_instances - 1, node.id, gpu.index);
+      if (best_node == nullptr || key < best_free) {
+        best_node = &node;
+        best_gpu = gpu.index;
+        best_start = start;
+        best_free = key;
+      }
+    }
+  }
+  Placement p;
+  if (best_node != nullptr) {
+    p = HostPart(member, *best_node, spec.shape);
+    p.gpu_indices = {best_gpu};
+    p.mig_start = best_start;
+  } else {
+    // Partition an empty GPU.
+    Score best_score;
+    std::vector<MigInstance> best_layout;
+    for (size_t i : state.PoolNodes(spec.pool)) {
+      const Node& node = state.nodes()[i];
+      if (!HostFits(node, spec.shape)) continue;
+      std::optional<FreeCapacity> before;
+      for (const Gpu& gpu : node.gpus) {
+        if (!gpu.empty() || gpu.exclusive || !ModelAllowed(spec, gpu.model)) continue;
+        const GpuModel* model = state.FindGpuModel(gpu.model);
+        const MigProfile* profile =
+            model == nullptr ? nullptr : FindMigProfile(model->mig_profiles, want.profile);
+        if (profile == nullptr) continue;
+        if (!before.has_value()) before = FreeOf(node);
+        const FreeCapacity after = After(*before, spec.shape, kMilliPerGpu, kMilliPerGpu, 1);
+        Score score{FragmentGrowth(state, *before, after), TotalFree(after), node.id, gpu.index};
+        if (best_node == nullptr || score < best_score) {
+          std::vector<MigInstance> layout =
+              PlanMigLayout(model->mig_profiles, *profile, state.MigFillOrder(*model));
+          if (layout.empty()) continue;
+          best_node = &node;
+          best_gpu = gpu.index;
+          best_score = score;
+          best_layout = std::move(layout);
+        }
+      }
+    }
+    if (best_node == nullptr) return std::nullopt;
+    p = HostPart(member, *best_node, spec.shape);
+    p.gpu_indices = {best_gpu};
+    for (const MigInstance& inst : best_layout) {
+      if (inst.profile == want.profile) {
+        p.mig_start = inst.start;
+        break;
+      }
+    }
+    p.mig_new_layout = std::move(best_layout);
+  }
+  const Gpu& gpu = best_node->gpus[best_gpu];
+  const GpuModel* model = state.FindGpuModel(gpu.model);
+  const MigProfile* profile = FindMigProfile(model->mig_profiles, want.profile);
+  p.mig_profile = want.profile;
+  p.gpu_milli = MigMilli(model->mig_profiles, *profile);
+  p.gpu_memory_mib = profile->memory_mib;
   return p;
 }
 
 // How many members of `spec` an empty `node` could host.
-int64_t MembersPerEmptyNode(const Node& node, const CapacityRequestSpec& spec) {
+int64_t MembersPerEmptyNode(const State& state, const Node& node, const CapacityRequestSpec& spec) {
   const MemberShape& s = spec.shape;
   if (s.cpu_milli > node.cpu_milli || s.memory_mib > node.memory_mib) return 0;
   int64_t gpu_limit = 0;
   for (const Gpu& gpu : node.gpus) {
     if (!ModelAllowed(spec, gpu.model)) continue;
-    if (s.is_whole()) {
+    if (s.is_mig()) {
+      const GpuModel* model = state.FindGpuModel(gpu.model);
+      const MigProfile* profile =
+          model == nullptr ? nullptr : FindMigProfile(model->mig_profiles, s.mig().profile);
+      if (profile == nullptr) continue;
+      for (const MigInstance& inst : PlanMigLayout(model->mig_profiles, *profile, {})) {
+        gpu_limit += inst.profile == profile->name ? 1 : 0;
+      }
+    } else if (s.is_whole()) {
       ++gpu_limit;
     } else if (gpu.memory_mib >= s.fraction().memory_mib) {
       gpu_limit +=
@@ -179,6 +280,9 @@ std::string ShapeText(const CapacityRequestSpec& spec) {
   if (spec.shape.is_whole()) {
     return absl::StrCat(spec.members, " x ", spec.shape.whole_gpus(), " whole GPU (", models, ")");
   }
+  if (spec.shape.is_mig()) {
+    return absl::StrCat(spec.members, " x MIG ", spec.shape.mig().profile, " (", models, ")");
+  }
   return absl::StrCat(spec.members, " x ", spec.shape.fraction().gpu_milli, " milli-GPU with ",
                       spec.shape.fraction().memory_mib, " MiB (", models, ")");
 }
@@ -187,10 +291,17 @@ std::string ShapeText(const CapacityRequestSpec& spec) {
 
 GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec) {
   GangPlacement out;
+  // Copies of the nodes as they were before this gang, to put back if it
+  // does not fit whole (placements may have changed MIG layouts).
+  std::vector<Node> before;
   for (int32_t m = 0; m < spec.members; ++m) {
-    std::optional<Placement> p =
-        spec.shape.is_whole() ? PlaceWhole(state, spec, m) : PlaceFraction(state, spec, m);
+    std::optional<Placement> p = spec.shape.is_whole() ? PlaceWhole(state, spec, m)
+                                 : spec.shape.is_mig() ? PlaceMig(state, spec, m)
+                                                       : PlaceFraction(state, spec, m);
     if (!p.has_value()) break;
+    const bool copied = std::any_of(before.begin(), before.end(),
+                                    [&](const Node& n) { return n.id == p->node_id; });
+    if (!copied) before.push_back(*state.FindNode(p->node_id));
     state.ApplyPlacement(*p, +1);
     out.placements.push_back(std::move(*p));
   }
@@ -198,15 +309,13 @@ GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec) {
     out.result = FitResult::kPlaced;
     return out;
   }
-  // All or nothing: give back what the partial gang took.
-  for (auto it = out.placements.rbegin(); it != out.placements.rend(); ++it) {
-    state.ApplyPlacement(*it, -1);
-  }
+  // All or nothing: put back the nodes the partial gang touched.
+  for (Node& node : before) state.RestoreNode(std::move(node));
   out.placements.clear();
 
   int64_t capacity = 0;
   for (size_t i : state.PoolNodes(spec.pool)) {
-    capacity += MembersPerEmptyNode(state.nodes()[i], spec);
+    capacity += MembersPerEmptyNode(state, state.nodes()[i], spec);
     if (capacity >= spec.members) break;
   }
   if (capacity >= spec.members) {

@@ -1,6 +1,7 @@
 #include "core/state.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,6 +15,7 @@ absl::Status Conflict(absl::string_view what) { return absl::FailedPreconditionE
 }  // namespace
 
 absl::Status State::LoadGpuModel(GpuModel model) {
+  AttachBuiltinMigProfiles(model);
   const std::string name = model.name;
   if (!gpu_models_.emplace(name, std::move(model)).second) {
     return Conflict(absl::StrCat("duplicate GPU model ", name));
@@ -53,6 +55,14 @@ absl::Status State::LoadNode(Node node) {
     gpu.allocated_memory_mib = 0;
     gpu.tenants = 0;
     gpu.exclusive = false;
+    for (MigInstance& inst : gpu.mig_layout) inst.allocated = false;
+    if (!gpu.mig_layout.empty()) {
+      absl::Status valid = ValidateMigLayout(model->mig_profiles, gpu.mig_layout);
+      if (!valid.ok()) {
+        return Conflict(
+            absl::StrCat("node ", node.name, " GPU ", gpu.index, ": ", valid.message()));
+      }
+    }
   }
   node.allocated_cpu_milli = 0;
   node.allocated_memory_mib = 0;
@@ -89,10 +99,21 @@ absl::Status State::LoadRequest(CapacityRequest request) {
   if (request.id <= 0 || by_key_.contains(request.spec.idempotency_key)) {
     return Conflict(absl::StrCat("bad or duplicate request ", request.id));
   }
+  if (!IsFinal(request.state) && request.spec.shape.is_mig()) {
+    absl::StatusOr<int64_t> milli = MigMilli(request.spec);
+    if (!milli.ok())
+      return Conflict(absl::StrCat("request ", request.id, ": ", milli.status().message()));
+    std::get<MigShape>(request.spec.shape.gpu).milli = *milli;
+  }
   if (request.id >= next_request_id_) next_request_id_ = request.id + 1;
   if (!IsFinal(request.state)) ObserveDemand(request.spec);
   if (request.state == RequestState::kAdmitted) {
-    for (const Placement& p : request.placements) {
+    for (const Placement& placed : request.placements) {
+      // The stored GPU layouts are the truth: a placement's layout change was
+      // written to them when it was decided.
+      Placement p = placed;
+      p.mig_new_layout.clear();
+      p.mig_layout_cleared = false;
       const Node* node = FindNode(p.node_id);
       if (node == nullptr) return Conflict(absl::StrCat("request ", request.id, ": unknown node"));
       for (int32_t g : p.gpu_indices) {
@@ -100,9 +121,16 @@ absl::Status State::LoadRequest(CapacityRequest request) {
           return Conflict(absl::StrCat("request ", request.id, ": bad GPU index"));
         }
         const Gpu& gpu = node->gpus[g];
-        const bool fits = p.exclusive ? gpu.empty()
-                                      : !gpu.exclusive && gpu.free_milli() >= p.gpu_milli &&
-                                            gpu.free_memory_mib() >= p.gpu_memory_mib;
+        bool fits = p.exclusive ? gpu.empty()
+                                : !gpu.exclusive && gpu.free_milli() >= p.gpu_milli &&
+                                      gpu.free_memory_mib() >= p.gpu_memory_mib;
+        if (!p.mig_profile.empty()) {
+          fits =
+              fits &&
+              std::any_of(gpu.mig_layout.begin(), gpu.mig_layout.end(), [&](const MigInstance& i) {
+                return i.profile == p.mig_profile && i.start == p.mig_start && !i.allocated;
+              });
+        }
         if (!fits) {
           return Conflict(absl::StrCat("request ", request.id, ": GPU overcommitted"));
         }
@@ -181,6 +209,18 @@ void State::ApplyPlacement(const Placement& p, int sign) {
   ARBITER_CHECK(node.allocated_memory_mib >= 0 && node.allocated_memory_mib <= node.memory_mib);
   for (int32_t g : p.gpu_indices) {
     Gpu& gpu = node.gpus[g];
+    if (sign > 0 && (p.mig_layout_cleared || !p.mig_new_layout.empty())) {
+      ARBITER_CHECK(gpu.tenants == 0);
+      gpu.mig_layout = p.mig_new_layout;
+    }
+    if (!p.mig_profile.empty()) {
+      auto inst =
+          std::find_if(gpu.mig_layout.begin(), gpu.mig_layout.end(), [&](const MigInstance& i) {
+            return i.profile == p.mig_profile && i.start == p.mig_start;
+          });
+      ARBITER_CHECK(inst != gpu.mig_layout.end() && inst->allocated == (sign < 0));
+      inst->allocated = sign > 0;
+    }
     gpu.allocated_milli += sign * p.gpu_milli;
     // An exclusive placement holds all of each GPU's memory, whatever its model.
     gpu.allocated_memory_mib += sign * (p.exclusive ? gpu.memory_mib : p.gpu_memory_mib);
@@ -194,6 +234,13 @@ void State::ApplyPlacement(const Placement& p, int sign) {
 
 TaskShape ShapeOf(const CapacityRequestSpec& spec) {
   TaskShape shape;
+  if (spec.shape.is_mig()) {
+    // A MIG instance takes no part in whole/fraction fragmentation; only its
+    // host demand counts.
+    shape.cpu_milli = spec.shape.cpu_milli;
+    shape.memory_mib = spec.shape.memory_mib;
+    return shape;
+  }
   shape.gpus = spec.shape.is_whole() ? spec.shape.whole_gpus() : 1;
   shape.gpu_milli = spec.shape.is_whole() ? kMilliPerGpu : spec.shape.fraction().gpu_milli;
   shape.cpu_milli = spec.shape.cpu_milli;
@@ -202,6 +249,7 @@ TaskShape ShapeOf(const CapacityRequestSpec& spec) {
 }
 
 void State::ObserveDemand(const CapacityRequestSpec& spec) {
+  if (spec.shape.is_mig()) mig_demand_[spec.shape.mig().profile] += spec.members;
   demand_.Observe(ShapeOf(spec), spec.members);
   observed_since_refresh_ += spec.members;
   const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
@@ -209,6 +257,52 @@ void State::ObserveDemand(const CapacityRequestSpec& spec) {
     fragmentation_.Reset(demand_);
     observed_since_refresh_ = 0;
   }
+}
+
+absl::StatusOr<int64_t> State::MigMilli(const CapacityRequestSpec& spec) const {
+  const std::string& name = spec.shape.mig().profile;
+  int64_t milli = 0;
+  auto consider = [&](const GpuModel& model) {
+    if (const MigProfile* p = FindMigProfile(model.mig_profiles, name)) {
+      milli = std::max(milli, core::MigMilli(model.mig_profiles, *p));
+    }
+  };
+  if (spec.gpu_models.empty()) {
+    for (const auto& [model_name, model] : gpu_models_) consider(model);
+  } else {
+    for (const std::string& m : spec.gpu_models) {
+      if (const GpuModel* model = FindGpuModel(m)) consider(*model);
+    }
+  }
+  if (milli == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("shape.mig_profile: no allowed GPU model has MIG "
+                     "profile '",
+                     name, "'"));
+  }
+  return milli;
+}
+
+std::vector<std::string> State::MigFillOrder(const GpuModel& model) const {
+  std::vector<const MigProfile*> profiles;
+  for (const MigProfile& p : model.mig_profiles) profiles.push_back(&p);
+  auto demand = [&](const MigProfile* p) {
+    auto it = mig_demand_.find(p->name);
+    return it == mig_demand_.end() ? int64_t{0} : it->second;
+  };
+  std::sort(profiles.begin(), profiles.end(), [&](const MigProfile* a, const MigProfile* b) {
+    return std::make_tuple(-demand(a), -a->compute_slices, -a->memory_slices, a->name) <
+           std::make_tuple(-demand(b), -b->compute_slices, -b->memory_slices, b->name);
+  });
+  std::vector<std::string> order;
+  for (const MigProfile* p : profiles) order.push_back(p->name);
+  return order;
+}
+
+void State::RestoreNode(Node node) {
+  auto it = node_index_.find(node.id);
+  ARBITER_CHECK(it != node_index_.end());
+  nodes_[it->second] = std::move(node);
 }
 
 void State::PutRequest(const CapacityRequest& request) {

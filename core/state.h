@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include "core/demand_profile.h"
 #include "core/fragmentation.h"
@@ -95,10 +96,24 @@ class State {
   int64_t next_request_id() const { return next_request_id_; }
   int64_t next_node_id() const { return next_node_id_; }
 
+  // The milli-GPU one instance of `spec`'s MIG profile is charged: the
+  // largest SM share among the allowed models (all models when none is
+  // named) that have the profile. NOT_FOUND (field shape.mig_profile) when
+  // none has it. REQUIRES: spec.shape.is_mig().
+  absl::StatusOr<int64_t> MigMilli(const CapacityRequestSpec& spec) const;
+  // Profiles to fill an empty GPU of `model` with, after the one asked for:
+  // the MIG profiles seen most in requests first, then larger before smaller.
+  std::vector<std::string> MigFillOrder(const GpuModel& model) const;
+
   // --- Mutations used by arbitration. Each keeps every index consistent.
   // Charges (`sign` = +1) or frees (-1) one placement on its node and GPUs.
+  // Charging applies the placement's MIG layout change; freeing leaves the
+  // layout as it is (an empty MIG GPU keeps its layout until reused).
   // REQUIRES: the placement fits (charging) or was charged (freeing).
   void ApplyPlacement(const Placement& p, int sign);
+  // Puts back a node copied before a failed gang placement.
+  // REQUIRES: a node with `node.id` exists.
+  void RestoreNode(Node node);
   // Stores a new or changed request: updates the live set, the queue, the
   // idempotency index and the team's usage.
   // REQUIRES: admitted placements were already applied with ApplyPlacement.
@@ -131,6 +146,7 @@ class State {
   int64_t next_request_id_ = 1;
   int64_t next_node_id_ = 1;
   DemandProfile demand_;
+  std::map<std::string, int64_t> mig_demand_;  // Profile name -> members asked.
   FragmentationModel fragmentation_;
   int64_t observed_since_refresh_ = 0;
 };

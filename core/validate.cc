@@ -68,6 +68,8 @@ absl::Status ValidateShape(const MemberShape& shape) {
   if (shape.is_whole()) {
     ARBITER_RETURN_IF_ERROR(
         ValidateRange("shape.whole_gpus", shape.whole_gpus(), 1, kMaxWholeGpusPerMember));
+  } else if (shape.is_mig()) {
+    ARBITER_RETURN_IF_ERROR(ValidateMigProfileName("shape.mig_profile", shape.mig().profile));
   } else {
     const GpuFraction& f = shape.fraction();
     if (f.gpu_milli <= 0 || f.gpu_milli > kMilliPerGpu) {
@@ -83,6 +85,17 @@ absl::Status ValidateShape(const MemberShape& shape) {
 }
 
 }  // namespace
+
+absl::Status ValidateMigProfileName(absl::string_view field, absl::string_view value) {
+  if (value.empty() || value.size() > 32) {
+    return Invalid(field, "must be a MIG profile name such as 3g.40gb (1..32 characters)");
+  }
+  for (char c : value) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '+';
+    if (!ok) return Invalid(field, "must be a MIG profile name such as 3g.40gb");
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateName(absl::string_view field, absl::string_view value, size_t max_length) {
   if (value.empty()) return Invalid(field, "must not be empty");

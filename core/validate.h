@@ -31,6 +31,8 @@ inline constexpr int64_t kMaxQuotaMilli = int64_t{1} << 50;
 // without control characters.
 [[nodiscard]] absl::Status ValidateDescription(absl::string_view field, absl::string_view value);
 
+// Validates a MIG profile name: 1..32 characters of [a-z0-9.+].
+[[nodiscard]] absl::Status ValidateMigProfileName(absl::string_view field, absl::string_view value);
 [[nodiscard]] absl::Status ValidateCluster(const Cluster& cluster);
 [[nodiscard]] absl::Status ValidatePool(const Pool& pool);
 // Validates a node registration; GPU allocation fields are ignored.

@@ -31,12 +31,16 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
     case v1::MemberShape::kWholeGpus:
       spec.shape.gpu = shape.whole_gpus();
       break;
+    case v1::MemberShape::kMigProfile:
+      spec.shape.gpu = core::MigShape{shape.mig_profile(), 0};
+      break;
     case v1::MemberShape::kFraction:
       spec.shape.gpu =
           core::GpuFraction{shape.fraction().gpu_milli(), shape.fraction().memory_mib()};
       break;
     default:
-      return absl::InvalidArgumentError("shape: set either shape.whole_gpus or shape.fraction");
+      return absl::InvalidArgumentError(
+          "shape: set one of shape.whole_gpus, shape.fraction or shape.mig_profile");
   }
   spec.shape.cpu_milli = shape.cpu_milli();
   spec.shape.memory_mib = shape.memory_mib();
@@ -82,12 +86,30 @@ absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string
   return static_cast<core::RequestState>(value);
 }
 
+void ToProto(const core::MigInstance& inst, v1::MigInstance* out) {
+  out->set_profile(inst.profile);
+  out->set_start_slot(inst.start);
+  out->set_allocated(inst.allocated);
+}
+
 void ToProto(const core::GpuModel& m, v1::GpuModel* out) {
   out->set_name(m.name);
   out->set_memory_mib(m.memory_mib);
   out->set_sm_count(m.sm_count);
   out->set_tdp_watts(m.tdp_watts);
   out->set_mig_capable(m.mig_capable);
+  for (const core::MigProfile& p : m.mig_profiles) {
+    v1::MigProfile* profile = out->add_mig_profiles();
+    profile->set_name(p.name);
+    profile->set_profile_id(p.profile_id);
+    profile->set_memory_slices(p.memory_slices);
+    profile->set_compute_slices(p.compute_slices);
+    profile->set_sm_count(p.sm_count);
+    profile->set_memory_mib(p.memory_mib);
+    profile->set_max_instances(p.max_instances);
+    profile->set_media_extensions(p.media_extensions);
+    for (int32_t s : p.start_slots) profile->add_start_slots(s);
+  }
 }
 
 void ToProto(const core::Cluster& c, v1::Cluster* out) {
@@ -115,6 +137,7 @@ void ToProto(const core::Node& n, v1::Node* out) {
     gpu->set_allocated_milli(g.allocated_milli);
     gpu->set_allocated_memory_mib(g.allocated_memory_mib);
     gpu->set_exclusive(g.exclusive);
+    for (const core::MigInstance& inst : g.mig_layout) ToProto(inst, gpu->add_mig_instances());
   }
 }
 
@@ -140,6 +163,8 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
   v1::MemberShape* shape = out->mutable_shape();
   if (r.spec.shape.is_whole()) {
     shape->set_whole_gpus(r.spec.shape.whole_gpus());
+  } else if (r.spec.shape.is_mig()) {
+    shape->set_mig_profile(r.spec.shape.mig().profile);
   } else {
     shape->mutable_fraction()->set_gpu_milli(r.spec.shape.fraction().gpu_milli);
     shape->mutable_fraction()->set_memory_mib(r.spec.shape.fraction().memory_mib);
@@ -158,6 +183,12 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
     placement->set_node(node);
     for (int32_t g : p.gpu_indices) placement->add_gpu_indices(g);
     placement->set_gpu_milli(p.gpu_milli);
+    placement->set_mig_profile(p.mig_profile);
+    placement->set_mig_start_slot(p.mig_profile.empty() ? 0 : p.mig_start);
+    for (const core::MigInstance& inst : p.mig_new_layout) {
+      ToProto(inst, placement->add_mig_new_layout());
+    }
+    placement->set_mig_layout_cleared(p.mig_layout_cleared);
   }
   *out->mutable_created_at() = TimestampOf(r.created_at);
   *out->mutable_updated_at() = TimestampOf(r.updated_at);

@@ -29,6 +29,7 @@ core::Quota QuotaFromProto(const v1::Quota& q);
 // UNSPECIFIED maps to kUnspecified (no filter); an unknown number is an error.
 absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field);
 
+void ToProto(const core::MigInstance& inst, v1::MigInstance* out);
 void ToProto(const core::GpuModel& m, v1::GpuModel* out);
 void ToProto(const core::Cluster& c, v1::Cluster* out);
 void ToProto(const core::Pool& p, v1::Pool* out);

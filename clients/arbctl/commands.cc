@@ -39,10 +39,15 @@ std::string Milli(int64_t milli) {
 }
 
 std::string ShapeText(const v1::CapacityRequest& r) {
-  const std::string each = r.shape().has_whole_gpus()
-                               ? absl::StrCat(r.shape().whole_gpus(), " GPU")
-                               : absl::StrCat(r.shape().fraction().gpu_milli(), "m/",
-                                              r.shape().fraction().memory_mib(), "MiB");
+  std::string each;
+  if (r.shape().has_whole_gpus()) {
+    each = absl::StrCat(r.shape().whole_gpus(), " GPU");
+  } else if (r.shape().has_mig_profile()) {
+    each = absl::StrCat("MIG ", r.shape().mig_profile());
+  } else {
+    each = absl::StrCat(r.shape().fraction().gpu_milli(), "m/", r.shape().fraction().memory_mib(),
+                        "MiB");
+  }
   return absl::StrCat(r.members(), "x", each);
 }
 
@@ -152,17 +157,20 @@ int Commands::ListInventory(const std::string& cluster, const std::string& pool)
   v1::ListNodesResponse resp;
   if (!Call(*inventory_, &v1::InventoryService::Stub::ListNodes, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
-  Table t({"CLUSTER", "NODE", "POOL", "GPUS", "MODEL", "ALLOCATED_GPU", "FREE_WHOLE_GPUS"});
+  Table t(
+      {"CLUSTER", "NODE", "POOL", "GPUS", "MODEL", "ALLOCATED_GPU", "FREE_WHOLE_GPUS", "MIG_GPUS"});
   for (const auto& n : resp.nodes()) {
     int64_t allocated = 0;
     int free_whole = 0;
+    int partitioned = 0;
     for (const auto& g : n.gpus()) {
       allocated += g.allocated_milli();
       if (g.allocated_milli() == 0) ++free_whole;
+      if (g.mig_instances_size() > 0) ++partitioned;
     }
     t.AddRow({n.cluster(), n.name(), n.pool(), absl::StrCat(n.gpus_size()),
               n.gpus_size() > 0 ? n.gpus(0).model() : "", Milli(allocated),
-              absl::StrCat(free_whole)});
+              absl::StrCat(free_whole), absl::StrCat(partitioned)});
   }
   t.Print(std::cout);
   return 0;
@@ -234,7 +242,9 @@ int Commands::Request(const RequestOptions& r) {
   }
   req.set_workload_class(wc);
   req.set_members(r.members);
-  if (r.milli > 0) {
+  if (!r.mig_profile.empty()) {
+    req.mutable_shape()->set_mig_profile(r.mig_profile);
+  } else if (r.milli > 0) {
     req.mutable_shape()->mutable_fraction()->set_gpu_milli(r.milli);
     req.mutable_shape()->mutable_fraction()->set_memory_mib(r.gpu_memory_mib);
   } else {
@@ -263,7 +273,19 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
   }
   for (const auto& p : r.placements()) {
     std::cout << "  member " << p.member() << " -> " << p.cluster() << "/" << p.node() << " GPU "
-              << absl::StrJoin(p.gpu_indices(), ",") << " (" << Milli(p.gpu_milli()) << " each)\n";
+              << absl::StrJoin(p.gpu_indices(), ",") << " (" << Milli(p.gpu_milli()) << " each)";
+    if (!p.mig_profile().empty()) {
+      std::cout << " MIG " << p.mig_profile() << " at slot " << p.mig_start_slot();
+    }
+    std::cout << "\n";
+    if (p.mig_new_layout_size() > 0) {
+      std::vector<std::string> layout;
+      for (const auto& i : p.mig_new_layout()) {
+        layout.push_back(absl::StrCat(i.profile(), "@", i.start_slot()));
+      }
+      std::cout << "    partitions the GPU first: " << absl::StrJoin(layout, ",") << "\n";
+    }
+    if (p.mig_layout_cleared()) std::cout << "    removes the GPU's MIG layout first\n";
   }
 }
 

@@ -27,7 +27,8 @@ struct RequestOptions {
   std::string pool;
   std::string workload_class = "training";
   int members = 1;
-  int gpus = 0;  // Whole GPUs per member; 0 with `milli` for a fraction.
+  int gpus = 0;             // Whole GPUs per member; 0 with `milli` for a fraction.
+  std::string mig_profile;  // One MIG instance per member, e.g. "3g.40gb".
   int64_t milli = 0;
   int64_t gpu_memory_mib = 0;
   int64_t cpu_milli = 0;

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       "  arbctl request --team inference --pool serving --class inference --gpus 2\n"
       "  arbctl request --team research --pool dev --class experimentation --milli 250 "
       "--gpu-memory-mib 8192\n"
+      "  arbctl request --team inference --pool serving --class inference --mig 3g.40gb\n"
       "  arbctl requests list --team training --state queued\n"
       "  arbctl release 42\n"
       "  arbctl watch --team inference\n"
@@ -87,13 +88,14 @@ int main(int argc, char** argv) {
   request->add_option("--gpus", req.gpus, "whole GPUs per member");
   request->add_option("--milli", req.milli, "fraction of one shared GPU per member, milli-GPU");
   request->add_option("--gpu-memory-mib", req.gpu_memory_mib, "GPU memory per member (fraction)");
+  request->add_option("--mig", req.mig_profile, "one MIG instance per member, e.g. 3g.40gb");
   request->add_option("--cpu-milli", req.cpu_milli, "host CPU per member, milli-cores");
   request->add_option("--memory-mib", req.memory_mib, "host memory per member, MiB");
   request->add_option("--model", req.models, "allowed GPU model (repeatable)");
   request->add_option("--key", req.key, "idempotency key; reuse it to retry safely");
   request->add_option("--description", req.description, "job name, pod or ticket");
   request->callback([&] {
-    if (req.milli == 0 && req.gpus == 0) req.gpus = 1;
+    if (req.milli == 0 && req.gpus == 0 && req.mig_profile.empty()) req.gpus = 1;
     rc = commands().Request(req);
   });
 

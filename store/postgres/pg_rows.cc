@@ -32,8 +32,11 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   r.spec.workload_class = core::WorkloadClassFromName(row[5].as<std::string>());
   r.spec.members = row[6].as<int32_t>();
   const auto whole = row[7].as<int32_t>();
+  const auto mig_profile = row[19].as<std::string>();
   if (whole > 0) {
     r.spec.shape.gpu = whole;
+  } else if (!mig_profile.empty()) {
+    r.spec.shape.gpu = core::MigShape{mig_profile, 0};  // Milli is resolved when loaded.
   } else {
     r.spec.shape.gpu = core::GpuFraction{row[8].as<int64_t>(), row[9].as<int64_t>()};
   }
@@ -64,6 +67,10 @@ core::Placement PlacementFromRow(const pqxx::row& row, int64_t* request_id) {
   p.cpu_milli = row[6].as<int64_t>();
   p.memory_mib = row[7].as<int64_t>();
   p.exclusive = row[8].as<bool>();
+  p.mig_profile = row[9].as<std::string>();
+  p.mig_start = row[10].as<int32_t>();
+  (void)core::ParseMigLayout(row[11].as<std::string>(), &p.mig_new_layout);
+  p.mig_layout_cleared = row[12].as<bool>();
   return p;
 }
 

@@ -23,9 +23,17 @@ std::string StateName(RequestState s) { return std::string(core::RequestStateNam
 
 void WritePlacements(pqxx::work& tx, const core::CapacityRequest& r) {
   for (const core::Placement& p : r.placements) {
+    const std::string new_layout = core::FormatMigLayout(p.mig_new_layout);
     tx.exec_prepared(sql::kInsertPlacement, r.id, p.member, p.node_id,
                      rows::IntArrayLiteral(p.gpu_indices), p.gpu_milli, p.gpu_memory_mib,
-                     p.cpu_milli, p.memory_mib, p.exclusive);
+                     p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, new_layout,
+                     p.mig_layout_cleared);
+    // The GPU's current layout follows every decision that changes it.
+    if (p.mig_layout_cleared || !p.mig_new_layout.empty()) {
+      for (int32_t g : p.gpu_indices) {
+        tx.exec_prepared(sql::kUpdateGpuLayout, p.node_id, g, new_layout);
+      }
+    }
   }
 }
 
@@ -34,14 +42,16 @@ void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
   if (w.is_new) {
     const core::MemberShape& shape = r.spec.shape;
     const int32_t whole = shape.is_whole() ? shape.whole_gpus() : 0;
-    const int64_t frac_milli = shape.is_whole() ? 0 : shape.fraction().gpu_milli;
-    const int64_t frac_mem = shape.is_whole() ? 0 : shape.fraction().memory_mib;
-    tx.exec_prepared(
-        sql::kInsertRequest, r.id, r.spec.idempotency_key, static_cast<int64_t>(r.body_hash),
-        r.spec.team, r.spec.pool, std::string(core::WorkloadClassName(r.spec.workload_class)),
-        r.spec.members, whole, frac_milli, frac_mem, shape.cpu_milli, shape.memory_mib,
-        rows::TextArrayLiteral(r.spec.gpu_models), r.spec.description, StateName(r.state),
-        r.reason_code, r.reason, rows::ToMicros(r.created_at), rows::ToMicros(r.updated_at));
+    const int64_t frac_milli = shape.is_fraction() ? shape.fraction().gpu_milli : 0;
+    const int64_t frac_mem = shape.is_fraction() ? shape.fraction().memory_mib : 0;
+    const std::string mig_profile = shape.is_mig() ? shape.mig().profile : std::string();
+    tx.exec_prepared(sql::kInsertRequest, r.id, r.spec.idempotency_key,
+                     static_cast<int64_t>(r.body_hash), r.spec.team, r.spec.pool,
+                     std::string(core::WorkloadClassName(r.spec.workload_class)), r.spec.members,
+                     whole, frac_milli, frac_mem, shape.cpu_milli, shape.memory_mib,
+                     rows::TextArrayLiteral(r.spec.gpu_models), r.spec.description,
+                     StateName(r.state), r.reason_code, r.reason, rows::ToMicros(r.created_at),
+                     rows::ToMicros(r.updated_at), mig_profile);
   } else {
     tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
                      rows::ToMicros(r.updated_at));
@@ -98,11 +108,20 @@ absl::StatusOr<std::vector<core::CapacityRequest>> RequestsFromResult(const pqxx
   return out;
 }
 
+core::GpuModel GpuModelFromRow(const pqxx::row& row) {
+  core::GpuModel m;
+  m.name = row[0].as<std::string>();
+  m.memory_mib = row[1].as<int64_t>();
+  m.sm_count = row[2].as<int32_t>();
+  m.tdp_watts = row[3].as<int32_t>();
+  m.mig_capable = row[4].as<bool>();
+  core::AttachBuiltinMigProfiles(m);
+  return m;
+}
+
 absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& state) {
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadGpuModel(
-        core::GpuModel{row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<int32_t>(),
-                       row[3].as<int32_t>(), row[4].as<bool>()}));
+    ARBITER_RETURN_IF_ERROR(state.LoadGpuModel(GpuModelFromRow(row)));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectClusters)) {
     ARBITER_RETURN_IF_ERROR(
@@ -118,6 +137,7 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
     core::Gpu g;
     g.index = row[1].as<int32_t>();
     g.model = row[2].as<std::string>();
+    ARBITER_RETURN_IF_ERROR(core::ParseMigLayout(row[3].as<std::string>(), &g.mig_layout));
     gpus[row[0].as<int64_t>()].push_back(std::move(g));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectNodes, "", "")) {
@@ -220,9 +240,7 @@ absl::StatusOr<std::vector<core::GpuModel>> PgStore::ListGpuModels() {
                           pqxx::read_transaction tx(c);
                           std::vector<core::GpuModel> out;
                           for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
-                            out.push_back(core::GpuModel{row[0].as<std::string>(),
-                                                         row[1].as<int64_t>(), row[2].as<int32_t>(),
-                                                         row[3].as<int32_t>(), row[4].as<bool>()});
+                            out.push_back(GpuModelFromRow(row));
                           }
                           return out;
                         });

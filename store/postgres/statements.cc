@@ -28,13 +28,16 @@ constexpr Statement kStatements[] = {
     {kInsertRequest,
      "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class, members, "
      "whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, "
-     "description, state, reason_code, reason, created_at, updated_at) VALUES ($1, $2, $3, $4, "
-     "$5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(18) ", " TS(19) ")"},
+     "description, state, reason_code, reason, created_at, updated_at, mig_profile) VALUES ($1, "
+     "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(
+         18) ", " TS(19) ", $20)"},
     {kUpdateRequest,
      "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(
          5) " WHERE id = $1"},
-    {kInsertPlacement, "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
-                       ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9)"},
+    {kInsertPlacement,
+     "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
+     ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9, $10, $11, $12, $13)"},
+    {kUpdateGpuLayout, "UPDATE gpus SET mig_layout = $3 WHERE node_id = $1 AND gpu_index = $2"},
     {kSelectGpuModels,
      "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable FROM gpu_models ORDER BY name"},
     {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
@@ -44,7 +47,8 @@ constexpr Statement kStatements[] = {
      "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib FROM nodes "
      "WHERE ($1 = '' OR cluster = $1) AND ($2 = '' OR pool = $2) ORDER BY cluster, name"},
     {kSelectGpus,
-     "SELECT g.node_id, g.gpu_index, g.model FROM gpus g JOIN nodes n ON n.id = g.node_id "
+     "SELECT g.node_id, g.gpu_index, g.model, g.mig_layout FROM gpus g "
+     "JOIN nodes n ON n.id = g.node_id "
      "WHERE ($1 = '' OR n.cluster = $1) AND ($2 = '' OR n.pool = $2) "
      "ORDER BY g.node_id, g.gpu_index"},
     // Parents before children, so that the cohort tree loads in one pass.
@@ -69,7 +73,8 @@ constexpr Statement kStatements[] = {
      " WHERE state NOT IN ('admitted', 'queued') ORDER BY id"},
     {kSelectLivePlacements,
      "SELECT p.request_id, p.member, p.node_id, p.gpu_indices, p.gpu_milli, p.gpu_memory_mib,"
-     " p.cpu_milli, p.memory_mib, p.exclusive FROM placements p"
+     " p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, p.mig_new_layout,"
+     " p.mig_layout_cleared FROM placements p"
      " JOIN requests r ON r.id = p.request_id WHERE r.state = 'admitted'"
      " ORDER BY p.request_id, p.member"},
     {kSelectRequest, "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests WHERE id = $1"},

@@ -11,10 +11,10 @@ namespace arbiter::store::sql {
   "id, idempotency_key, body_hash, team, pool, workload_class, members, whole_gpus, "     \
   "fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, description, " \
   "state, reason_code, reason, (extract(epoch FROM created_at) * 1000000)::bigint, "      \
-  "(extract(epoch FROM updated_at) * 1000000)::bigint"
+  "(extract(epoch FROM updated_at) * 1000000)::bigint, mig_profile"
 #define ARBITER_PLACEMENT_COLUMNS                                                                \
   "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, " \
-  "exclusive"
+  "exclusive, mig_profile, mig_start, mig_new_layout, mig_layout_cleared"
 
 inline constexpr const char* kInsertCluster = "insert_cluster";
 inline constexpr const char* kInsertPool = "insert_pool";
@@ -25,6 +25,7 @@ inline constexpr const char* kUpsertQuota = "upsert_quota";
 inline constexpr const char* kInsertRequest = "insert_request";
 inline constexpr const char* kUpdateRequest = "update_request";
 inline constexpr const char* kInsertPlacement = "insert_placement";
+inline constexpr const char* kUpdateGpuLayout = "update_gpu_layout";
 inline constexpr const char* kSelectGpuModels = "select_gpu_models";
 inline constexpr const char* kSelectClusters = "select_clusters";
 inline constexpr const char* kSelectPools = "select_pools";

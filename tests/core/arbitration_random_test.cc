@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -30,6 +31,9 @@ void CheckInvariants(const State& s) {
   std::map<std::pair<int64_t, int32_t>, int> tenants;
   std::map<int64_t, std::pair<int64_t, int64_t>> host_use;
   std::map<std::pair<std::string, std::string>, int64_t> team_use;
+  // Per GPU: allocated MIG instances ("profile@start") and non-MIG tenants.
+  std::map<std::pair<int64_t, int32_t>, std::multiset<std::string>> mig_use;
+  std::map<std::pair<int64_t, int32_t>, int> other_use;
   for (const auto& [id, r] : s.live_requests()) {
     if (r.state != RequestState::kAdmitted) {
       ASSERT_EQ(r.state, RequestState::kQueued);
@@ -49,6 +53,11 @@ void CheckInvariants(const State& s) {
         if (!r.spec.gpu_models.empty()) {
           ASSERT_NE(std::find(r.spec.gpu_models.begin(), r.spec.gpu_models.end(), gpu.model),
                     r.spec.gpu_models.end());
+        }
+        if (p.mig_profile.empty()) {
+          other_use[{p.node_id, g}]++;
+        } else {
+          mig_use[{p.node_id, g}].insert(absl::StrCat(p.mig_profile, "@", p.mig_start));
         }
         auto& use = gpu_use[{p.node_id, g}];
         use.first += p.gpu_milli;
@@ -72,6 +81,18 @@ void CheckInvariants(const State& s) {
       if (g.exclusive) {
         ASSERT_EQ(g.tenants, 1);
       }
+      // MIG: a valid layout whose allocated instances are exactly the live
+      // MIG placements, and no other work on a GPU with instances in use.
+      const GpuModel* model = s.FindGpuModel(g.model);
+      ASSERT_TRUE(ValidateMigLayout(model->mig_profiles, g.mig_layout).ok());
+      std::multiset<std::string> allocated;
+      for (const MigInstance& inst : g.mig_layout) {
+        if (inst.allocated) allocated.insert(absl::StrCat(inst.profile, "@", inst.start));
+      }
+      ASSERT_EQ(allocated, (mig_use[{n.id, g.index}]));
+      if (!allocated.empty()) {
+        ASSERT_EQ((other_use[{n.id, g.index}]), 0);
+      }
     }
   }
   for (const auto& [key, used] : team_use) {
@@ -89,7 +110,14 @@ CapacityRequestSpec RandomSpec(std::mt19937_64& rng, int n) {
   spec.pool = "serving";
   spec.workload_class = WorkloadClass::kTraining;
   spec.members = 1 + rng() % 3;
-  if (rng() % 2) {
+  const int kind = static_cast<int>(rng() % 3);
+  if (kind == 2) {
+    // One MIG instance of a random profile of one MIG model.
+    const std::string model = rng() % 2 ? "H100-80GB" : "A100-40GB";
+    const std::vector<MigProfile>& profiles = *BuiltinMigProfiles(model);
+    spec.shape.gpu = MigShape{profiles[rng() % profiles.size()].name, 0};
+    spec.gpu_models = {model};
+  } else if (kind == 1) {
     spec.shape.gpu = static_cast<int32_t>(1 + rng() % 4);
   } else {
     spec.shape.gpu = GpuFraction{static_cast<int64_t>(50 + rng() % 950),
@@ -97,7 +125,7 @@ CapacityRequestSpec RandomSpec(std::mt19937_64& rng, int n) {
   }
   spec.shape.cpu_milli = static_cast<int64_t>(rng() % 8000);
   spec.shape.memory_mib = static_cast<int64_t>(rng() % 65536);
-  if (rng() % 4 == 0) spec.gpu_models = {rng() % 2 ? "H100-80GB" : "A100-40GB"};
+  if (kind != 2 && rng() % 4 == 0) spec.gpu_models = {rng() % 2 ? "H100-80GB" : "A100-40GB"};
   return spec;
 }
 
@@ -146,7 +174,7 @@ std::string RunRandom(uint64_t seed, int steps) {
 
 TEST(ArbitrationRandomTest, InvariantsHoldAfterEveryOperation) {
   const uint64_t seed = Seed();
-  std::cout << "seed: " << seed << " (rerun with ARBITER_TEST_SEED=" << seed << ")\n";
+  std::cout << "seed: " << seed << " (rerun with ARBITER_TEST_SEED=" << seed << ")" << std::endl;
   for (int round = 0; round < 20; ++round) {
     RunRandom(seed + round, 400);
     ASSERT_FALSE(HasFailure()) << "seed " << seed + round;

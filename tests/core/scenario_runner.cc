@@ -56,6 +56,12 @@ class Scenario {
       EXPECT_EQ(state_.UsedMilli(l.positional.at(0), l.positional.at(1)), Int(l.positional.at(2)));
     } else if (l.command == "expect-gpu") {
       ExpectGpu(l);
+    } else if (l.command == "expect-layout") {
+      const core::Node* node = state_.FindNode("c", l.positional.at(0));
+      ASSERT_NE(node, nullptr);
+      const core::Gpu& gpu = node->gpus.at(Int(l.positional.at(1)));
+      const std::string want = l.positional.at(2) == "-" ? "" : l.positional.at(2);
+      EXPECT_EQ(core::FormatMigLayout(gpu.mig_layout), want);
     } else if (l.command == "at") {
       now_ = absl::FromUnixSeconds(1'800'000'000 + Int(l.positional.at(0)));
     } else {
@@ -82,7 +88,9 @@ class Scenario {
     spec.pool = Get(l, "pool");
     spec.workload_class = core::WorkloadClassFromName(Get(l, "class", "training"));
     spec.members = static_cast<int32_t>(Int(Get(l, "members", "1")));
-    if (l.named.contains("milli")) {
+    if (l.named.contains("mig")) {
+      spec.shape.gpu = core::MigShape{Get(l, "mig"), 0};
+    } else if (l.named.contains("milli")) {
       spec.shape.gpu = core::GpuFraction{Int(Get(l, "milli")), Int(Get(l, "gpu_mem", "1024"))};
     } else {
       spec.shape.gpu = static_cast<int32_t>(Int(Get(l, "gpus", "1")));
@@ -97,7 +105,8 @@ class Scenario {
     ChangeSet ch;
     const std::string name = l.positional.empty() ? "" : l.positional[0];
     if (l.command == "model") {
-      return state_.LoadGpuModel({name, Int(Get(l, "memory_mib", "81920")), 100, 300, false});
+      return state_.LoadGpuModel(
+          {name, Int(Get(l, "memory_mib", "81920")), 100, 300, Get(l, "mig") == "true"});
     }
     if (l.command == "cluster") return core::CreateCluster(state_, {name, ""}, ch);
     if (l.command == "pool") {

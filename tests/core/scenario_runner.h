@@ -5,7 +5,7 @@
 //   # name: <one line>
 //   # description: <one line or more>
 // Commands (key=value arguments; quantities in milli-GPU, milli-CPU, MiB):
-//   model <name> memory_mib=<n>
+//   model <name> memory_mib=<n> [mig=true]   (MIG profiles from core/mig.h)
 //   cluster <name>
 //   pool <name> class=serving|batch|spot|dev
 //   node <name> pool=<p> gpus=<n> model=<m> [cpu=<milli>] [mem=<mib>]
@@ -13,7 +13,8 @@
 //   quota <team> <pool> <nominal_milli>
 //   at <seconds>                       the time of the following commands
 //   request <key> team=<t> pool=<p> [class=...] [members=<n>]
-//           (gpus=<n> | milli=<n> gpu_mem=<mib>) [cpu=<milli>] [mem=<mib>]
+//           (gpus=<n> | milli=<n> gpu_mem=<mib> | mig=<profile>) [cpu=<milli>]
+//           [mem=<mib>]
 //           [models=<a|b>]
 //   release <key>
 //   expect <key> <admitted|queued|denied|released|cancelled> [reason=<CODE>]
@@ -21,6 +22,7 @@
 //   expect-error <status code name> <field prefix> <the command, as above>
 //   expect-used <team> <pool> <milli>
 //   expect-gpu <node> <index> milli=<n> [mem=<mib>] [exclusive=true|false]
+//   expect-layout <node> <index> <layout, e.g. 3g.40gb@0,3g.40gb@4, or ->
 #pragma once
 
 #include <string>

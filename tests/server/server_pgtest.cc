@@ -329,6 +329,43 @@ TEST_F(ServerTest, ConcurrentCallsWithOneKeyMakeOneRequest) {
               ::arbiter::testing::IsOkAndHolds(std::string("1")));
 }
 
+TEST_F(ServerTest, MigRequestPartitionsAnEmptyGpuAndSaysSo) {
+  testing::SeedSpec spec;
+  spec.model = "H100-80GB";
+  spec.gpus_per_node = 2;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, spec), IsOk());
+  v1::RequestCapacityRequest req = ValidRequest("mig");
+  req.mutable_shape()->set_mig_profile("3g.40gb");
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(req, &resp).ok());
+  ASSERT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+  const v1::Placement& p = resp.request().placements(0);
+  EXPECT_EQ(p.mig_profile(), "3g.40gb");
+  EXPECT_EQ(p.gpu_milli(), 454);
+  ASSERT_EQ(p.mig_new_layout_size(), 2);
+  EXPECT_EQ(p.mig_new_layout(1).start_slot(), 4);
+  EXPECT_EQ(resp.request().total_gpu_milli(), 454);
+
+  grpc::ClientContext ctx;
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(inventory_->ListNodes(&ctx, v1::ListNodesRequest(), &nodes).ok());
+  const v1::Gpu& gpu = nodes.nodes(0).gpus(p.gpu_indices(0));
+  ASSERT_EQ(gpu.mig_instances_size(), 2);
+  EXPECT_TRUE(gpu.mig_instances(0).allocated());
+  EXPECT_FALSE(gpu.mig_instances(1).allocated());
+
+  grpc::ClientContext models_ctx;
+  v1::ListGpuModelsResponse models;
+  ASSERT_TRUE(inventory_->ListGpuModels(&models_ctx, v1::ListGpuModelsRequest(), &models).ok());
+  for (const auto& m : models.gpu_models()) {
+    EXPECT_EQ(m.mig_profiles_size() > 0, m.mig_capable()) << m.name();
+  }
+
+  v1::RequestCapacityRequest bad = ValidRequest("bad-mig");
+  bad.mutable_shape()->set_mig_profile("9g.99gb");
+  EXPECT_EQ(Request(bad, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(ServerTest, WatchDeliversCommittedEventsInOrder) {
   SeedOrganisation();
   grpc::ClientContext watch_ctx;

@@ -188,6 +188,37 @@ TEST_F(PgStoreTest, ReadsListAndPage) {
   EXPECT_GE(models->size(), 10u);
 }
 
+TEST_F(PgStoreTest, MigLayoutsAndInstancesLoadBack) {
+  core::State s = BuildAndCommitOrganisation();
+  core::CapacityRequestSpec spec = WholeSpec("m1", 1, 1);
+  spec.shape.gpu = core::MigShape{"3g.40gb", 0};
+  auto first = Request(s, spec);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_EQ(first->state, core::RequestState::kAdmitted);
+  spec.idempotency_key = "m2";
+  auto second = Request(s, spec);
+  ASSERT_THAT(second, IsOk());
+  core::ChangeSet ch;
+  ASSERT_THAT(core::ReleaseRequest(s, first->id, kT0, ch), IsOk());
+  ASSERT_THAT(store_->Commit(ch), IsOk());
+
+  auto loaded = store_->LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  const core::Gpu& gpu = loaded->FindNode("east", "n1")->gpus[first->placements[0].gpu_indices[0]];
+  EXPECT_EQ(core::FormatMigLayout(gpu.mig_layout), "3g.40gb@0,3g.40gb@4");
+  ASSERT_EQ(gpu.mig_layout.size(), 2u);
+  EXPECT_FALSE(gpu.mig_layout[0].allocated);
+  EXPECT_TRUE(gpu.mig_layout[1].allocated);
+  EXPECT_EQ(gpu.allocated_milli, 454);
+  EXPECT_EQ(loaded->UsedMilli("t", "serving"), 454);
+  const core::CapacityRequest& live = loaded->live_requests().at(second->id);
+  EXPECT_EQ(live.spec.shape.mig().profile, "3g.40gb");
+  EXPECT_EQ(live.placements, s.FindLiveRequest(second->id)->placements);
+  auto got = store_->GetRequest(first->id);
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(core::FormatMigLayout(got->placements[0].mig_new_layout), "3g.40gb@0,3g.40gb@4");
+}
+
 TEST(PgStoreUnreachableTest, CreateIsUnavailable) {
   EXPECT_THAT(PgStore::Create({"host=127.0.0.1 port=1 dbname=none connect_timeout=2", 1}),
               StatusIs(absl::StatusCode::kUnavailable));

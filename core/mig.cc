@@ -1,0 +1,185 @@
+#include "core/mig.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace arbiter::core {
+namespace {
+
+const std::vector<int32_t> kStarts1 = {0, 1, 2, 3, 4, 5, 6};
+const std::vector<int32_t> kStarts2Double = {0, 2, 4, 6};
+const std::vector<int32_t> kStarts2 = {0, 2, 4};
+const std::vector<int32_t> kStarts3 = {0, 4};
+const std::vector<int32_t> kStarts0 = {0};
+
+struct Row {
+  const char* name;
+  int32_t id, memory_slices, compute_slices, sms;
+  int64_t memory_mib;
+  int32_t max_instances;
+  bool media;
+  const std::vector<int32_t>* starts;
+};
+
+std::vector<MigProfile> Table(std::initializer_list<Row> rows) {
+  std::vector<MigProfile> out;
+  for (const Row& r : rows) {
+    out.push_back(MigProfile{r.name, r.id, r.memory_slices, r.compute_slices, r.sms, r.memory_mib,
+                             r.max_instances, r.media, *r.starts});
+  }
+  return out;
+}
+
+// Memory: the usable MiB `nvidia-smi mig -lgip` reports where a transcript
+// exists; otherwise the profile's nominal size less 256 MiB, as observed for
+// the A100-40GB 3g.20gb (20224 MiB).
+const std::map<std::string, std::vector<MigProfile>, std::less<>>& Catalog() {
+  static const auto* const kCatalog =
+      new std::map<std::string, std::vector<MigProfile>, std::less<>>{
+          {"A100-40GB", Table({{"1g.5gb", 19, 1, 1, 14, 4864, 7, false, &kStarts1},
+                               {"1g.5gb+me", 20, 1, 1, 14, 4864, 1, true, &kStarts1},
+                               {"1g.10gb", 15, 2, 1, 14, 9984, 4, false, &kStarts2Double},
+                               {"2g.10gb", 14, 2, 2, 28, 9984, 3, false, &kStarts2},
+                               {"3g.20gb", 9, 4, 3, 42, 20224, 2, false, &kStarts3},
+                               {"4g.20gb", 5, 4, 4, 56, 20224, 1, false, &kStarts0},
+                               {"7g.40gb", 0, 8, 7, 98, 40704, 1, false, &kStarts0}})},
+          {"A100-80GB", Table({{"1g.10gb", 19, 1, 1, 14, 9728, 7, false, &kStarts1},
+                               {"1g.10gb+me", 20, 1, 1, 14, 9728, 1, true, &kStarts1},
+                               {"1g.20gb", 15, 2, 1, 14, 20224, 4, false, &kStarts2Double},
+                               {"2g.20gb", 14, 2, 2, 28, 19968, 3, false, &kStarts2},
+                               {"3g.40gb", 9, 4, 3, 42, 40448, 2, false, &kStarts3},
+                               {"4g.40gb", 5, 4, 4, 56, 40448, 1, false, &kStarts0},
+                               {"7g.80gb", 0, 8, 7, 98, 81152, 1, false, &kStarts0}})},
+          {"H100-80GB", Table({{"1g.10gb", 19, 1, 1, 16, 9984, 7, false, &kStarts1},
+                               {"1g.10gb+me", 20, 1, 1, 16, 9984, 1, true, &kStarts1},
+                               {"1g.20gb", 15, 2, 1, 26, 20091, 4, false, &kStarts2Double},
+                               {"2g.20gb", 14, 2, 2, 32, 20091, 3, false, &kStarts2},
+                               {"3g.40gb", 9, 4, 3, 60, 40448, 2, false, &kStarts3},
+                               {"4g.40gb", 5, 4, 4, 64, 40448, 1, false, &kStarts0},
+                               {"7g.80gb", 0, 8, 7, 132, 81152, 1, false, &kStarts0}})},
+          {"H200-141GB", Table({{"1g.18gb", 19, 1, 1, 16, 16384, 7, false, &kStarts1},
+                                {"1g.18gb+me", 20, 1, 1, 16, 16384, 1, true, &kStarts1},
+                                {"1g.35gb", 15, 2, 1, 26, 33024, 4, false, &kStarts2Double},
+                                {"2g.35gb", 14, 2, 2, 32, 33024, 3, false, &kStarts2},
+                                {"3g.71gb", 9, 4, 3, 60, 71168, 2, false, &kStarts3},
+                                {"4g.71gb", 5, 4, 4, 64, 71168, 1, false, &kStarts0},
+                                {"7g.141gb", 0, 8, 7, 132, 143104, 1, false, &kStarts0}})},
+      };
+  return *kCatalog;
+}
+
+// Tries to add `profile` at its lowest valid start; true if it was added.
+bool TryAdd(const std::vector<MigProfile>& profiles, const MigProfile& profile,
+            std::vector<MigInstance>& layout) {
+  for (int32_t start : profile.start_slots) {
+    layout.push_back(MigInstance{profile.name, start, false});
+    if (ValidateMigLayout(profiles, layout).ok()) return true;
+    layout.pop_back();
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::vector<MigProfile>* BuiltinMigProfiles(absl::string_view model) {
+  auto it = Catalog().find(model);
+  return it == Catalog().end() ? nullptr : &it->second;
+}
+
+const MigProfile* FindMigProfile(const std::vector<MigProfile>& profiles, absl::string_view name) {
+  for (const MigProfile& p : profiles) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+int64_t MigMilli(const std::vector<MigProfile>& profiles, const MigProfile& profile) {
+  int32_t full = 0;
+  for (const MigProfile& p : profiles) full = std::max(full, p.sm_count);
+  if (full == 0) return 0;
+  return int64_t{profile.sm_count} * 1000 / full;  // Rounded down.
+}
+
+absl::Status ValidateMigLayout(const std::vector<MigProfile>& profiles,
+                               const std::vector<MigInstance>& layout) {
+  if (layout.size() > static_cast<size_t>(kMigMaxInstances)) {
+    return absl::FailedPreconditionError("more than 7 MIG instances");
+  }
+  bool used[kMigMemorySlots] = {};
+  int32_t compute = 0;
+  int32_t media = 0;
+  std::map<std::string, int32_t> count;
+  for (const MigInstance& inst : layout) {
+    const MigProfile* p = FindMigProfile(profiles, inst.profile);
+    if (p == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("unknown MIG profile ", inst.profile));
+    }
+    if (std::find(p->start_slots.begin(), p->start_slots.end(), inst.start) ==
+        p->start_slots.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(inst.profile, " cannot start at memory slot ", inst.start));
+    }
+    for (int32_t s = inst.start; s < inst.start + p->memory_slices; ++s) {
+      if (s >= kMigMemorySlots || used[s]) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(inst.profile, "@", inst.start, " overlaps another instance"));
+      }
+      used[s] = true;
+    }
+    compute += p->compute_slices;
+    media += p->media_extensions ? 1 : 0;
+    if (++count[p->name] > p->max_instances) {
+      return absl::FailedPreconditionError(absl::StrCat("too many ", p->name, " instances"));
+    }
+  }
+  if (compute > kMigComputeSlices) {
+    return absl::FailedPreconditionError("more than 7 compute slices");
+  }
+  if (media > 1) return absl::FailedPreconditionError("more than one +me instance");
+  return absl::OkStatus();
+}
+
+std::vector<MigInstance> PlanMigLayout(const std::vector<MigProfile>& profiles,
+                                       const MigProfile& wanted,
+                                       const std::vector<std::string>& fill_order) {
+  std::vector<MigInstance> layout;
+  if (!TryAdd(profiles, wanted, layout)) return {};
+  while (TryAdd(profiles, wanted, layout)) {
+  }
+  for (const std::string& name : fill_order) {
+    const MigProfile* p = FindMigProfile(profiles, name);
+    if (p == nullptr || p->media_extensions) continue;
+    while (TryAdd(profiles, *p, layout)) {
+    }
+  }
+  std::sort(layout.begin(), layout.end(),
+            [](const MigInstance& a, const MigInstance& b) { return a.start < b.start; });
+  return layout;
+}
+
+std::string FormatMigLayout(const std::vector<MigInstance>& layout) {
+  return absl::StrJoin(layout, ",", [](std::string* out, const MigInstance& i) {
+    absl::StrAppend(out, i.profile, "@", i.start);
+  });
+}
+
+absl::Status ParseMigLayout(absl::string_view text, std::vector<MigInstance>* layout) {
+  layout->clear();
+  if (text.empty()) return absl::OkStatus();
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> pieces = absl::StrSplit(part, '@');
+    int32_t start = 0;
+    if (pieces.size() != 2 || pieces[0].empty() || !absl::SimpleAtoi(pieces[1], &start)) {
+      return absl::InvalidArgumentError(absl::StrCat("malformed MIG layout '", text, "'"));
+    }
+    layout->push_back(MigInstance{std::string(pieces[0]), start, false});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace arbiter::core
