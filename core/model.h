@@ -5,6 +5,7 @@
 // Thread-compatible value types; no I/O.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -86,6 +87,8 @@ struct Gpu {
   // MIG layout; empty when the GPU is not partitioned. Changes only while
   // `tenants` is 0.
   std::vector<MigInstance> mig_layout;
+  // Allocations on this GPU by workload class (index: WorkloadClass).
+  std::array<int32_t, 5> class_tenants{};
 
   int64_t free_milli() const { return kMilliPerGpu - allocated_milli; }
   int64_t free_memory_mib() const { return memory_mib - allocated_memory_mib; }
@@ -103,6 +106,8 @@ struct Node {
   int64_t allocated_cpu_milli = 0;
   int64_t allocated_memory_mib = 0;
   std::vector<Gpu> gpus;
+  // Gang members on this node by workload class (index: WorkloadClass).
+  std::array<int32_t, 5> class_members{};
 
   int64_t free_cpu_milli() const { return cpu_milli - allocated_cpu_milli; }
   int64_t free_memory_mib() const { return memory_mib - allocated_memory_mib; }
@@ -188,6 +193,8 @@ struct Placement {
   std::vector<MigInstance> mig_new_layout;
   // True when this decision removes the GPUs' MIG layouts (they were empty).
   bool mig_layout_cleared = false;
+  // The class of the work placed (from its request; not stored separately).
+  WorkloadClass workload_class = WorkloadClass::kUnspecified;
   bool operator==(const Placement&) const = default;
 };
 

@@ -27,8 +27,33 @@ bool HostFits(const Node& node, const MemberShape& shape) {
   return node.free_cpu_milli() >= shape.cpu_milli && node.free_memory_mib() >= shape.memory_mib;
 }
 
-Placement HostPart(int32_t member, const Node& node, const MemberShape& shape) {
+// Whether every class already on `node` may share it with `cls`.
+bool NodeAdmits(const State& state, const Node& node, WorkloadClass cls) {
+  for (size_t c = 0; c < node.class_members.size(); ++c) {
+    if (node.class_members[c] > 0 &&
+        !state.coexistence().Rule(static_cast<WorkloadClass>(c), cls).same_node) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether every class already on `gpu` may share it with `cls` at `needed`
+// isolation (soft sharing for fractions, MIG for instances).
+bool GpuAdmits(const State& state, const Gpu& gpu, WorkloadClass cls, Isolation needed) {
+  for (size_t c = 0; c < gpu.class_tenants.size(); ++c) {
+    if (gpu.class_tenants[c] > 0 &&
+        state.coexistence().Rule(static_cast<WorkloadClass>(c), cls).gpu < needed) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Placement HostPart(int32_t member, const Node& node, const CapacityRequestSpec& spec) {
+  const MemberShape& shape = spec.shape;
   Placement p;
+  p.workload_class = spec.workload_class;
   p.member = member;
   p.node_id = node.id;
   p.cpu_milli = shape.cpu_milli;
@@ -93,7 +118,7 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
   Score best_score;
   for (size_t i : state.PoolNodes(spec.pool)) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape)) continue;
+    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     int32_t empty = 0;
     for (const Gpu& gpu : node.gpus) {
       if (gpu.empty() && ModelAllowed(spec, gpu.model)) ++empty;
@@ -108,7 +133,7 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
     }
   }
   if (best == nullptr) return std::nullopt;
-  Placement p = HostPart(member, *best, spec.shape);
+  Placement p = HostPart(member, *best, spec);
   for (const Gpu& gpu : best->gpus) {
     if (static_cast<int32_t>(p.gpu_indices.size()) == k) break;
     if (gpu.empty() && ModelAllowed(spec, gpu.model)) p.gpu_indices.push_back(gpu.index);
@@ -130,12 +155,13 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
   Score best_score;
   for (size_t i : state.PoolNodes(spec.pool)) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape)) continue;
+    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     std::optional<FreeCapacity> before;
     int64_t tried[kMaxGpusScored];
     int tried_count = 0;
     for (const Gpu& gpu : node.gpus) {
       if (!Usable(gpu) || !ModelAllowed(spec, gpu.model)) continue;
+      if (!GpuAdmits(state, gpu, spec.workload_class, Isolation::kSoftSharing)) continue;
       if (gpu.free_milli() < f.gpu_milli || gpu.free_memory_mib() < f.memory_mib) continue;
       const int64_t had = gpu.free_milli();
       if (std::find(tried, tried + tried_count, had) != tried + tried_count) continue;
@@ -151,7 +177,7 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
     }
   }
   if (best_node == nullptr) return std::nullopt;
-  Placement p = HostPart(member, *best_node, spec.shape);
+  Placement p = HostPart(member, *best_node, spec);
   p.gpu_indices = {best_gpu};
   p.gpu_milli = f.gpu_milli;
   p.gpu_memory_mib = f.memory_mib;
@@ -172,9 +198,10 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
   std::tuple<int64_t, int64_t, int32_t> best_free;  // Free instances left, node id, GPU.
   for (size_t i : state.PoolNodes(spec.pool)) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape)) continue;
+    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     for (const Gpu& gpu : node.gpus) {
       if (!ModelAllowed(spec, gpu.model)) continue;
+      if (!GpuAdmits(state, gpu, spec.workload_class, Isolation::kMigOnly)) continue;
       int64_t free_instances = 0;
       int32_t start = -1;
       for (const MigInstance& inst : gpu.mig_layout) {
@@ -194,7 +221,7 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
   }
   Placement p;
   if (best_node != nullptr) {
-    p = HostPart(member, *best_node, spec.shape);
+    p = HostPart(member, *best_node, spec);
     p.gpu_indices = {best_gpu};
     p.mig_start = best_start;
   } else {
@@ -203,7 +230,7 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
     std::vector<MigInstance> best_layout;
     for (size_t i : state.PoolNodes(spec.pool)) {
       const Node& node = state.nodes()[i];
-      if (!HostFits(node, spec.shape)) continue;
+      if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
       std::optional<FreeCapacity> before;
       for (const Gpu& gpu : node.gpus) {
         if (!gpu.empty() || gpu.exclusive || !ModelAllowed(spec, gpu.model)) continue;
@@ -226,7 +253,7 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
       }
     }
     if (best_node == nullptr) return std::nullopt;
-    p = HostPart(member, *best_node, spec.shape);
+    p = HostPart(member, *best_node, spec);
     p.gpu_indices = {best_gpu};
     for (const MigInstance& inst : best_layout) {
       if (inst.profile == want.profile) {

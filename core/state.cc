@@ -56,6 +56,7 @@ absl::Status State::LoadNode(Node node) {
     gpu.tenants = 0;
     gpu.exclusive = false;
     for (MigInstance& inst : gpu.mig_layout) inst.allocated = false;
+    gpu.class_tenants = {};
     if (!gpu.mig_layout.empty()) {
       absl::Status valid = ValidateMigLayout(model->mig_profiles, gpu.mig_layout);
       if (!valid.ok()) {
@@ -66,6 +67,7 @@ absl::Status State::LoadNode(Node node) {
   }
   node.allocated_cpu_milli = 0;
   node.allocated_memory_mib = 0;
+  node.class_members = {};
   const size_t index = nodes_.size();
   node_index_[node.id] = index;
   node_by_name_[{node.cluster, node.name}] = index;
@@ -107,6 +109,7 @@ absl::Status State::LoadRequest(CapacityRequest request) {
   }
   if (request.id >= next_request_id_) next_request_id_ = request.id + 1;
   if (!IsFinal(request.state)) ObserveDemand(request.spec);
+  for (Placement& p : request.placements) p.workload_class = request.spec.workload_class;
   if (request.state == RequestState::kAdmitted) {
     for (const Placement& placed : request.placements) {
       // The stored GPU layouts are the truth: a placement's layout change was
@@ -203,6 +206,9 @@ void State::ApplyPlacement(const Placement& p, int sign) {
   auto it = node_index_.find(p.node_id);
   ARBITER_CHECK(it != node_index_.end());
   Node& node = nodes_[it->second];
+  const auto cls = static_cast<size_t>(p.workload_class);
+  node.class_members[cls] += sign;
+  ARBITER_CHECK(node.class_members[cls] >= 0);
   node.allocated_cpu_milli += sign * p.cpu_milli;
   node.allocated_memory_mib += sign * p.memory_mib;
   ARBITER_CHECK(node.allocated_cpu_milli >= 0 && node.allocated_cpu_milli <= node.cpu_milli);
@@ -225,6 +231,8 @@ void State::ApplyPlacement(const Placement& p, int sign) {
     // An exclusive placement holds all of each GPU's memory, whatever its model.
     gpu.allocated_memory_mib += sign * (p.exclusive ? gpu.memory_mib : p.gpu_memory_mib);
     gpu.tenants += sign;
+    gpu.class_tenants[cls] += sign;
+    ARBITER_CHECK(gpu.class_tenants[cls] >= 0);
     gpu.exclusive = sign > 0 && p.exclusive;
     ARBITER_CHECK(gpu.allocated_milli >= 0 && gpu.allocated_milli <= kMilliPerGpu);
     ARBITER_CHECK(gpu.allocated_memory_mib >= 0 && gpu.allocated_memory_mib <= gpu.memory_mib);

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+#include "core/coexistence.h"
 #include "core/demand_profile.h"
 #include "core/fragmentation.h"
 #include "core/model.h"
@@ -125,6 +126,9 @@ class State {
   // between and the cost of learning stays small.
   void ObserveDemand(const CapacityRequestSpec& spec);
   const FragmentationModel& fragmentation() const { return fragmentation_; }
+  // Which classes may share a GPU or a node. Default: CoexistenceMatrix::Defaults().
+  const CoexistenceMatrix& coexistence() const { return coexistence_; }
+  void set_coexistence(const CoexistenceMatrix& matrix) { coexistence_ = matrix; }
   const DemandProfile& demand() const { return demand_; }
   int64_t TakeNodeId() { return next_node_id_++; }
   Node* MutableNode(size_t index) { return &nodes_[index]; }
@@ -149,6 +153,7 @@ class State {
   std::map<std::string, int64_t> mig_demand_;  // Profile name -> members asked.
   FragmentationModel fragmentation_;
   int64_t observed_since_refresh_ = 0;
+  CoexistenceMatrix coexistence_ = CoexistenceMatrix::Defaults();
 };
 
 // The packer's view of one member of `spec`.

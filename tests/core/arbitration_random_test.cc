@@ -93,6 +93,24 @@ void CheckInvariants(const State& s) {
       if (!allocated.empty()) {
         ASSERT_EQ((other_use[{n.id, g.index}]), 0);
       }
+      // Coexistence: every pair of classes on the GPU may share it at the
+      // isolation in use, and every pair on the node may share the node.
+      const Isolation needed = allocated.empty() ? Isolation::kSoftSharing : Isolation::kMigOnly;
+      for (size_t a = 1; a < 5; ++a) {
+        for (size_t b = 1; b < 5; ++b) {
+          const auto ca = static_cast<WorkloadClass>(a);
+          const auto cb = static_cast<WorkloadClass>(b);
+          const int pairs = (a == b) ? g.class_tenants[a] - 1 : g.class_tenants[b];
+          if (g.class_tenants[a] > 0 && pairs > 0 && !g.exclusive) {
+            ASSERT_GE(s.coexistence().Rule(ca, cb).gpu, needed)
+                << "GPU " << n.name << "/" << g.index;
+          }
+          if (n.class_members[a] > 0 && n.class_members[b] > 0 &&
+              (a != b || n.class_members[a] > 1)) {
+            ASSERT_TRUE(s.coexistence().Rule(ca, cb).same_node);
+          }
+        }
+      }
     }
   }
   for (const auto& [key, used] : team_use) {
@@ -108,7 +126,7 @@ CapacityRequestSpec RandomSpec(std::mt19937_64& rng, int n) {
   spec.idempotency_key = absl::StrCat("k", n);
   spec.team = rng() % 2 ? "t" : "u";
   spec.pool = "serving";
-  spec.workload_class = WorkloadClass::kTraining;
+  spec.workload_class = static_cast<WorkloadClass>(1 + rng() % 4);
   spec.members = 1 + rng() % 3;
   const int kind = static_cast<int>(rng() % 3);
   if (kind == 2) {

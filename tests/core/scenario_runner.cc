@@ -86,7 +86,7 @@ class Scenario {
     spec.idempotency_key = l.positional.at(0);
     spec.team = Get(l, "team");
     spec.pool = Get(l, "pool");
-    spec.workload_class = core::WorkloadClassFromName(Get(l, "class", "training"));
+    spec.workload_class = core::WorkloadClassFromName(Get(l, "class", "inference"));
     spec.members = static_cast<int32_t>(Int(Get(l, "members", "1")));
     if (l.named.contains("mig")) {
       spec.shape.gpu = core::MigShape{Get(l, "mig"), 0};

@@ -12,7 +12,7 @@
 //   team <name> [parent=<team>]
 //   quota <team> <pool> <nominal_milli>
 //   at <seconds>                       the time of the following commands
-//   request <key> team=<t> pool=<p> [class=...] [members=<n>]
+//   request <key> team=<t> pool=<p> [class=...(default inference)] [members=<n>]
 //           (gpus=<n> | milli=<n> gpu_mem=<mib> | mig=<profile>) [cpu=<milli>]
 //           [mem=<mib>]
 //           [models=<a|b>]

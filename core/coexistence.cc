@@ -1,0 +1,22 @@
+#include "core/coexistence.h"
+
+namespace arbiter::core {
+
+CoexistenceMatrix CoexistenceMatrix::Defaults() {
+  CoexistenceMatrix m;  // Every pair: MIG only, same node allowed.
+  m.Set(WorkloadClass::kInference, WorkloadClass::kInference, {Isolation::kSoftSharing, true});
+  m.Set(WorkloadClass::kBatchAnalytics, WorkloadClass::kBatchAnalytics,
+        {Isolation::kSoftSharing, true});
+  m.Set(WorkloadClass::kExperimentation, WorkloadClass::kExperimentation,
+        {Isolation::kSoftSharing, true});
+  m.Set(WorkloadClass::kBatchAnalytics, WorkloadClass::kExperimentation,
+        {Isolation::kSoftSharing, true});
+  return m;
+}
+
+void CoexistenceMatrix::Set(WorkloadClass a, WorkloadClass b, CoexistenceRule rule) {
+  rules_[Index(a)][Index(b)] = rule;
+  rules_[Index(b)][Index(a)] = rule;
+}
+
+}  // namespace arbiter::core
