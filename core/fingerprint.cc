@@ -45,6 +45,8 @@ uint64_t FingerprintRequestSpec(const CapacityRequestSpec& spec) {
   Field(enc, spec.shape.memory_mib);
   Field(enc, static_cast<int64_t>(spec.gpu_models.size()));
   for (const std::string& m : spec.gpu_models) Field(enc, m);
+  // Appended last and only when set, so that earlier fingerprints stay valid.
+  if (spec.topology != Topology::kAny) Field(enc, TopologyName(spec.topology));
   Field(enc, spec.description);
   return Fnv1a64(enc);
 }

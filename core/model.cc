@@ -42,7 +42,27 @@ constexpr std::array<std::pair<RequestState, absl::string_view>, 5> kStateNames 
     {RequestState::kCancelled, "cancelled"},
 }};
 
+constexpr std::array<std::pair<Topology, absl::string_view>, 3> kTopologyNames = {{
+    {Topology::kAny, "any"},
+    {Topology::kSameNode, "same_node"},
+    {Topology::kSameDomain, "same_domain"},
+}};
+
 }  // namespace
+
+absl::string_view TopologyName(Topology t) {
+  for (const auto& [e, name] : kTopologyNames) {
+    if (e == t) return name;
+  }
+  return "any";
+}
+
+Topology TopologyFromName(absl::string_view name) {
+  for (const auto& [e, n] : kTopologyNames) {
+    if (n == name) return e;
+  }
+  return Topology::kAny;
+}
 
 absl::string_view LatencyClassName(LatencyClass c) { return NameOf(kLatencyNames, c); }
 absl::string_view WorkloadClassName(WorkloadClass c) { return NameOf(kWorkloadNames, c); }

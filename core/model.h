@@ -29,6 +29,9 @@ enum class WorkloadClass {
   kBatchAnalytics = 3,
   kExperimentation = 4,
 };
+// Where a gang's members must sit relative to each other.
+enum class Topology { kAny = 0, kSameNode = 1, kSameDomain = 2 };
+
 enum class RequestState {
   kUnspecified = 0,
   kAdmitted = 1,
@@ -42,10 +45,13 @@ enum class RequestState {
 absl::string_view LatencyClassName(LatencyClass c);
 absl::string_view WorkloadClassName(WorkloadClass c);
 absl::string_view RequestStateName(RequestState s);
+absl::string_view TopologyName(Topology t);  // "any", "same_node", "same_domain".
 // Inverse of the above; kUnspecified for an unknown name.
 LatencyClass LatencyClassFromName(absl::string_view name);
 WorkloadClass WorkloadClassFromName(absl::string_view name);
 RequestState RequestStateFromName(absl::string_view name);
+// kAny for an unknown name.
+Topology TopologyFromName(absl::string_view name);
 
 // True for states that hold no capacity and never change again.
 bool IsFinal(RequestState s);
@@ -168,6 +174,9 @@ struct CapacityRequestSpec {
   int32_t members = 1;
   MemberShape shape;
   std::vector<std::string> gpu_models;  // Empty: any model in the pool.
+  // kSameNode: every member on one node; kSameDomain: every member in one
+  // topology domain (NVLink domain or rack; a node without one is its own).
+  Topology topology = Topology::kAny;
   std::string description;
 
   // Milli-GPU of the whole gang.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <tuple>
 
@@ -112,11 +113,11 @@ int64_t TotalFree(const FreeCapacity& free) {
 
 // Best node for `whole_gpus` exclusive GPUs (0: host only).
 std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpec& spec,
-                                    int32_t member) {
+                                    const std::vector<size_t>& candidates, int32_t member) {
   const int32_t k = spec.shape.whole_gpus();
   const Node* best = nullptr;
   Score best_score;
-  for (size_t i : state.PoolNodes(spec.pool)) {
+  for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
     if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     int32_t empty = 0;
@@ -148,12 +149,12 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
 // Best GPU for a fraction. Each distinct free amount on a node is one
 // candidate (GPUs with the same free amount are interchangeable).
 std::optional<Placement> PlaceFraction(const State& state, const CapacityRequestSpec& spec,
-                                       int32_t member) {
+                                       const std::vector<size_t>& candidates, int32_t member) {
   const GpuFraction& f = spec.shape.fraction();
   const Node* best_node = nullptr;
   int32_t best_gpu = -1;
   Score best_score;
-  for (size_t i : state.PoolNodes(spec.pool)) {
+  for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
     if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     std::optional<FreeCapacity> before;
@@ -190,13 +191,13 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
 // otherwise an empty GPU of a model with the profile, partitioned by
 // PlanMigLayout and chosen like one whole GPU (least fragmentation growth).
 std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec& spec,
-                                  int32_t member) {
+                                  const std::vector<size_t>& candidates, int32_t member) {
   const MigShape& want = spec.shape.mig();
   const Node* best_node = nullptr;
   int32_t best_gpu = -1;
   int32_t best_start = -1;
   std::tuple<int64_t, int64_t, int32_t> best_free;  // Free instances left, node id, GPU.
-  for (size_t i : state.PoolNodes(spec.pool)) {
+  for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
     if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     for (const Gpu& gpu : node.gpus) {
@@ -228,7 +229,7 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
     // Partition an empty GPU.
     Score best_score;
     std::vector<MigInstance> best_layout;
-    for (size_t i : state.PoolNodes(spec.pool)) {
+    for (size_t i : candidates) {
       const Node& node = state.nodes()[i];
       if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
       std::optional<FreeCapacity> before;
@@ -314,44 +315,90 @@ std::string ShapeText(const CapacityRequestSpec& spec) {
                       spec.shape.fraction().memory_mib, " MiB (", models, ")");
 }
 
-}  // namespace
-
-GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec) {
-  GangPlacement out;
+// Places every member of `spec` on `candidates`, or none: on failure the
+// nodes it touched are put back. Returns true when the whole gang is placed.
+bool TryPlaceGang(State& state, const CapacityRequestSpec& spec,
+                  const std::vector<size_t>& candidates, std::vector<Placement>& placed) {
   // Copies of the nodes as they were before this gang, to put back if it
   // does not fit whole (placements may have changed MIG layouts).
   std::vector<Node> before;
   for (int32_t m = 0; m < spec.members; ++m) {
-    std::optional<Placement> p = spec.shape.is_whole() ? PlaceWhole(state, spec, m)
-                                 : spec.shape.is_mig() ? PlaceMig(state, spec, m)
-                                                       : PlaceFraction(state, spec, m);
+    std::optional<Placement> p = spec.shape.is_whole() ? PlaceWhole(state, spec, candidates, m)
+                                 : spec.shape.is_mig() ? PlaceMig(state, spec, candidates, m)
+                                                       : PlaceFraction(state, spec, candidates, m);
     if (!p.has_value()) break;
     const bool copied = std::any_of(before.begin(), before.end(),
                                     [&](const Node& n) { return n.id == p->node_id; });
     if (!copied) before.push_back(*state.FindNode(p->node_id));
     state.ApplyPlacement(*p, +1);
-    out.placements.push_back(std::move(*p));
+    placed.push_back(std::move(*p));
   }
-  if (static_cast<int32_t>(out.placements.size()) == spec.members) {
-    out.result = FitResult::kPlaced;
-    return out;
-  }
-  // All or nothing: put back the nodes the partial gang touched.
+  if (static_cast<int32_t>(placed.size()) == spec.members) return true;
   for (Node& node : before) state.RestoreNode(std::move(node));
-  out.placements.clear();
+  placed.clear();
+  return false;
+}
 
-  int64_t capacity = 0;
-  for (size_t i : state.PoolNodes(spec.pool)) {
-    capacity += MembersPerEmptyNode(state, state.nodes()[i], spec);
-    if (capacity >= spec.members) break;
+// The groups a gang may be placed in: the whole pool, or one group per node
+// (kSameNode) or per topology domain (kSameDomain; a node without a domain
+// is its own), ordered by free GPU capacity, least first (best fit).
+std::vector<std::vector<size_t>> CandidateGroups(const State& state,
+                                                 const CapacityRequestSpec& spec) {
+  const std::vector<size_t>& pool = state.PoolNodes(spec.pool);
+  if (spec.topology == Topology::kAny) return {pool};
+  std::map<std::string, std::vector<size_t>> by_key;
+  for (size_t i : pool) {
+    const Node& n = state.nodes()[i];
+    const bool own = spec.topology == Topology::kSameNode || n.topology_domain.empty();
+    by_key[own ? absl::StrCat("node:", n.id) : absl::StrCat("domain:", n.topology_domain)]
+        .push_back(i);
   }
-  if (capacity >= spec.members) {
+  std::vector<std::pair<std::pair<int64_t, std::string>, std::vector<size_t>>> groups;
+  for (auto& [key, nodes] : by_key) {
+    int64_t free = 0;
+    for (size_t i : nodes) free += TotalFree(FreeOf(state.nodes()[i]));
+    groups.push_back({{free, key}, std::move(nodes)});
+  }
+  std::sort(groups.begin(), groups.end());
+  std::vector<std::vector<size_t>> out;
+  for (auto& g : groups) out.push_back(std::move(g.second));
+  return out;
+}
+
+}  // namespace
+
+GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec) {
+  GangPlacement out;
+  const std::vector<std::vector<size_t>> groups = CandidateGroups(state, spec);
+  for (const std::vector<size_t>& group : groups) {
+    if (TryPlaceGang(state, spec, group, out.placements)) {
+      out.result = FitResult::kPlaced;
+      return out;
+    }
+  }
+  // Could some group hold the whole gang once it is empty?
+  int64_t best = 0;
+  for (const std::vector<size_t>& group : groups) {
+    int64_t capacity = 0;
+    for (size_t i : group) {
+      capacity += MembersPerEmptyNode(state, state.nodes()[i], spec);
+      if (capacity >= spec.members) break;
+    }
+    best = std::max(best, capacity);
+    if (best >= spec.members) break;
+  }
+  const std::string where =
+      spec.topology == Topology::kAny
+          ? absl::StrCat("pool ", spec.pool)
+          : absl::StrCat("any ", spec.topology == Topology::kSameNode ? "node" : "topology domain",
+                         " of pool ", spec.pool);
+  if (best >= spec.members) {
     out.result = FitResult::kNotNow;
-    out.why = absl::StrCat("pool ", spec.pool, " has no free room now for ", ShapeText(spec));
+    out.why = absl::StrCat(where, " has no free room now for ", ShapeText(spec));
   } else {
     out.result = FitResult::kNever;
-    out.why = absl::StrCat("pool ", spec.pool, " cannot hold ", ShapeText(spec),
-                           " even when empty (room for ", capacity, " members)");
+    out.why = absl::StrCat(where, " cannot hold ", ShapeText(spec), " even when empty (room for ",
+                           best, " members)");
   }
   return out;
 }

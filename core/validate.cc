@@ -193,6 +193,10 @@ absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
                    "must be set (TRAINING, INFERENCE, BATCH_ANALYTICS or EXPERIMENTATION)");
   }
   ARBITER_RETURN_IF_ERROR(ValidateRange("members", spec.members, 1, kMaxGangMembers));
+  if (spec.topology != Topology::kAny && spec.topology != Topology::kSameNode &&
+      spec.topology != Topology::kSameDomain) {
+    return Invalid("topology", "must be unset, SAME_NODE or SAME_DOMAIN");
+  }
   ARBITER_RETURN_IF_ERROR(ValidateShape(spec.shape));
   if (spec.gpu_models.size() > kMaxAllowedModels) {
     return Invalid("gpu_models", absl::StrCat("must list at most ", kMaxAllowedModels,

@@ -26,6 +26,8 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
   }
   spec.workload_class = static_cast<core::WorkloadClass>(req.workload_class());
   spec.members = req.members();
+  if (!v1::Topology_IsValid(req.topology())) return UnknownEnum("topology", req.topology());
+  spec.topology = static_cast<core::Topology>(req.topology());
   const v1::MemberShape& shape = req.shape();
   switch (shape.gpu_case()) {
     case v1::MemberShape::kWholeGpus:
@@ -194,6 +196,7 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
   *out->mutable_updated_at() = TimestampOf(r.updated_at);
   out->set_total_gpu_milli(r.spec.total_gpu_milli());
   out->set_description(r.spec.description);
+  out->set_topology(static_cast<v1::Topology>(r.spec.topology));
 }
 
 v1::AllocationEventType ToProto(EventType type) {

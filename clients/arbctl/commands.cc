@@ -242,6 +242,14 @@ int Commands::Request(const RequestOptions& r) {
   }
   req.set_workload_class(wc);
   req.set_members(r.members);
+  if (r.topology == "same-node") {
+    req.set_topology(v1::TOPOLOGY_SAME_NODE);
+  } else if (r.topology == "same-domain") {
+    req.set_topology(v1::TOPOLOGY_SAME_DOMAIN);
+  } else if (!r.topology.empty()) {
+    std::cerr << "arbctl: --topology must be same-node or same-domain\n";
+    return 2;
+  }
   if (!r.mig_profile.empty()) {
     req.mutable_shape()->set_mig_profile(r.mig_profile);
   } else if (r.milli > 0) {

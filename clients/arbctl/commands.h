@@ -29,6 +29,7 @@ struct RequestOptions {
   int members = 1;
   int gpus = 0;             // Whole GPUs per member; 0 with `milli` for a fraction.
   std::string mig_profile;  // One MIG instance per member, e.g. "3g.40gb".
+  std::string topology;     // "", "same-node" or "same-domain".
   int64_t milli = 0;
   int64_t gpu_memory_mib = 0;
   int64_t cpu_milli = 0;

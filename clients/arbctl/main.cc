@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
   request->add_option("--milli", req.milli, "fraction of one shared GPU per member, milli-GPU");
   request->add_option("--gpu-memory-mib", req.gpu_memory_mib, "GPU memory per member (fraction)");
   request->add_option("--mig", req.mig_profile, "one MIG instance per member, e.g. 3g.40gb");
+  request->add_option("--topology", req.topology,
+                      "same-node or same-domain: keep the gang's members together");
   request->add_option("--cpu-milli", req.cpu_milli, "host CPU per member, milli-cores");
   request->add_option("--memory-mib", req.memory_mib, "host memory per member, MiB");
   request->add_option("--model", req.models, "allowed GPU model (repeatable)");

@@ -44,6 +44,7 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   r.spec.shape.memory_mib = row[11].as<int64_t>();
   r.spec.gpu_models = ArrayElements(row[12]);
   r.spec.description = row[13].as<std::string>();
+  r.spec.topology = core::TopologyFromName(row[20].as<std::string>());
   r.state = core::RequestStateFromName(row[14].as<std::string>());
   r.reason_code = row[15].as<std::string>();
   r.reason = row[16].as<std::string>();

@@ -28,9 +28,10 @@ constexpr Statement kStatements[] = {
     {kInsertRequest,
      "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class, members, "
      "whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, "
-     "description, state, reason_code, reason, created_at, updated_at, mig_profile) VALUES ($1, "
+     "description, state, reason_code, reason, created_at, updated_at, mig_profile, topology) "
+     "VALUES ($1, "
      "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(
-         18) ", " TS(19) ", $20)"},
+         18) ", " TS(19) ", $20, $21)"},
     {kUpdateRequest,
      "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(
          5) " WHERE id = $1"},

@@ -11,7 +11,7 @@ namespace arbiter::store::sql {
   "id, idempotency_key, body_hash, team, pool, workload_class, members, whole_gpus, "     \
   "fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, description, " \
   "state, reason_code, reason, (extract(epoch FROM created_at) * 1000000)::bigint, "      \
-  "(extract(epoch FROM updated_at) * 1000000)::bigint, mig_profile"
+  "(extract(epoch FROM updated_at) * 1000000)::bigint, mig_profile, topology"
 #define ARBITER_PLACEMENT_COLUMNS                                                                \
   "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, " \
   "exclusive, mig_profile, mig_start, mig_new_layout, mig_layout_cleared"

@@ -95,6 +95,7 @@ class Scenario {
     } else {
       spec.shape.gpu = static_cast<int32_t>(Int(Get(l, "gpus", "1")));
     }
+    spec.topology = core::TopologyFromName(Get(l, "topology", "any"));
     spec.shape.cpu_milli = Int(Get(l, "cpu", "0"));
     spec.shape.memory_mib = Int(Get(l, "mem", "0"));
     if (l.named.contains("models")) spec.gpu_models = absl::StrSplit(Get(l, "models"), '|');
@@ -117,6 +118,7 @@ class Scenario {
       node.cluster = Get(l, "cluster", "c");
       node.name = name;
       node.pool = Get(l, "pool");
+      node.topology_domain = Get(l, "domain");
       node.cpu_milli = Int(Get(l, "cpu", "64000"));
       node.memory_mib = Int(Get(l, "mem", "524288"));
       for (int32_t g = 0; g < Int(Get(l, "gpus")); ++g) {

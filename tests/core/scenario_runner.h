@@ -8,14 +8,14 @@
 //   model <name> memory_mib=<n> [mig=true]   (MIG profiles from core/mig.h)
 //   cluster <name>
 //   pool <name> class=serving|batch|spot|dev
-//   node <name> pool=<p> gpus=<n> model=<m> [cpu=<milli>] [mem=<mib>]
+//   node <name> pool=<p> gpus=<n> model=<m> [cpu=<milli>] [mem=<mib>] [domain=<d>]
 //   team <name> [parent=<team>]
 //   quota <team> <pool> <nominal_milli>
 //   at <seconds>                       the time of the following commands
 //   request <key> team=<t> pool=<p> [class=...(default inference)] [members=<n>]
 //           (gpus=<n> | milli=<n> gpu_mem=<mib> | mig=<profile>) [cpu=<milli>]
 //           [mem=<mib>]
-//           [models=<a|b>]
+//           [models=<a|b>] [topology=same_node|same_domain]
 //   release <key>
 //   expect <key> <admitted|queued|denied|released|cancelled> [reason=<CODE>]
 //          [node=<name>] [gpus=<i,j>]  (node/gpus: of member 0, or member=<i>)

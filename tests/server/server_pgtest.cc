@@ -131,6 +131,8 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
        req([](RC& r) { r.set_workload_class(static_cast<v1::WorkloadClass>(77)); }),
        Code::INVALID_ARGUMENT, "workload_class"},
       {"zero members", req([](RC& r) { r.set_members(0); }), Code::INVALID_ARGUMENT, "members"},
+      {"unknown topology number", req([](RC& r) { r.set_topology(static_cast<v1::Topology>(9)); }),
+       Code::INVALID_ARGUMENT, "topology"},
       {"negative members", req([](RC& r) { r.set_members(-1); }), Code::INVALID_ARGUMENT,
        "members"},
       {"no shape", req([](RC& r) { r.clear_shape(); }), Code::INVALID_ARGUMENT, "shape"},

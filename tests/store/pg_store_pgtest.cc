@@ -114,7 +114,9 @@ TEST_F(PgStoreTest, CommittedStateLoadsBackIdentically) {
   auto admitted = Request(s, WholeSpec("a", 1, 2));
   ASSERT_THAT(admitted, IsOk());
   ASSERT_EQ(admitted->state, core::RequestState::kAdmitted);
-  auto queued = Request(s, WholeSpec("b", 1, 2));
+  core::CapacityRequestSpec together = WholeSpec("b", 1, 2);
+  together.topology = core::Topology::kSameNode;
+  auto queued = Request(s, together);
   ASSERT_THAT(queued, IsOk());
   ASSERT_EQ(queued->state, core::RequestState::kQueued);
   // Release `a`: `b` is admitted in the same change set.
@@ -132,6 +134,7 @@ TEST_F(PgStoreTest, CommittedStateLoadsBackIdentically) {
   EXPECT_EQ(b.state, core::RequestState::kAdmitted);
   EXPECT_EQ(b.placements, s.FindLiveRequest(queued->id)->placements);
   EXPECT_EQ(b.body_hash, queued->body_hash);
+  EXPECT_EQ(b.spec.topology, core::Topology::kSameNode);
   ASSERT_NE(loaded->FindIdempotencyKey("a"), nullptr);
   EXPECT_EQ(loaded->FindIdempotencyKey("a")->request_id, admitted->id);
   const core::Node& n = *loaded->FindNode("east", "n1");
