@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/fingerprint.h"
+#include "core/model_sizing.h"
 #include "core/placement.h"
 #include "core/status_macros.h"
 #include "core/validate.h"
@@ -128,13 +129,18 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
     replay.replayed = true;
     return replay;
   }
-  ARBITER_RETURN_IF_ERROR(CheckReferences(state, spec));
-
   CapacityRequest request;
   request.spec = spec;
-  if (spec.shape.is_mig()) {
+  if (spec.model_profile.has_value()) {
+    // The request names a model: choose the smallest form that holds it.
+    if (state.FindPool(spec.pool) == nullptr) return NotFound("pool", "pool", spec.pool);
+    ARBITER_ASSIGN_OR_RETURN(const int64_t memory_mib, ModelMemoryMib(*spec.model_profile));
+    ARBITER_ASSIGN_OR_RETURN(request.spec.shape.gpu, ChooseGpuForm(state, spec, memory_mib));
+  }
+  ARBITER_RETURN_IF_ERROR(CheckReferences(state, request.spec));
+  if (request.spec.shape.is_mig()) {
     ARBITER_ASSIGN_OR_RETURN(std::get<MigShape>(request.spec.shape.gpu).milli,
-                             state.MigMilli(spec));
+                             state.MigMilli(request.spec));
   }
   state.ObserveDemand(request.spec);
   request.id = state.TakeRequestId();

@@ -30,7 +30,15 @@ uint64_t FingerprintRequestSpec(const CapacityRequestSpec& spec) {
   Field(enc, spec.pool);
   Field(enc, static_cast<int64_t>(spec.workload_class));
   Field(enc, spec.members);
-  if (spec.shape.is_whole()) {
+  if (spec.model_profile.has_value()) {
+    const ModelProfile& m = *spec.model_profile;
+    Field(enc, "model");
+    for (int64_t v :
+         {m.parameters, m.bytes_per_parameter_milli, int64_t{m.layers}, int64_t{m.kv_heads},
+          int64_t{m.head_dim}, m.kv_bytes_per_element_milli, m.token_budget, m.overhead_mib}) {
+      Field(enc, v);
+    }
+  } else if (spec.shape.is_whole()) {
     Field(enc, "whole");
     Field(enc, spec.shape.whole_gpus());
   } else if (spec.shape.is_mig()) {

@@ -147,6 +147,21 @@ struct MigShape {
   int64_t milli = 0;
 };
 
+// A model to serve, from which the arbiter computes the GPU memory a member
+// needs and chooses its form (core/model_sizing.h). Byte sizes are in
+// milli-bytes (2000 = FP16, 500 = 4-bit).
+struct ModelProfile {
+  int64_t parameters = 0;
+  int64_t bytes_per_parameter_milli = 0;
+  int32_t layers = 0;
+  int32_t kv_heads = 0;
+  int32_t head_dim = 0;
+  int64_t kv_bytes_per_element_milli = 0;
+  int64_t token_budget = 0;  // Tokens held in the KV cache at once.
+  int64_t overhead_mib = 0;  // Activations, CUDA context, fragmentation.
+  bool operator==(const ModelProfile&) const = default;
+};
+
 // What one gang member needs: `whole_gpus` exclusive GPUs on one node, one
 // `fraction` of a shared GPU, or one MIG instance; plus host CPU and memory
 // on the same node.
@@ -177,6 +192,10 @@ struct CapacityRequestSpec {
   // kSameNode: every member on one node; kSameDomain: every member in one
   // topology domain (NVLink domain or rack; a node without one is its own).
   Topology topology = Topology::kAny;
+  // When set, the request was made with a model profile: `shape.gpu` is the
+  // form the arbiter chose for it, and the profile is what identifies the
+  // request's body.
+  std::optional<ModelProfile> model_profile;
   std::string description;
 
   // Milli-GPU of the whole gang.

@@ -84,6 +84,20 @@ absl::Status ValidateShape(const MemberShape& shape) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateModelProfile(const ModelProfile& m) {
+  const std::string f = "shape.model_profile.";
+  ARBITER_RETURN_IF_ERROR(ValidateRange(f + "parameters", m.parameters, 1, 100'000'000'000'000));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange(f + "bytes_per_parameter_milli", m.bytes_per_parameter_milli, 1, 8000));
+  ARBITER_RETURN_IF_ERROR(ValidateRange(f + "layers", m.layers, 0, 10'000));
+  ARBITER_RETURN_IF_ERROR(ValidateRange(f + "kv_heads", m.kv_heads, 0, 10'000));
+  ARBITER_RETURN_IF_ERROR(ValidateRange(f + "head_dim", m.head_dim, 0, 100'000));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange(f + "kv_bytes_per_element_milli", m.kv_bytes_per_element_milli, 0, 8000));
+  ARBITER_RETURN_IF_ERROR(ValidateRange(f + "token_budget", m.token_budget, 0, 1'000'000'000));
+  return ValidateRange(f + "overhead_mib", m.overhead_mib, 0, kMaxHostQuantity);
+}
+
 }  // namespace
 
 absl::Status ValidateMigProfileName(absl::string_view field, absl::string_view value) {
@@ -197,7 +211,15 @@ absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
       spec.topology != Topology::kSameDomain) {
     return Invalid("topology", "must be unset, SAME_NODE or SAME_DOMAIN");
   }
-  ARBITER_RETURN_IF_ERROR(ValidateShape(spec.shape));
+  if (spec.model_profile.has_value()) {
+    ARBITER_RETURN_IF_ERROR(ValidateModelProfile(*spec.model_profile));
+    ARBITER_RETURN_IF_ERROR(
+        ValidateRange("shape.cpu_milli", spec.shape.cpu_milli, 0, kMaxHostQuantity));
+    ARBITER_RETURN_IF_ERROR(
+        ValidateRange("shape.memory_mib", spec.shape.memory_mib, 0, kMaxHostQuantity));
+  } else {
+    ARBITER_RETURN_IF_ERROR(ValidateShape(spec.shape));
+  }
   if (spec.gpu_models.size() > kMaxAllowedModels) {
     return Invalid("gpu_models", absl::StrCat("must list at most ", kMaxAllowedModels,
                                               " models, got ", spec.gpu_models.size()));

@@ -33,6 +33,13 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
     case v1::MemberShape::kWholeGpus:
       spec.shape.gpu = shape.whole_gpus();
       break;
+    case v1::MemberShape::kModelProfile: {
+      const v1::ModelProfile& m = shape.model_profile();
+      spec.model_profile = core::ModelProfile{
+          m.parameters(), m.bytes_per_parameter_milli(),  m.layers(),       m.kv_heads(),
+          m.head_dim(),   m.kv_bytes_per_element_milli(), m.token_budget(), m.overhead_mib()};
+      break;
+    }
     case v1::MemberShape::kMigProfile:
       spec.shape.gpu = core::MigShape{shape.mig_profile(), 0};
       break;
@@ -42,7 +49,8 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
       break;
     default:
       return absl::InvalidArgumentError(
-          "shape: set one of shape.whole_gpus, shape.fraction or shape.mig_profile");
+          "shape: set one of shape.whole_gpus, shape.fraction, shape.mig_profile or "
+          "shape.model_profile");
   }
   spec.shape.cpu_milli = shape.cpu_milli();
   spec.shape.memory_mib = shape.memory_mib();
@@ -162,7 +170,7 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
   out->set_pool(r.spec.pool);
   out->set_workload_class(static_cast<v1::WorkloadClass>(r.spec.workload_class));
   out->set_members(r.spec.members);
-  v1::MemberShape* shape = out->mutable_shape();
+  v1::MemberShape* shape = out->mutable_placed_shape();
   if (r.spec.shape.is_whole()) {
     shape->set_whole_gpus(r.spec.shape.whole_gpus());
   } else if (r.spec.shape.is_mig()) {
@@ -173,6 +181,24 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
   }
   shape->set_cpu_milli(r.spec.shape.cpu_milli);
   shape->set_memory_mib(r.spec.shape.memory_mib);
+  // The shape as asked: the model profile, or the placed shape itself.
+  if (r.spec.model_profile.has_value()) {
+    const core::ModelProfile& m = *r.spec.model_profile;
+    v1::MemberShape* asked = out->mutable_shape();
+    v1::ModelProfile* mp = asked->mutable_model_profile();
+    mp->set_parameters(m.parameters);
+    mp->set_bytes_per_parameter_milli(m.bytes_per_parameter_milli);
+    mp->set_layers(m.layers);
+    mp->set_kv_heads(m.kv_heads);
+    mp->set_head_dim(m.head_dim);
+    mp->set_kv_bytes_per_element_milli(m.kv_bytes_per_element_milli);
+    mp->set_token_budget(m.token_budget);
+    mp->set_overhead_mib(m.overhead_mib);
+    asked->set_cpu_milli(r.spec.shape.cpu_milli);
+    asked->set_memory_mib(r.spec.shape.memory_mib);
+  } else {
+    *out->mutable_shape() = *shape;
+  }
   for (const std::string& m : r.spec.gpu_models) out->add_gpu_models(m);
   out->set_state(static_cast<v1::RequestState>(r.state));
   out->set_reason(r.reason);

@@ -39,16 +39,17 @@ std::string Milli(int64_t milli) {
 }
 
 std::string ShapeText(const v1::CapacityRequest& r) {
+  const v1::MemberShape& s = r.placed_shape();
   std::string each;
-  if (r.shape().has_whole_gpus()) {
-    each = absl::StrCat(r.shape().whole_gpus(), " GPU");
-  } else if (r.shape().has_mig_profile()) {
-    each = absl::StrCat("MIG ", r.shape().mig_profile());
+  if (s.has_whole_gpus()) {
+    each = absl::StrCat(s.whole_gpus(), " GPU");
+  } else if (s.has_mig_profile()) {
+    each = absl::StrCat("MIG ", s.mig_profile());
   } else {
-    each = absl::StrCat(r.shape().fraction().gpu_milli(), "m/", r.shape().fraction().memory_mib(),
-                        "MiB");
+    each = absl::StrCat(s.fraction().gpu_milli(), "m/", s.fraction().memory_mib(), "MiB");
   }
-  return absl::StrCat(r.members(), "x", each);
+  const char* sized = r.shape().has_model_profile() ? " (sized from the model profile)" : "";
+  return absl::StrCat(r.members(), "x", each, sized);
 }
 
 std::string PlacementText(const v1::CapacityRequest& r) {

@@ -45,6 +45,18 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   r.spec.gpu_models = ArrayElements(row[12]);
   r.spec.description = row[13].as<std::string>();
   r.spec.topology = core::TopologyFromName(row[20].as<std::string>());
+  if (row[21].as<int64_t>() > 0) {
+    core::ModelProfile m;
+    m.parameters = row[21].as<int64_t>();
+    m.bytes_per_parameter_milli = row[22].as<int64_t>();
+    m.layers = row[23].as<int32_t>();
+    m.kv_heads = row[24].as<int32_t>();
+    m.head_dim = row[25].as<int32_t>();
+    m.kv_bytes_per_element_milli = row[26].as<int64_t>();
+    m.token_budget = row[27].as<int64_t>();
+    m.overhead_mib = row[28].as<int64_t>();
+    r.spec.model_profile = m;
+  }
   r.state = core::RequestStateFromName(row[14].as<std::string>());
   r.reason_code = row[15].as<std::string>();
   r.reason = row[16].as<std::string>();

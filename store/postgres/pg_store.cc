@@ -45,13 +45,16 @@ void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
     const int64_t frac_milli = shape.is_fraction() ? shape.fraction().gpu_milli : 0;
     const int64_t frac_mem = shape.is_fraction() ? shape.fraction().memory_mib : 0;
     const std::string mig_profile = shape.is_mig() ? shape.mig().profile : std::string();
+    const core::ModelProfile m = r.spec.model_profile.value_or(core::ModelProfile());
     tx.exec_prepared(
         sql::kInsertRequest, r.id, r.spec.idempotency_key, static_cast<int64_t>(r.body_hash),
         r.spec.team, r.spec.pool, std::string(core::WorkloadClassName(r.spec.workload_class)),
         r.spec.members, whole, frac_milli, frac_mem, shape.cpu_milli, shape.memory_mib,
         rows::TextArrayLiteral(r.spec.gpu_models), r.spec.description, StateName(r.state),
         r.reason_code, r.reason, rows::ToMicros(r.created_at), rows::ToMicros(r.updated_at),
-        mig_profile, std::string(core::TopologyName(r.spec.topology)));
+        mig_profile, std::string(core::TopologyName(r.spec.topology)), m.parameters,
+        m.bytes_per_parameter_milli, m.layers, m.kv_heads, m.head_dim, m.kv_bytes_per_element_milli,
+        m.token_budget, m.overhead_mib);
   } else {
     tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
                      rows::ToMicros(r.updated_at));

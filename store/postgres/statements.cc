@@ -28,10 +28,12 @@ constexpr Statement kStatements[] = {
     {kInsertRequest,
      "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class, members, "
      "whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, "
-     "description, state, reason_code, reason, created_at, updated_at, mig_profile, topology) "
+     "description, state, reason_code, reason, created_at, updated_at, mig_profile, topology, "
+     "model_parameters, model_bytes_per_parameter_milli, model_layers, model_kv_heads, "
+     "model_head_dim, model_kv_bytes_per_element_milli, model_token_budget, model_overhead_mib) "
      "VALUES ($1, "
      "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(
-         18) ", " TS(19) ", $20, $21)"},
+         18) ", " TS(19) ", $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)"},
     {kUpdateRequest,
      "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(
          5) " WHERE id = $1"},

@@ -368,6 +368,41 @@ TEST_F(ServerTest, MigRequestPartitionsAnEmptyGpuAndSaysSo) {
   EXPECT_EQ(Request(bad, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_F(ServerTest, ModelProfileIsSizedAndPlacedInTheCheapestForm) {
+  testing::SeedSpec spec;
+  spec.model = "H100-80GB";
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, spec), IsOk());
+  v1::RequestCapacityRequest req = ValidRequest("llama");
+  v1::ModelProfile* m = req.mutable_shape()->mutable_model_profile();
+  m->set_parameters(8'000'000'000);
+  m->set_bytes_per_parameter_milli(2000);
+  m->set_layers(32);
+  m->set_kv_heads(8);
+  m->set_head_dim(128);
+  m->set_kv_bytes_per_element_milli(2000);
+  m->set_token_budget(32768);
+  m->set_overhead_mib(2048);
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(req, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(resp.request().placed_shape().fraction().gpu_milli(), 262);
+  EXPECT_EQ(resp.request().placed_shape().fraction().memory_mib(), 21403);
+  EXPECT_EQ(resp.request().shape().model_profile().token_budget(), 32768);
+
+  grpc::ClientContext ctx;
+  v1::GetRequestRequest get;
+  get.set_id(resp.request().id());
+  v1::GetRequestResponse got;
+  ASSERT_TRUE(allocation_->GetRequest(&ctx, get, &got).ok());
+  EXPECT_EQ(got.request().SerializeAsString(), resp.request().SerializeAsString());
+
+  m->set_bytes_per_parameter_milli(0);
+  req.set_idempotency_key("bad-model");
+  grpc::Status bad = Request(req, &resp);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message().rfind("shape.model_profile.bytes_per_parameter_milli:", 0), 0u);
+}
+
 TEST_F(ServerTest, WatchDeliversCommittedEventsInOrder) {
   SeedOrganisation();
   grpc::ClientContext watch_ctx;
