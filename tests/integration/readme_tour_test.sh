@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs the arbctl commands README.md shows, against a live arbiterd loaded
+# with the demo organisation (as deploy/local/up does), and checks what they
+# print. Keeps the README's tour working as written.
+#
+# Usage: readme_tour_test.sh BUILD_DIR SOURCE_DIR   (DSN from ARBITER_TEST_PG_DSN_FILE)
+set -euo pipefail
+build=$1
+src=$2
+cluster_dsn=$(cat "$ARBITER_TEST_PG_DSN_FILE")
+db="tour_$$_$RANDOM"
+work=$(mktemp -d)
+psql -Xq "$cluster_dsn dbname=postgres" -c "CREATE DATABASE $db TEMPLATE arbiter_template"
+"$build/server/arbiterd" --log-level warn serve --dsn "$cluster_dsn dbname=$db" \
+  --insecure-loopback --listen 127.0.0.1:0 --port-file "$work/port" &
+pid=$!
+cleanup() {
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  psql -Xq "$cluster_dsn dbname=postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 1 300); do [ -s "$work/port" ] && break; sleep 0.1; done
+export ARBITER_ENDPOINT="127.0.0.1:$(cat "$work/port")"
+arbctl="$build/clients/arbctl"
+"$arbctl" demo load | grep -q "demo organisation loaded"
+
+# Every `build/clients/arbctl ...` line of the README's first code block of
+# commands, except `watch` (it streams until interrupted), in order.
+mapfile -t commands < <(grep -E '^build/clients/arbctl ' "$src/README.md" | grep -v ' watch')
+[ "${#commands[@]}" -ge 5 ] || { echo "README shows too few arbctl commands" >&2; exit 1; }
+for line in "${commands[@]}"; do
+  args=${line#build/clients/arbctl }
+  args=${args%%#*}
+  echo "+ arbctl $args"
+  # shellcheck disable=SC2086  # The README's words are meant to split.
+  out=$("$arbctl" $args)
+  echo "$out"
+  case "$args" in
+    "teams list"*) grep -q "inference" <<<"$out" ;;
+    "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
+    request*) grep -q "admitted" <<<"$out" ;;
+    "requests list"*) grep -q "admitted" <<<"$out" ;;
+    release*) grep -q "released" <<<"$out" ;;
+  esac
+done
+# The watch stream delivers a committed decision.
+timeout 10 "$arbctl" watch --team research > "$work/watch" &
+watcher=$!
+sleep 1
+"$arbctl" request --team research --pool dev --class experimentation --milli 100 \
+  --gpu-memory-mib 1024 > /dev/null
+for _ in $(seq 1 50); do grep -q admitted "$work/watch" && break; sleep 0.1; done
+kill "$watcher" 2>/dev/null || true
+grep -q "admitted" "$work/watch"
+echo "readme tour: ${#commands[@]} commands and a watch ran as written"
