@@ -101,7 +101,10 @@ absl::Status State::LoadRequest(CapacityRequest request) {
   if (request.id <= 0 || by_key_.contains(request.spec.idempotency_key)) {
     return Conflict(absl::StrCat("bad or duplicate request ", request.id));
   }
-  if (!IsFinal(request.state) && request.spec.shape.is_mig()) {
+  // A MIG request keeps the charge it was decided with; rows stored without
+  // one are priced from the catalog.
+  if (!IsFinal(request.state) && request.spec.shape.is_mig() &&
+      request.spec.shape.mig().milli == 0) {
     absl::StatusOr<int64_t> milli = MigMilli(request.spec);
     if (!milli.ok())
       return Conflict(absl::StrCat("request ", request.id, ": ", milli.status().message()));

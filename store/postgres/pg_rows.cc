@@ -36,7 +36,9 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   if (whole > 0) {
     r.spec.shape.gpu = whole;
   } else if (!mig_profile.empty()) {
-    r.spec.shape.gpu = core::MigShape{mig_profile, 0};  // Milli is resolved when loaded.
+    // The charge as decided; 0 for rows older than migration 0006, which the
+    // arbiter re-prices from the catalog when it loads them.
+    r.spec.shape.gpu = core::MigShape{mig_profile, row[29].as<int64_t>()};
   } else {
     r.spec.shape.gpu = core::GpuFraction{row[8].as<int64_t>(), row[9].as<int64_t>()};
   }

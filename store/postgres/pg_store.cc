@@ -54,7 +54,7 @@ void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
         r.reason_code, r.reason, rows::ToMicros(r.created_at), rows::ToMicros(r.updated_at),
         mig_profile, std::string(core::TopologyName(r.spec.topology)), m.parameters,
         m.bytes_per_parameter_milli, m.layers, m.kv_heads, m.head_dim, m.kv_bytes_per_element_milli,
-        m.token_budget, m.overhead_mib);
+        m.token_budget, m.overhead_mib, shape.gpu_milli());
   } else {
     tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
                      rows::ToMicros(r.updated_at));

@@ -30,10 +30,11 @@ constexpr Statement kStatements[] = {
      "whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, "
      "description, state, reason_code, reason, created_at, updated_at, mig_profile, topology, "
      "model_parameters, model_bytes_per_parameter_milli, model_layers, model_kv_heads, "
-     "model_head_dim, model_kv_bytes_per_element_milli, model_token_budget, model_overhead_mib) "
+     "model_head_dim, model_kv_bytes_per_element_milli, model_token_budget, model_overhead_mib, "
+     "gpu_milli_per_member) "
      "VALUES ($1, "
      "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(
-         18) ", " TS(19) ", $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)"},
+         18) ", " TS(19) ", $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)"},
     {kUpdateRequest,
      "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(
          5) " WHERE id = $1"},
@@ -65,7 +66,7 @@ constexpr Statement kStatements[] = {
     {kSelectQuotas, "SELECT team, pool, nominal_milli FROM quotas ORDER BY team, pool"},
     {kSelectQuotaUsage,
      "SELECT q.team, q.pool, q.nominal_milli, COALESCE(sum(r.members::bigint *"
-     " (r.whole_gpus::bigint * 1000 + r.fraction_milli)), 0)::bigint"
+     " r.gpu_milli_per_member), 0)::bigint"
      " FROM quotas q LEFT JOIN requests r ON r.team = q.team AND r.pool = q.pool"
      " AND r.state = 'admitted' WHERE ($1 = '' OR q.team = $1)"
      " GROUP BY q.team, q.pool, q.nominal_milli ORDER BY q.team, q.pool"},

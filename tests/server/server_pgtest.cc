@@ -363,6 +363,19 @@ TEST_F(ServerTest, MigRequestPartitionsAnEmptyGpuAndSaysSo) {
     EXPECT_EQ(m.mig_profiles_size() > 0, m.mig_capable()) << m.name();
   }
 
+  // Reads served from PostgreSQL report the charge as decided.
+  grpc::ClientContext get_ctx;
+  v1::GetRequestRequest get;
+  get.set_id(resp.request().id());
+  v1::GetRequestResponse got;
+  ASSERT_TRUE(allocation_->GetRequest(&get_ctx, get, &got).ok());
+  EXPECT_EQ(got.request().total_gpu_milli(), 454);
+  grpc::ClientContext quotas_ctx;
+  v1::ListQuotasResponse quotas;
+  ASSERT_TRUE(governance_->ListQuotas(&quotas_ctx, v1::ListQuotasRequest(), &quotas).ok());
+  ASSERT_EQ(quotas.quotas_size(), 1);
+  EXPECT_EQ(quotas.quotas(0).used_milli(), 454);
+
   v1::RequestCapacityRequest bad = ValidRequest("bad-mig");
   bad.mutable_shape()->set_mig_profile("9g.99gb");
   EXPECT_EQ(Request(bad, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
