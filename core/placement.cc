@@ -339,13 +339,13 @@ bool TryPlaceGang(State& state, const CapacityRequestSpec& spec,
   return false;
 }
 
-// The groups a gang may be placed in: the whole pool, or one group per node
-// (kSameNode) or per topology domain (kSameDomain; a node without a domain
-// is its own), ordered by free GPU capacity, least first (best fit).
+// The groups a gang with a topology constraint may be placed in: one group
+// per node (kSameNode) or per topology domain (kSameDomain; a node without a
+// domain is its own), ordered by free GPU capacity, least first (best fit).
+// REQUIRES: spec.topology != Topology::kAny.
 std::vector<std::vector<size_t>> CandidateGroups(const State& state,
                                                  const CapacityRequestSpec& spec) {
   const std::vector<size_t>& pool = state.PoolNodes(spec.pool);
-  if (spec.topology == Topology::kAny) return {pool};
   std::map<std::string, std::vector<size_t>> by_key;
   for (size_t i : pool) {
     const Node& n = state.nodes()[i];
@@ -369,18 +369,27 @@ std::vector<std::vector<size_t>> CandidateGroups(const State& state,
 
 GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec) {
   GangPlacement out;
-  const std::vector<std::vector<size_t>> groups = CandidateGroups(state, spec);
-  for (const std::vector<size_t>& group : groups) {
-    if (TryPlaceGang(state, spec, group, out.placements)) {
+  // Without a topology constraint the whole pool is the one group (not
+  // copied: placing members never changes which nodes a pool has).
+  std::vector<std::vector<size_t>> owned;
+  std::vector<const std::vector<size_t>*> groups;
+  if (spec.topology == Topology::kAny) {
+    groups.push_back(&state.PoolNodes(spec.pool));
+  } else {
+    owned = CandidateGroups(state, spec);
+    for (const std::vector<size_t>& group : owned) groups.push_back(&group);
+  }
+  for (const std::vector<size_t>* group : groups) {
+    if (TryPlaceGang(state, spec, *group, out.placements)) {
       out.result = FitResult::kPlaced;
       return out;
     }
   }
   // Could some group hold the whole gang once it is empty?
   int64_t best = 0;
-  for (const std::vector<size_t>& group : groups) {
+  for (const std::vector<size_t>* group : groups) {
     int64_t capacity = 0;
-    for (size_t i : group) {
+    for (size_t i : *group) {
       capacity += MembersPerEmptyNode(state, state.nodes()[i], spec);
       if (capacity >= spec.members) break;
     }

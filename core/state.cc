@@ -12,6 +12,23 @@ namespace {
 
 absl::Status Conflict(absl::string_view what) { return absl::FailedPreconditionError(what); }
 
+// The packer's view of one member of `spec`.
+TaskShape ShapeOf(const CapacityRequestSpec& spec) {
+  TaskShape shape;
+  if (spec.shape.is_mig()) {
+    // A MIG instance takes no part in whole/fraction fragmentation; only its
+    // host demand counts.
+    shape.cpu_milli = spec.shape.cpu_milli;
+    shape.memory_mib = spec.shape.memory_mib;
+    return shape;
+  }
+  shape.gpus = spec.shape.is_whole() ? spec.shape.whole_gpus() : 1;
+  shape.gpu_milli = spec.shape.is_whole() ? kMilliPerGpu : spec.shape.fraction().gpu_milli;
+  shape.cpu_milli = spec.shape.cpu_milli;
+  shape.memory_mib = spec.shape.memory_mib;
+  return shape;
+}
+
 }  // namespace
 
 absl::Status State::LoadGpuModel(GpuModel model) {
@@ -241,22 +258,6 @@ void State::ApplyPlacement(const Placement& p, int sign) {
     ARBITER_CHECK(gpu.allocated_memory_mib >= 0 && gpu.allocated_memory_mib <= gpu.memory_mib);
     ARBITER_CHECK(gpu.tenants >= 0);
   }
-}
-
-TaskShape ShapeOf(const CapacityRequestSpec& spec) {
-  TaskShape shape;
-  if (spec.shape.is_mig()) {
-    // A MIG instance takes no part in whole/fraction fragmentation; only its
-    // host demand counts.
-    shape.cpu_milli = spec.shape.cpu_milli;
-    shape.memory_mib = spec.shape.memory_mib;
-    return shape;
-  }
-  shape.gpus = spec.shape.is_whole() ? spec.shape.whole_gpus() : 1;
-  shape.gpu_milli = spec.shape.is_whole() ? kMilliPerGpu : spec.shape.fraction().gpu_milli;
-  shape.cpu_milli = spec.shape.cpu_milli;
-  shape.memory_mib = spec.shape.memory_mib;
-  return shape;
 }
 
 void State::ObserveDemand(const CapacityRequestSpec& spec) {

@@ -131,7 +131,6 @@ class State {
   void set_coexistence(const CoexistenceMatrix& matrix) { coexistence_ = matrix; }
   const DemandProfile& demand() const { return demand_; }
   int64_t TakeNodeId() { return next_node_id_++; }
-  Node* MutableNode(size_t index) { return &nodes_[index]; }
 
  private:
   std::map<std::string, GpuModel> gpu_models_;
@@ -155,8 +154,5 @@ class State {
   int64_t observed_since_refresh_ = 0;
   CoexistenceMatrix coexistence_ = CoexistenceMatrix::Defaults();
 };
-
-// The packer's view of one member of `spec`.
-TaskShape ShapeOf(const CapacityRequestSpec& spec);
 
 }  // namespace arbiter::core

@@ -21,9 +21,4 @@ void WatchHub::Publish(const std::vector<AllocationEvent>& events) {
   }
 }
 
-size_t WatchHub::subscriber_count() const {
-  absl::MutexLock lock(&mu_);
-  return subscribers_.size();
-}
-
 }  // namespace arbiter::server

@@ -39,7 +39,6 @@ class WatchHub {
   // the subscriber again.
   void Unsubscribe(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Publish(const std::vector<AllocationEvent>& events) ABSL_LOCKS_EXCLUDED(mu_);
-  size_t subscriber_count() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable absl::Mutex mu_;
