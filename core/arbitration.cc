@@ -1,13 +1,21 @@
 #include "core/arbitration.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 
 #include "core/fingerprint.h"
 #include "core/model_sizing.h"
 #include "core/placement.h"
+#include "core/preemption.h"
+#include "core/quota.h"
 #include "core/status_macros.h"
 #include "core/validate.h"
 
@@ -50,66 +58,256 @@ absl::Status CheckReferences(const State& state, const CapacityRequestSpec& spec
   return absl::OkStatus();
 }
 
-// Decides a request that is new or waiting. Mutates `request` (state,
-// reason, placements) and `state` (charges placements when admitted).
-void Decide(State& state, CapacityRequest& request) {
+// The time `spec` runs for when it starts at `now`.
+Window RunWindow(const CapacityRequestSpec& spec, absl::Time now) {
+  Window w;
+  w.start = now;
+  if (spec.duration > absl::ZeroDuration()) w.end = now + spec.duration;
+  return w;
+}
+
+void SetOutcome(CapacityRequest& request, RequestState state, absl::string_view code,
+                std::string reason) {
+  request.state = state;
+  request.reason_code = std::string(code);
+  request.reason = std::move(reason);
+}
+
+// Whether a serving pool takes `spec`'s class; sets the denial otherwise.
+bool PoolAdmitsClass(const State& state, CapacityRequest& request) {
   const CapacityRequestSpec& spec = request.spec;
-  const Quota* quota = state.FindQuota(spec.team, spec.pool);
-  const int64_t need = spec.total_gpu_milli();
-  const int64_t nominal = quota == nullptr ? 0 : quota->nominal_milli;
-  const int64_t used = state.UsedMilli(spec.team, spec.pool);
-  request.placements.clear();
-  if (quota == nullptr || need > nominal) {
-    request.state = RequestState::kDenied;
-    request.reason_code = quota == nullptr ? kReasonNoQuota : kReasonQuotaExceeded;
-    request.reason = quota == nullptr
-                         ? absl::StrCat("team ", spec.team, " has no quota in pool ", spec.pool)
-                         : absl::StrCat("request needs ", need, " milli-GPU; team ", spec.team,
-                                        "'s nominal quota in pool ", spec.pool, " is ", nominal);
-    return;
+  const Pool& pool = *state.FindPool(spec.pool);
+  if (pool.latency_class != LatencyClass::kServing ||
+      spec.workload_class == WorkloadClass::kInference) {
+    return true;
   }
-  if (used + need > nominal) {
-    request.state = RequestState::kQueued;
-    request.reason_code = kReasonQuotaExceeded;
-    request.reason = absl::StrCat("team ", spec.team, " holds ", used, " of its ", nominal,
-                                  " milli-GPU in pool ", spec.pool, "; request needs ", need,
-                                  " (over by ", used + need - nominal, ")");
-    return;
+  const bool lends = std::find(pool.lends_to.begin(), pool.lends_to.end(), spec.workload_class) !=
+                     pool.lends_to.end();
+  if (!lends) {
+    SetOutcome(request, RequestState::kDenied, kReasonPoolLending,
+               absl::StrCat("serving pool ", spec.pool, " does not lend to ",
+                            WorkloadClassName(spec.workload_class), " work"));
+    return false;
   }
-  GangPlacement placed = PlaceGang(state, spec);
-  switch (placed.result) {
-    case FitResult::kPlaced:
-      request.state = RequestState::kAdmitted;
-      request.reason_code.clear();
-      request.reason.clear();
-      request.placements = std::move(placed.placements);
-      return;
-    case FitResult::kNotNow:
-      request.state = RequestState::kQueued;
-      request.reason_code = kReasonInsufficientCapacity;
-      request.reason = std::move(placed.why);
-      return;
-    case FitResult::kNever:
-      request.state = RequestState::kDenied;
-      request.reason_code = kReasonNoFeasibleNode;
-      request.reason = std::move(placed.why);
-      return;
+  if (!spec.preemptible) {
+    SetOutcome(request, RequestState::kDenied, kReasonNotPreemptible,
+               absl::StrCat("serving pool ", spec.pool, " lends to ",
+                            WorkloadClassName(spec.workload_class),
+                            " work only as preemptible capacity; set preemptible"));
+    return false;
+  }
+  return true;
+}
+
+// The live requests that `preemptor` is waiting on to vacate.
+std::vector<const CapacityRequest*> PendingVictims(const State& state,
+                                                   const CapacityRequest& preemptor) {
+  std::vector<const CapacityRequest*> out;
+  for (int64_t id : state.HoldingIn(preemptor.spec.pool)) {
+    const CapacityRequest& r = *state.FindLiveRequest(id);
+    if (r.state == RequestState::kPreempting && r.preempted_by == preemptor.id) out.push_back(&r);
+  }
+  return out;
+}
+
+std::string WaitingText(const std::vector<const CapacityRequest*>& victims) {
+  std::vector<int64_t> ids;
+  absl::Time deadline = absl::InfinitePast();
+  for (const CapacityRequest* v : victims) {
+    ids.push_back(v->id);
+    deadline = std::max(deadline, v->preempt_deadline);
+  }
+  return absl::StrCat("waiting for request", ids.size() == 1 ? " " : "s ", absl::StrJoin(ids, ", "),
+                      " to vacate (deadline ",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", deadline, absl::UTCTimeZone()), ")");
+}
+
+// Tells `victims` to vacate for `preemptor` by their grace deadlines.
+void StartPreemption(State& state, const CapacityRequest& preemptor,
+                     const std::vector<int64_t>& victims, absl::Time now, ChangeSet& changes) {
+  const Pool& pool = *state.FindPool(preemptor.spec.pool);
+  for (int64_t id : victims) {
+    CapacityRequest v = *state.FindLiveRequest(id);
+    const int64_t grace = std::max(pool.reclaim_grace_seconds, v.spec.checkpoint_seconds);
+    v.state = RequestState::kPreempting;
+    v.preempt_deadline = now + absl::Seconds(grace);
+    v.preempted_by = preemptor.id;
+    v.updated_at = now;
+    if (v.spec.team == preemptor.spec.team) {
+      v.reason_code = kReasonPreemptedByPriority;
+      v.reason = absl::StrCat("request ", preemptor.id, " of team ", preemptor.spec.team,
+                              " has priority ", preemptor.spec.priority, " over ", v.spec.priority);
+    } else {
+      v.reason_code = kReasonReclaimed;
+      v.reason = absl::StrCat("request ", preemptor.id, " of team ", preemptor.spec.team,
+                              " takes back capacity in pool ", preemptor.spec.pool);
+    }
+    absl::StrAppend(&v.reason, "; vacate within ", grace, " s");
+    state.PutRequest(v);
+    changes.changes.emplace_back(RequestWrite{std::move(v), /*is_new=*/false});
   }
 }
 
-// Re-decides the queued requests of `pool`, oldest first; records those that
-// were admitted.
+// Decides a request that is new or waiting, running from `now`: ADMITTED
+// (placements charged to `state`), QUEUED (with the first reason that holds
+// it back, possibly after telling victims to vacate), or DENIED (when no
+// quota and no node could ever take it). Victims told to vacate are appended
+// to `changes`; `request` itself is not.
+void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& changes) {
+  const CapacityRequestSpec& spec = request.spec;
+  request.placements.clear();
+  if (!PoolAdmitsClass(state, request)) return;
+  const std::vector<Flavor> flavors = FlavorsOf(state, spec);
+  if (flavors.empty()) {
+    SetOutcome(request, RequestState::kDenied, kReasonNoQuota,
+               absl::StrCat("team ", spec.team, " has no quota in pool ", spec.pool,
+                            spec.gpu_models.empty()
+                                ? std::string()
+                                : absl::StrCat(" for ", absl::StrJoin(spec.gpu_models, "|"))));
+    return;
+  }
+  const int64_t need = spec.total_gpu_milli();
+  const Window window = RunWindow(spec, now);
+  // The first reason found, preferring one that may pass over one that never will.
+  std::string code, why;
+  bool all_never = true;
+  auto note = [&](bool never, std::string c, std::string w) {
+    if (code.empty() || (all_never && !never)) {
+      code = std::move(c);
+      why = std::move(w);
+    }
+    all_never = all_never && never;
+  };
+  for (const Flavor& flavor : flavors) {
+    QuotaCheck check = CheckQuota(state, spec, *flavor.quota, need);
+    if (!check.ok) {
+      note(check.never, std::move(check.reason_code), std::move(check.reason));
+      continue;
+    }
+    CapacityRequestSpec narrowed = spec;
+    narrowed.gpu_models = flavor.gpu_models;
+    GangPlacement placed = PlaceGang(state, narrowed, window);
+    if (placed.result == FitResult::kPlaced) {
+      SetOutcome(request, RequestState::kAdmitted, "", "");
+      request.placements = std::move(placed.placements);
+      request.quota_model = flavor.quota->gpu_model;
+      request.admitted_at = now;
+      return;
+    }
+    const bool never = placed.result == FitResult::kNever;
+    note(never, never ? kReasonNoFeasibleNode : kReasonInsufficientCapacity, std::move(placed.why));
+  }
+  if (all_never) {
+    SetOutcome(request, RequestState::kDenied, code, why);
+    return;
+  }
+  const std::vector<const CapacityRequest*> pending = PendingVictims(state, request);
+  if (!pending.empty()) {
+    SetOutcome(request, RequestState::kQueued, kReasonPreempting, WaitingText(pending));
+    return;
+  }
+  for (const Flavor& flavor : flavors) {
+    if (CheckQuota(state, spec, *flavor.quota, need).never) continue;
+    const std::vector<int64_t> victims = ChooseVictims(state, request, flavor, window, now);
+    if (victims.empty()) continue;
+    StartPreemption(state, request, victims, now, changes);
+    SetOutcome(request, RequestState::kQueued, kReasonPreempting,
+               WaitingText(PendingVictims(state, request)));
+    return;
+  }
+  SetOutcome(request, RequestState::kQueued, code, why);
+}
+
+// Re-decides the queued requests of `pool`: higher priority first, then the
+// team with the lower dominant share (taken at the start of the pass), then
+// the oldest. Records those whose state or reason changed.
 void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
   const std::set<int64_t>& queued = state.QueuedIn(pool);
-  const std::vector<int64_t> ids(queued.begin(), queued.end());
-  for (int64_t id : ids) {
-    CapacityRequest request = *state.FindLiveRequest(id);
-    Decide(state, request);
-    if (request.state != RequestState::kAdmitted) continue;
+  if (queued.empty()) return;
+  std::map<std::string, int64_t> shares;
+  std::vector<std::tuple<int32_t, int64_t, int64_t>> order;  // -priority, share, id.
+  for (int64_t id : queued) {
+    const CapacityRequest& r = *state.FindLiveRequest(id);
+    auto [it, fresh] = shares.try_emplace(r.spec.team, 0);
+    if (fresh) it->second = DominantShare(state, r.spec.team, pool);
+    order.emplace_back(-r.spec.priority, it->second, id);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [neg_priority, share, id] : order) {
+    const CapacityRequest* live = state.FindLiveRequest(id);
+    if (live == nullptr || live->state != RequestState::kQueued) continue;
+    CapacityRequest request = *live;
+    Decide(state, request, now, changes);
+    if (request.state == live->state && request.reason_code == live->reason_code) continue;
     request.updated_at = now;
     state.PutRequest(request);
     changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
   }
+}
+
+// Holds GPUs for a request that starts later: RESERVED, or DENIED when no
+// quota could take it or the pool has no room for the window.
+void Reserve(State& state, CapacityRequest& request) {
+  const CapacityRequestSpec& spec = request.spec;
+  if (!PoolAdmitsClass(state, request)) return;
+  const std::vector<Flavor> flavors = FlavorsOf(state, spec);
+  if (flavors.empty()) {
+    SetOutcome(request, RequestState::kDenied, kReasonNoQuota,
+               absl::StrCat("team ", spec.team, " has no quota in pool ", spec.pool));
+    return;
+  }
+  std::vector<std::string> models;
+  std::string never_why;
+  for (const Flavor& flavor : flavors) {
+    QuotaCheck check = CheckQuota(state, spec, *flavor.quota, spec.total_gpu_milli());
+    if (check.never) {
+      never_why = std::move(check.reason);
+      continue;
+    }
+    if (flavor.gpu_models.empty()) {
+      models.clear();
+      never_why.clear();
+      break;
+    }
+    models.insert(models.end(), flavor.gpu_models.begin(), flavor.gpu_models.end());
+  }
+  if (!never_why.empty() && models.empty()) {
+    SetOutcome(request, RequestState::kDenied, kReasonQuotaExceeded, never_why);
+    return;
+  }
+  // Plan on the inventory as it will be at the start: work that declares an
+  // end by then is gone; reservations that overlap the window hold their GPUs.
+  Window window;
+  window.start = spec.start_at;
+  if (spec.duration > absl::ZeroDuration()) window.end = spec.start_at + spec.duration;
+  State future = state.Clone();
+  for (const auto& [id, live] : state.live_requests()) {
+    if (!HoldsCapacity(live.state) || live.declared_end() > spec.start_at) continue;
+    CapacityRequest gone = live;
+    for (const Placement& p : gone.placements) future.ApplyPlacement(p, -1);
+    gone.state = RequestState::kReleased;
+    future.PutRequest(gone);
+  }
+  CapacityRequestSpec narrowed = spec;
+  narrowed.gpu_models = models;
+  GangPlacement placed = PlaceGang(future, narrowed, window);
+  if (placed.result != FitResult::kPlaced) {
+    SetOutcome(request, RequestState::kDenied, kReasonReservationConflict,
+               absl::StrCat("no room for the reservation's window: ", placed.why));
+    return;
+  }
+  request.holds.clear();
+  for (const Placement& p : placed.placements) {
+    for (int32_t g : p.gpu_indices) request.holds.push_back(GpuHold{p.node_id, g});
+  }
+  SetOutcome(
+      request, RequestState::kReserved, kReasonReserved,
+      absl::StrCat("holds ", request.holds.size(), " GPU(s) from ",
+                   absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", window.start, absl::UTCTimeZone()),
+                   window.end == absl::InfiniteFuture()
+                       ? std::string(" until released")
+                       : absl::StrCat(" to ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", window.end,
+                                                               absl::UTCTimeZone()))));
 }
 
 }  // namespace
@@ -147,9 +345,16 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   request.body_hash = body_hash;
   request.created_at = now;
   request.updated_at = now;
-  Decide(state, request);
+  // Victims of a preemption are written before the request that caused it.
+  ChangeSet victims;
+  if (spec.start_at > now) {
+    Reserve(state, request);
+  } else {
+    Decide(state, request, now, victims);
+  }
   state.PutRequest(request);
   changes.changes.emplace_back(RequestWrite{request, /*is_new=*/true});
+  for (Change& c : victims.changes) changes.changes.push_back(std::move(c));
   return RequestOutcome{std::move(request), /*replayed=*/false};
 }
 
@@ -165,7 +370,7 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
         absl::StrCat("id: request ", id, " holds nothing (already released, cancelled or denied)"));
   }
   CapacityRequest request = *live;
-  if (request.state == RequestState::kAdmitted) {
+  if (HoldsCapacity(request.state)) {
     for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
     request.state = RequestState::kReleased;
   } else {
@@ -176,6 +381,36 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
   changes.changes.emplace_back(RequestWrite{request, /*is_new=*/false});
   AdmitQueued(state, request.spec.pool, now, changes);
   return request;
+}
+
+void Tick(State& state, absl::Time now, ChangeSet& changes) {
+  std::set<std::string> pools;
+  while (!state.timers().empty() && state.timers().begin()->first <= now) {
+    const int64_t id = state.timers().begin()->second;
+    CapacityRequest request = *state.FindLiveRequest(id);
+    request.updated_at = now;
+    if (request.state == RequestState::kPreempting) {
+      for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
+      request.state = RequestState::kPreempted;
+      state.PutRequest(request);
+    } else {
+      // A reservation starts: its holds go, and it is decided like a new
+      // request (it may take back GPUs from work past its declared end).
+      request.state = RequestState::kQueued;
+      request.holds.clear();
+      state.PutRequest(request);
+      ChangeSet victims;
+      Decide(state, request, now, victims);
+      state.PutRequest(request);
+      changes.changes.emplace_back(RequestWrite{request, /*is_new=*/false});
+      for (Change& c : victims.changes) changes.changes.push_back(std::move(c));
+      pools.insert(request.spec.pool);
+      continue;
+    }
+    pools.insert(request.spec.pool);
+    changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
+  }
+  for (const std::string& pool : pools) AdmitQueued(state, pool, now, changes);
 }
 
 absl::Status CreateCluster(State& state, const Cluster& cluster, ChangeSet& changes) {

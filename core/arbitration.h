@@ -26,22 +26,32 @@ struct RequestOutcome {
   bool replayed = false;
 };
 
-// Decides a capacity request: ADMITTED (placed and charged), QUEUED (fits the
-// quota and the pool, not right now) or DENIED (exceeds the nominal quota or
-// can never fit the pool). A known idempotency key with the same body is a
-// replay and changes nothing.
+// Decides a capacity request: ADMITTED (placed and charged), QUEUED (may fit
+// later; the reason says which limit holds it back, and when it waits for
+// victims of a preemption it started, WAITING_FOR_PREEMPTION), RESERVED
+// (starts later; its GPUs are held for its window) or DENIED (no quota could
+// ever allow it, no node could ever hold it, or the pool does not take its
+// class). Victims of a preemption become PREEMPTING with a deadline and are
+// recorded in `changes` after the request. A known idempotency key with the
+// same body is a replay and changes nothing.
 // Errors: INVALID_ARGUMENT (bad field, fraction memory beyond every allowed
 // GPU model), NOT_FOUND (team, pool, gpu_models[i]), FAILED_PRECONDITION
 // (idempotency key reused with a different body).
 absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
                                                absl::Time now, ChangeSet& changes);
 
-// Releases an admitted request or cancels a queued one, then admits what now
-// fits from the pool's queue, oldest first.
+// Releases an admitted or preempting request, or cancels a queued or
+// reserved one, then admits what now fits from the pool's queue.
 // Errors: INVALID_ARGUMENT (id <= 0), NOT_FOUND (no such request),
 // FAILED_PRECONDITION (already released, cancelled or denied).
 absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::Time now,
                                                ChangeSet& changes);
+
+// Runs what is due at `now`: preempting requests past their deadline become
+// PREEMPTED (their capacity is freed), and reservations whose start has come
+// are decided as requests; then the pools they touched admit what waits.
+// Call it whenever `now` reaches the first of state.timers().
+void Tick(State& state, absl::Time now, ChangeSet& changes);
 
 // Errors: INVALID_ARGUMENT, ALREADY_EXISTS.
 absl::Status CreateCluster(State& state, const Cluster& cluster, ChangeSet& changes);

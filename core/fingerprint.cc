@@ -56,6 +56,21 @@ uint64_t FingerprintRequestSpec(const CapacityRequestSpec& spec) {
   // Appended last and only when set, so that earlier fingerprints stay valid.
   if (spec.topology != Topology::kAny) Field(enc, TopologyName(spec.topology));
   Field(enc, spec.description);
+  // Scheduling terms, each only when set, so that earlier fingerprints stay
+  // valid.
+  if (spec.priority != 0) Field(enc, absl::StrCat("priority=", spec.priority));
+  if (spec.preemptible) Field(enc, "preemptible");
+  if (spec.checkpoint_seconds != 0) Field(enc, absl::StrCat("ckpt=", spec.checkpoint_seconds));
+  if (spec.checkpoint_interval_seconds != 0) {
+    Field(enc, absl::StrCat("ckpt_every=", spec.checkpoint_interval_seconds));
+  }
+  if (spec.guaranteed) Field(enc, "guaranteed");
+  if (spec.start_at != absl::InfinitePast()) {
+    Field(enc, absl::StrCat("start=", absl::ToUnixMicros(spec.start_at)));
+  }
+  if (spec.duration != absl::ZeroDuration()) {
+    Field(enc, absl::StrCat("duration=", absl::ToInt64Microseconds(spec.duration)));
+  }
   return Fnv1a64(enc);
 }
 

@@ -1,5 +1,6 @@
 #include "core/model.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -34,12 +35,15 @@ constexpr std::array<std::pair<WorkloadClass, absl::string_view>, 4> kWorkloadNa
     {WorkloadClass::kBatchAnalytics, "batch_analytics"},
     {WorkloadClass::kExperimentation, "experimentation"},
 }};
-constexpr std::array<std::pair<RequestState, absl::string_view>, 5> kStateNames = {{
+constexpr std::array<std::pair<RequestState, absl::string_view>, 8> kStateNames = {{
     {RequestState::kAdmitted, "admitted"},
     {RequestState::kQueued, "queued"},
     {RequestState::kDenied, "denied"},
     {RequestState::kReleased, "released"},
     {RequestState::kCancelled, "cancelled"},
+    {RequestState::kPreempting, "preempting"},
+    {RequestState::kPreempted, "preempted"},
+    {RequestState::kReserved, "reserved"},
 }};
 
 constexpr std::array<std::pair<Topology, absl::string_view>, 3> kTopologyNames = {{
@@ -80,7 +84,28 @@ void AttachBuiltinMigProfiles(GpuModel& model) {
 
 bool IsFinal(RequestState s) {
   return s == RequestState::kDenied || s == RequestState::kReleased ||
-         s == RequestState::kCancelled;
+         s == RequestState::kCancelled || s == RequestState::kPreempted;
+}
+
+bool HoldsCapacity(RequestState s) {
+  return s == RequestState::kAdmitted || s == RequestState::kPreempting;
+}
+
+int64_t Quota::lendable_milli() const {
+  if (lending_limit_milli == kUnlimited) return nominal_milli;
+  return std::min(lending_limit_milli, nominal_milli);
+}
+
+int64_t Quota::ceiling_milli() const {
+  if (borrowing_limit_milli == kUnlimited) return kUnlimited;
+  return nominal_milli + borrowing_limit_milli;
+}
+
+absl::Time CapacityRequest::declared_end() const {
+  if (!HoldsCapacity(state) || spec.duration == absl::ZeroDuration()) {
+    return absl::InfiniteFuture();
+  }
+  return admitted_at + spec.duration;
 }
 
 int64_t MemberShape::gpu_milli() const {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -39,6 +40,13 @@ enum class RequestState {
   kDenied = 3,
   kReleased = 4,
   kCancelled = 5,
+  // Admitted work told to vacate by `CapacityRequest::preempt_deadline`; it
+  // holds its capacity until it releases or the deadline passes.
+  kPreempting = 6,
+  kPreempted = 7,
+  // An advance reservation: holds its GPUs for [start_at, start_at +
+  // duration) and is decided as a new request when start_at comes.
+  kReserved = 8,
 };
 
 // Stable lower-case names, used in the database and in logs.
@@ -55,6 +63,8 @@ Topology TopologyFromName(absl::string_view name);
 
 // True for states that hold no capacity and never change again.
 bool IsFinal(RequestState s);
+// True for states whose placements are charged to the inventory.
+bool HoldsCapacity(RequestState s);
 
 struct GpuModel {
   std::string name;
@@ -75,10 +85,18 @@ struct Cluster {
   std::string description;
 };
 
+inline constexpr int64_t kDefaultReclaimGraceSeconds = 30;
+
 struct Pool {
   std::string name;
   LatencyClass latency_class = LatencyClass::kUnspecified;
   std::string description;
+  // SERVING pools only: the other workload classes they lend to, always as
+  // preemptible capacity. Inference may always run on a serving pool; any
+  // other class needs to be listed here.
+  std::vector<WorkloadClass> lends_to;
+  // Least time a victim of preemption or reclaim gets to vacate.
+  int64_t reclaim_grace_seconds = kDefaultReclaimGraceSeconds;
 };
 
 // A GPU as registered (its model), plus what is allocated on it.
@@ -95,6 +113,9 @@ struct Gpu {
   std::vector<MigInstance> mig_layout;
   // Allocations on this GPU by workload class (index: WorkloadClass).
   std::array<int32_t, 5> class_tenants{};
+  // Windows [start, end) for which advance reservations hold this GPU whole;
+  // work may use it only if it ends before each of them starts.
+  std::vector<std::pair<absl::Time, absl::Time>> held;
 
   int64_t free_milli() const { return kMilliPerGpu - allocated_milli; }
   int64_t free_memory_mib() const { return memory_mib - allocated_memory_mib; }
@@ -125,10 +146,31 @@ struct Team {
   int64_t weight_milli = 1000;
 };
 
+// Limits meaning "no limit" (borrowing) or "all of nominal" (lending).
+inline constexpr int64_t kUnlimited = -1;
+
+// A team's quota in a pool for one GPU model, or for every model of the pool
+// that has no quota of its own (`gpu_model` empty).
+//
+// Teams under the same root team form a cohort. Of its nominal quota a team
+// keeps `nominal - lending_limit` for itself alone and lends the rest to the
+// cohort while it does not use it; a team may use up to `nominal +
+// borrowing_limit`, as long as the cohort's total use beyond what its teams
+// keep for themselves stays within what they lend. A team that wants its
+// lent quota back reclaims it from borrowers by preemption.
 struct Quota {
   std::string team;
   std::string pool;
   int64_t nominal_milli = 0;
+  std::string gpu_model;                     // Empty: every model without its own quota.
+  int64_t borrowing_limit_milli = 0;         // kUnlimited: no limit.
+  int64_t lending_limit_milli = kUnlimited;  // kUnlimited: all of nominal.
+
+  // What the team keeps for itself and what it lends.
+  int64_t lendable_milli() const;
+  int64_t guaranteed_milli() const { return nominal_milli - lendable_milli(); }
+  // Most the team may hold; kUnlimited when borrowing is unlimited.
+  int64_t ceiling_milli() const;
 };
 
 // A fraction of one shared GPU.
@@ -197,6 +239,23 @@ struct CapacityRequestSpec {
   // request's body.
   std::optional<ModelProfile> model_profile;
   std::string description;
+  // Higher runs first and may preempt lower of the same team.
+  int32_t priority = 0;
+  // Whether the work may be preempted (by reclaim, higher priority, or a
+  // serving pool taking its capacity back). Borrowing and running on a
+  // serving pool as another class require it.
+  bool preemptible = false;
+  // Seconds to checkpoint and restore the work; time between checkpoints
+  // (0: the work does not checkpoint, so a preemption loses all of it).
+  int64_t checkpoint_seconds = 0;
+  int64_t checkpoint_interval_seconds = 0;
+  // Executive-sponsored: never a victim of preemption.
+  bool guaranteed = false;
+  // Advance reservation: when the work starts (InfinitePast: now).
+  absl::Time start_at = absl::InfinitePast();
+  // Declared run time; ZeroDuration: open-ended (until released). Work with
+  // a declared end may backfill capacity that a reservation holds later.
+  absl::Duration duration = absl::ZeroDuration();
 
   // Milli-GPU of the whole gang.
   int64_t total_gpu_milli() const;
@@ -231,6 +290,22 @@ inline constexpr char kReasonQuotaExceeded[] = "QUOTA_EXCEEDED";
 inline constexpr char kReasonNoQuota[] = "NO_QUOTA";
 inline constexpr char kReasonInsufficientCapacity[] = "INSUFFICIENT_CAPACITY";
 inline constexpr char kReasonNoFeasibleNode[] = "NO_FEASIBLE_NODE";
+inline constexpr char kReasonBorrowingLimit[] = "BORROWING_LIMIT";
+inline constexpr char kReasonCohortExhausted[] = "COHORT_EXHAUSTED";
+inline constexpr char kReasonNotPreemptible[] = "NOT_PREEMPTIBLE";
+inline constexpr char kReasonPoolLending[] = "POOL_DOES_NOT_LEND";
+inline constexpr char kReasonPreempting[] = "WAITING_FOR_PREEMPTION";
+inline constexpr char kReasonReclaimed[] = "RECLAIMED";
+inline constexpr char kReasonPreemptedByPriority[] = "PREEMPTED_BY_PRIORITY";
+inline constexpr char kReasonReservationConflict[] = "RESERVATION_CONFLICT";
+inline constexpr char kReasonReserved[] = "RESERVED";
+
+// One GPU held by an advance reservation.
+struct GpuHold {
+  int64_t node_id = 0;
+  int32_t gpu_index = 0;
+  bool operator==(const GpuHold&) const = default;
+};
 
 // A request with its decision and current state.
 struct CapacityRequest {
@@ -243,6 +318,19 @@ struct CapacityRequest {
   std::vector<Placement> placements;
   absl::Time created_at;
   absl::Time updated_at;
+  // When the placements were charged; InfinitePast while not admitted.
+  absl::Time admitted_at = absl::InfinitePast();
+  // The quota charged: its GPU model, empty for the pool-wide one.
+  std::string quota_model;
+  // kPreempting/kPreempted: the deadline to vacate and the request that
+  // preempts (0 when a reservation or the pool reclaims it).
+  absl::Time preempt_deadline = absl::InfinitePast();
+  int64_t preempted_by = 0;
+  // kReserved: the GPUs held for the window.
+  std::vector<GpuHold> holds;
+
+  // The declared end (InfiniteFuture when open-ended or not admitted).
+  absl::Time declared_end() const;
 };
 
 }  // namespace arbiter::core

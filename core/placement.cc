@@ -24,6 +24,16 @@ bool ModelAllowed(const CapacityRequestSpec& spec, const std::string& model) {
          std::find(spec.gpu_models.begin(), spec.gpu_models.end(), model) != spec.gpu_models.end();
 }
 
+// Whether `gpu` may take work of `spec` running in `window`: an allowed model,
+// and no reservation holds it for part of the window.
+bool Allowed(const CapacityRequestSpec& spec, const Window& window, const Gpu& gpu) {
+  if (!ModelAllowed(spec, gpu.model)) return false;
+  for (const auto& [start, end] : gpu.held) {
+    if (start < window.end && window.start < end) return false;
+  }
+  return true;
+}
+
 bool HostFits(const Node& node, const MemberShape& shape) {
   return node.free_cpu_milli() >= shape.cpu_milli && node.free_memory_mib() >= shape.memory_mib;
 }
@@ -113,7 +123,8 @@ int64_t TotalFree(const FreeCapacity& free) {
 
 // Best node for `whole_gpus` exclusive GPUs (0: host only).
 std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpec& spec,
-                                    const std::vector<size_t>& candidates, int32_t member) {
+                                    const Window& window, const std::vector<size_t>& candidates,
+                                    int32_t member) {
   const int32_t k = spec.shape.whole_gpus();
   const Node* best = nullptr;
   Score best_score;
@@ -122,7 +133,7 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
     if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     int32_t empty = 0;
     for (const Gpu& gpu : node.gpus) {
-      if (gpu.empty() && ModelAllowed(spec, gpu.model)) ++empty;
+      if (gpu.empty() && Allowed(spec, window, gpu)) ++empty;
     }
     if (empty < k) continue;
     const FreeCapacity before = FreeOf(node);
@@ -137,7 +148,7 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
   Placement p = HostPart(member, *best, spec);
   for (const Gpu& gpu : best->gpus) {
     if (static_cast<int32_t>(p.gpu_indices.size()) == k) break;
-    if (gpu.empty() && ModelAllowed(spec, gpu.model)) p.gpu_indices.push_back(gpu.index);
+    if (gpu.empty() && Allowed(spec, window, gpu)) p.gpu_indices.push_back(gpu.index);
   }
   p.gpu_milli = kMilliPerGpu;
   p.gpu_memory_mib = p.gpu_indices.empty() ? 0 : best->gpus[p.gpu_indices[0]].memory_mib;
@@ -149,7 +160,8 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
 // Best GPU for a fraction. Each distinct free amount on a node is one
 // candidate (GPUs with the same free amount are interchangeable).
 std::optional<Placement> PlaceFraction(const State& state, const CapacityRequestSpec& spec,
-                                       const std::vector<size_t>& candidates, int32_t member) {
+                                       const Window& window, const std::vector<size_t>& candidates,
+                                       int32_t member) {
   const GpuFraction& f = spec.shape.fraction();
   const Node* best_node = nullptr;
   int32_t best_gpu = -1;
@@ -161,7 +173,7 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
     int64_t tried[kMaxGpusScored];
     int tried_count = 0;
     for (const Gpu& gpu : node.gpus) {
-      if (!Usable(gpu) || !ModelAllowed(spec, gpu.model)) continue;
+      if (!Usable(gpu) || !Allowed(spec, window, gpu)) continue;
       if (!GpuAdmits(state, gpu, spec.workload_class, Isolation::kSoftSharing)) continue;
       if (gpu.free_milli() < f.gpu_milli || gpu.free_memory_mib() < f.memory_mib) continue;
       const int64_t had = gpu.free_milli();
@@ -191,7 +203,8 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
 // otherwise an empty GPU of a model with the profile, partitioned by
 // PlanMigLayout and chosen like one whole GPU (least fragmentation growth).
 std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec& spec,
-                                  const std::vector<size_t>& candidates, int32_t member) {
+                                  const Window& window, const std::vector<size_t>& candidates,
+                                  int32_t member) {
   const MigShape& want = spec.shape.mig();
   const Node* best_node = nullptr;
   int32_t best_gpu = -1;
@@ -201,7 +214,7 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
     const Node& node = state.nodes()[i];
     if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     for (const Gpu& gpu : node.gpus) {
-      if (!ModelAllowed(spec, gpu.model)) continue;
+      if (!Allowed(spec, window, gpu)) continue;
       if (!GpuAdmits(state, gpu, spec.workload_class, Isolation::kMigOnly)) continue;
       int64_t free_instances = 0;
       int32_t start = -1;
@@ -234,7 +247,7 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
       if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
       std::optional<FreeCapacity> before;
       for (const Gpu& gpu : node.gpus) {
-        if (!gpu.empty() || gpu.exclusive || !ModelAllowed(spec, gpu.model)) continue;
+        if (!gpu.empty() || gpu.exclusive || !Allowed(spec, window, gpu)) continue;
         const GpuModel* model = state.FindGpuModel(gpu.model);
         const MigProfile* profile =
             model == nullptr ? nullptr : FindMigProfile(model->mig_profiles, want.profile);
@@ -317,15 +330,16 @@ std::string ShapeText(const CapacityRequestSpec& spec) {
 
 // Places every member of `spec` on `candidates`, or none: on failure the
 // nodes it touched are put back. Returns true when the whole gang is placed.
-bool TryPlaceGang(State& state, const CapacityRequestSpec& spec,
+bool TryPlaceGang(State& state, const CapacityRequestSpec& spec, const Window& window,
                   const std::vector<size_t>& candidates, std::vector<Placement>& placed) {
   // Copies of the nodes as they were before this gang, to put back if it
   // does not fit whole (placements may have changed MIG layouts).
   std::vector<Node> before;
   for (int32_t m = 0; m < spec.members; ++m) {
-    std::optional<Placement> p = spec.shape.is_whole() ? PlaceWhole(state, spec, candidates, m)
-                                 : spec.shape.is_mig() ? PlaceMig(state, spec, candidates, m)
-                                                       : PlaceFraction(state, spec, candidates, m);
+    std::optional<Placement> p =
+        spec.shape.is_whole() ? PlaceWhole(state, spec, window, candidates, m)
+        : spec.shape.is_mig() ? PlaceMig(state, spec, window, candidates, m)
+                              : PlaceFraction(state, spec, window, candidates, m);
     if (!p.has_value()) break;
     const bool copied = std::any_of(before.begin(), before.end(),
                                     [&](const Node& n) { return n.id == p->node_id; });
@@ -367,7 +381,7 @@ std::vector<std::vector<size_t>> CandidateGroups(const State& state,
 
 }  // namespace
 
-GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec) {
+GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec, const Window& window) {
   GangPlacement out;
   // Without a topology constraint the whole pool is the one group (not
   // copied: placing members never changes which nodes a pool has).
@@ -380,7 +394,7 @@ GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec) {
     for (const std::vector<size_t>& group : owned) groups.push_back(&group);
   }
   for (const std::vector<size_t>* group : groups) {
-    if (TryPlaceGang(state, spec, *group, out.placements)) {
+    if (TryPlaceGang(state, spec, window, *group, out.placements)) {
       out.result = FitResult::kPlaced;
       return out;
     }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+
 #include "core/model.h"
 #include "core/state.h"
 
@@ -28,9 +30,17 @@ struct GangPlacement {
   std::string why;  // For kNotNow and kNever: which constraint failed.
 };
 
-// Places `spec` in its pool. On kPlaced the placements are applied to `state`
+// The time a placement is for: GPUs that an advance reservation holds for
+// part of it are not used.
+struct Window {
+  absl::Time start = absl::InfinitePast();
+  absl::Time end = absl::InfiniteFuture();
+};
+
+// Places `spec` in its pool for `window`. On kPlaced the placements are applied to `state`
 // (ApplyPlacement); otherwise `state` is unchanged.
 // REQUIRES: `spec` is valid and its pool exists.
-GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec);
+GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec,
+                        const Window& window = Window());
 
 }  // namespace arbiter::core

@@ -110,7 +110,11 @@ absl::Status State::LoadQuota(Quota quota) {
     return Conflict(
         absl::StrCat("quota references unknown team ", quota.team, " or pool ", quota.pool));
   }
-  quotas_[{quota.team, quota.pool}] = std::move(quota);
+  if (!quota.gpu_model.empty() && !gpu_models_.contains(quota.gpu_model)) {
+    return Conflict(absl::StrCat("quota references unknown GPU model ", quota.gpu_model));
+  }
+  QuotaKey key{quota.team, quota.pool, quota.gpu_model};
+  quotas_[std::move(key)] = std::move(quota);
   return absl::OkStatus();
 }
 
@@ -130,7 +134,7 @@ absl::Status State::LoadRequest(CapacityRequest request) {
   if (request.id >= next_request_id_) next_request_id_ = request.id + 1;
   if (!IsFinal(request.state)) ObserveDemand(request.spec);
   for (Placement& p : request.placements) p.workload_class = request.spec.workload_class;
-  if (request.state == RequestState::kAdmitted) {
+  if (HoldsCapacity(request.state)) {
     for (const Placement& placed : request.placements) {
       // The stored GPU layouts are the truth: a placement's layout change was
       // written to them when it was decided.
@@ -200,14 +204,56 @@ const IdempotencyEntry* State::FindIdempotencyKey(const std::string& key) const 
   return it == by_key_.end() ? nullptr : &it->second;
 }
 
-const Quota* State::FindQuota(const std::string& team, const std::string& pool) const {
-  auto it = quotas_.find({team, pool});
+const Quota* State::FindQuota(const std::string& team, const std::string& pool,
+                              const std::string& gpu_model) const {
+  auto it = quotas_.find(QuotaKey{team, pool, gpu_model});
   return it == quotas_.end() ? nullptr : &it->second;
 }
 
+std::vector<const Quota*> State::QuotasOf(const std::string& team, const std::string& pool) const {
+  std::vector<const Quota*> out;
+  const Quota* pool_wide = nullptr;
+  for (auto it = quotas_.lower_bound(QuotaKey{team, pool, ""});
+       it != quotas_.end() && std::get<0>(it->first) == team && std::get<1>(it->first) == pool;
+       ++it) {
+    if (it->second.gpu_model.empty()) {
+      pool_wide = &it->second;
+    } else {
+      out.push_back(&it->second);
+    }
+  }
+  if (pool_wide != nullptr) out.push_back(pool_wide);
+  return out;
+}
+
+std::vector<const Quota*> State::QuotasFor(const std::string& pool,
+                                           const std::string& gpu_model) const {
+  std::vector<const Quota*> out;
+  for (const auto& [key, quota] : quotas_) {
+    if (quota.pool == pool && quota.gpu_model == gpu_model) out.push_back(&quota);
+  }
+  return out;
+}
+
 int64_t State::UsedMilli(const std::string& team, const std::string& pool) const {
-  auto it = used_milli_.find({team, pool});
+  auto it = used_pool_milli_.find({team, pool});
+  return it == used_pool_milli_.end() ? 0 : it->second;
+}
+
+int64_t State::UsedMilli(const std::string& team, const std::string& pool,
+                         const std::string& gpu_model) const {
+  auto it = used_milli_.find(QuotaKey{team, pool, gpu_model});
   return it == used_milli_.end() ? 0 : it->second;
+}
+
+const std::string& State::CohortOf(const std::string& team) const {
+  auto it = teams_.find(team);
+  ARBITER_CHECK(it != teams_.end());
+  while (!it->second.parent.empty()) {
+    it = teams_.find(it->second.parent);
+    ARBITER_CHECK(it != teams_.end());
+  }
+  return it->first;
 }
 
 const std::vector<size_t>& State::PoolNodes(const std::string& pool) const {
@@ -220,6 +266,12 @@ const std::set<int64_t>& State::QueuedIn(const std::string& pool) const {
   static const std::set<int64_t> kNone;
   auto it = queued_.find(pool);
   return it == queued_.end() ? kNone : it->second;
+}
+
+const std::set<int64_t>& State::HoldingIn(const std::string& pool) const {
+  static const std::set<int64_t> kNone;
+  auto it = holding_.find(pool);
+  return it == holding_.end() ? kNone : it->second;
 }
 
 void State::ApplyPlacement(const Placement& p, int sign) {
@@ -319,24 +371,62 @@ void State::RestoreNode(Node node) {
 
 void State::PutRequest(const CapacityRequest& request) {
   const int64_t id = request.id;
-  const auto usage_key = std::make_pair(request.spec.team, request.spec.pool);
+  const std::string& pool = request.spec.pool;
   auto old = live_requests_.find(id);
-  if (old != live_requests_.end()) {
-    if (old->second.state == RequestState::kAdmitted) {
-      used_milli_[usage_key] -= old->second.spec.total_gpu_milli();
-    }
-    if (old->second.state == RequestState::kQueued) queued_[request.spec.pool].erase(id);
-  }
+  if (old != live_requests_.end()) Unindex(old->second);
   by_key_[request.spec.idempotency_key] = IdempotencyEntry{id, request.body_hash};
   if (IsFinal(request.state)) {
     if (old != live_requests_.end()) live_requests_.erase(old);
     return;
   }
-  if (request.state == RequestState::kAdmitted) {
-    used_milli_[usage_key] += request.spec.total_gpu_milli();
+  const int64_t milli = request.spec.total_gpu_milli();
+  if (HoldsCapacity(request.state)) {
+    used_milli_[QuotaKey{request.spec.team, pool, request.quota_model}] += milli;
+    used_pool_milli_[{request.spec.team, pool}] += milli;
+    holding_[pool].insert(id);
   }
-  if (request.state == RequestState::kQueued) queued_[request.spec.pool].insert(id);
+  if (request.state == RequestState::kQueued) queued_[pool].insert(id);
+  if (request.state == RequestState::kPreempting) timers_.insert({request.preempt_deadline, id});
+  if (request.state == RequestState::kReserved) {
+    timers_.insert({request.spec.start_at, id});
+    SetHolds(request, +1);
+  }
   live_requests_[id] = request;
+}
+
+void State::Unindex(const CapacityRequest& old) {
+  const std::string& pool = old.spec.pool;
+  const int64_t milli = old.spec.total_gpu_milli();
+  if (HoldsCapacity(old.state)) {
+    used_milli_[QuotaKey{old.spec.team, pool, old.quota_model}] -= milli;
+    used_pool_milli_[{old.spec.team, pool}] -= milli;
+    holding_[pool].erase(old.id);
+  }
+  if (old.state == RequestState::kQueued) queued_[pool].erase(old.id);
+  if (old.state == RequestState::kPreempting) timers_.erase({old.preempt_deadline, old.id});
+  if (old.state == RequestState::kReserved) {
+    timers_.erase({old.spec.start_at, old.id});
+    SetHolds(old, -1);
+  }
+}
+
+void State::SetHolds(const CapacityRequest& reservation, int sign) {
+  const std::pair<absl::Time, absl::Time> window{
+      reservation.spec.start_at, reservation.spec.duration == absl::ZeroDuration()
+                                     ? absl::InfiniteFuture()
+                                     : reservation.spec.start_at + reservation.spec.duration};
+  for (const GpuHold& h : reservation.holds) {
+    auto it = node_index_.find(h.node_id);
+    if (it == node_index_.end()) continue;
+    std::vector<Gpu>& gpus = nodes_[it->second].gpus;
+    if (h.gpu_index < 0 || h.gpu_index >= static_cast<int32_t>(gpus.size())) continue;
+    auto& held = gpus[h.gpu_index].held;
+    if (sign > 0) {
+      held.push_back(window);
+    } else if (auto w = std::find(held.begin(), held.end(), window); w != held.end()) {
+      held.erase(w);
+    }
+  }
 }
 
 }  // namespace arbiter::core

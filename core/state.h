@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -53,6 +54,9 @@ class State {
   State() = default;
   State(State&&) = default;
   State& operator=(State&&) = default;
+  // A deep copy, for what-if planning (preemption, reservations). Explicit
+  // so that nothing copies a state by accident.
+  State Clone() const { return State(*this); }
 
   // --- Loading (used by the store and tests). Each returns
   // FAILED_PRECONDITION if the value contradicts what is already loaded
@@ -77,10 +81,22 @@ class State {
   const Node* FindNode(const std::string& cluster, const std::string& name) const;
   const CapacityRequest* FindLiveRequest(int64_t id) const;
   const IdempotencyEntry* FindIdempotencyKey(const std::string& key) const;
-  // Nominal quota of `team` in `pool`, or nullptr when none is set.
-  const Quota* FindQuota(const std::string& team, const std::string& pool) const;
-  // Milli-GPU held by `team`'s admitted requests in `pool`.
+  // The quota of `team` in `pool` for `gpu_model` ("" the pool-wide one),
+  // or nullptr when none is set.
+  const Quota* FindQuota(const std::string& team, const std::string& pool,
+                         const std::string& gpu_model = "") const;
+  // Every quota of `team` in `pool`: per-model ones by model name, then the
+  // pool-wide one.
+  std::vector<const Quota*> QuotasOf(const std::string& team, const std::string& pool) const;
+  // Every quota set for `pool` and `gpu_model`, of any team.
+  std::vector<const Quota*> QuotasFor(const std::string& pool, const std::string& gpu_model) const;
+  // Milli-GPU held (admitted or preempting) by `team` in `pool`: in all, or
+  // charged to its quota for `gpu_model`.
   int64_t UsedMilli(const std::string& team, const std::string& pool) const;
+  int64_t UsedMilli(const std::string& team, const std::string& pool,
+                    const std::string& gpu_model) const;
+  // The cohort `team` belongs to: the name of its root team.
+  const std::string& CohortOf(const std::string& team) const;
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::map<std::string, GpuModel>& gpu_models() const { return gpu_models_; }
@@ -92,6 +108,12 @@ class State {
   const std::vector<size_t>& PoolNodes(const std::string& pool) const;
   // Queued request ids of `pool`, oldest first.
   const std::set<int64_t>& QueuedIn(const std::string& pool) const;
+  // Ids of the requests that hold capacity (admitted or preempting) in
+  // `pool`, oldest first.
+  const std::set<int64_t>& HoldingIn(const std::string& pool) const;
+  // Timed events, earliest first: preemption deadlines and reservation
+  // starts, as (time, request id).
+  const std::set<std::pair<absl::Time, int64_t>>& timers() const { return timers_; }
 
   // Identifier the next new request (node) will get; ids are dense from 1.
   int64_t next_request_id() const { return next_request_id_; }
@@ -137,14 +159,24 @@ class State {
   std::map<std::string, Cluster> clusters_;
   std::map<std::string, Pool> pools_;
   std::map<std::string, Team> teams_;
-  std::map<std::pair<std::string, std::string>, Quota> quotas_;
-  std::map<std::pair<std::string, std::string>, int64_t> used_milli_;
+  State(const State&) = default;
+  // Removes `old` from the usage, queue, timer and hold indexes.
+  void Unindex(const CapacityRequest& old);
+  // Adds (`sign` +1) or removes (-1) a reservation's holds on its GPUs.
+  void SetHolds(const CapacityRequest& reservation, int sign);
+
+  using QuotaKey = std::tuple<std::string, std::string, std::string>;  // Team, pool, model.
+  std::map<QuotaKey, Quota> quotas_;
+  std::map<QuotaKey, int64_t> used_milli_;
+  std::map<std::pair<std::string, std::string>, int64_t> used_pool_milli_;
   std::vector<Node> nodes_;
   absl::flat_hash_map<int64_t, size_t> node_index_;
   std::map<std::pair<std::string, std::string>, size_t> node_by_name_;
   std::map<std::string, std::vector<size_t>> pool_nodes_;
   absl::flat_hash_map<int64_t, CapacityRequest> live_requests_;
   std::map<std::string, std::set<int64_t>> queued_;
+  std::map<std::string, std::set<int64_t>> holding_;
+  std::set<std::pair<absl::Time, int64_t>> timers_;
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
   int64_t next_request_id_ = 1;
   int64_t next_node_id_ = 1;

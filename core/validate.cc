@@ -1,5 +1,7 @@
 #include "core/validate.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 #include "core/status_macros.h"
@@ -147,6 +149,23 @@ absl::Status ValidatePool(const Pool& pool) {
   if (pool.latency_class == LatencyClass::kUnspecified) {
     return Invalid("pool.latency_class", "must be set (SERVING, BATCH, SPOT or DEV)");
   }
+  for (size_t i = 0; i < pool.lends_to.size(); ++i) {
+    const std::string field = absl::StrCat("pool.lends_to[", i, "]");
+    const WorkloadClass c = pool.lends_to[i];
+    if (pool.latency_class != LatencyClass::kServing) {
+      return Invalid(field, "only SERVING pools declare lending; other pools take every class");
+    }
+    if (c == WorkloadClass::kUnspecified || c == WorkloadClass::kInference) {
+      return Invalid(field,
+                     "must be TRAINING, BATCH_ANALYTICS or EXPERIMENTATION "
+                     "(inference always runs on a serving pool)");
+    }
+    if (std::count(pool.lends_to.begin(), pool.lends_to.end(), c) > 1) {
+      return Invalid(field, absl::StrCat("lists ", WorkloadClassName(c), " twice"));
+    }
+  }
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("pool.reclaim_grace_seconds", pool.reclaim_grace_seconds, 0, kMaxGraceSeconds));
   return ValidateDescription("pool.description", pool.description);
 }
 
@@ -187,7 +206,47 @@ absl::Status ValidateTeam(const Team& team) {
 absl::Status ValidateQuota(const Quota& quota) {
   ARBITER_RETURN_IF_ERROR(ValidateName("quota.team", quota.team));
   ARBITER_RETURN_IF_ERROR(ValidateName("quota.pool", quota.pool));
-  return ValidateRange("quota.nominal_milli", quota.nominal_milli, 0, kMaxQuotaMilli);
+  if (!quota.gpu_model.empty()) {
+    ARBITER_RETURN_IF_ERROR(ValidateName("quota.gpu_model", quota.gpu_model));
+  }
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("quota.nominal_milli", quota.nominal_milli, 0, kMaxQuotaMilli));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("quota.borrowing_limit_milli", quota.borrowing_limit_milli,
+                                        kUnlimited, kMaxQuotaMilli));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("quota.lending_limit_milli", quota.lending_limit_milli,
+                                        kUnlimited, kMaxQuotaMilli));
+  if (quota.lending_limit_milli > quota.nominal_milli) {
+    return Invalid("quota.lending_limit_milli",
+                   absl::StrCat("must not exceed nominal_milli (", quota.nominal_milli, "), got ",
+                                quota.lending_limit_milli));
+  }
+  return absl::OkStatus();
+}
+
+// Priority, preemption and time terms of a request.
+absl::Status ValidateScheduling(const CapacityRequestSpec& spec) {
+  ARBITER_RETURN_IF_ERROR(ValidateRange("priority", spec.priority, -kMaxPriority, kMaxPriority));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("checkpoint_seconds", spec.checkpoint_seconds, 0, kMaxGraceSeconds));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("checkpoint_interval_seconds",
+                                        spec.checkpoint_interval_seconds, 0, kMaxDurationSeconds));
+  if (spec.guaranteed && spec.preemptible) {
+    return Invalid("preemptible", "guaranteed work is never preempted; do not set both");
+  }
+  const int64_t duration_s = absl::ToInt64Seconds(spec.duration);
+  if (spec.duration < absl::ZeroDuration() || duration_s > kMaxDurationSeconds ||
+      spec.duration != absl::Seconds(duration_s)) {
+    return Invalid("duration_seconds",
+                   absl::StrCat("must be whole seconds in 0..", kMaxDurationSeconds, ", got ",
+                                absl::FormatDuration(spec.duration)));
+  }
+  if (spec.start_at != absl::InfinitePast()) {
+    const int64_t start_s = absl::ToUnixSeconds(spec.start_at);
+    if (start_s <= 0 || start_s > kMaxUnixSeconds) {
+      return Invalid("start_time", "must be a time after 1970 and before 2100");
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
@@ -227,7 +286,8 @@ absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
   for (size_t i = 0; i < spec.gpu_models.size(); ++i) {
     ARBITER_RETURN_IF_ERROR(ValidateName(absl::StrCat("gpu_models[", i, "]"), spec.gpu_models[i]));
   }
-  return ValidateDescription("description", spec.description);
+  ARBITER_RETURN_IF_ERROR(ValidateDescription("description", spec.description));
+  return ValidateScheduling(spec);
 }
 
 }  // namespace arbiter::core

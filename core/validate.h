@@ -22,6 +22,10 @@ inline constexpr int32_t kMaxGpusPerNode = 64;
 inline constexpr size_t kMaxAllowedModels = 16;
 inline constexpr int64_t kMaxHostQuantity = int64_t{1} << 40;  // milli-CPU or MiB.
 inline constexpr int64_t kMaxQuotaMilli = int64_t{1} << 50;
+inline constexpr int32_t kMaxPriority = 1000;
+inline constexpr int64_t kMaxGraceSeconds = 86'400;
+inline constexpr int64_t kMaxDurationSeconds = 366 * 86'400;
+inline constexpr int64_t kMaxUnixSeconds = 4'102'444'800;  // 2100-01-01.
 
 // Validates an identifier: 1..max_length characters of [A-Za-z0-9._-],
 // starting with a letter or digit. `field` names it in the error.

@@ -1,0 +1,40 @@
+// Victim selection for preemption and reclaim.
+//
+// Who may be a victim of request R (team T, pool P), all of them admitted,
+// preemptible and not guaranteed:
+//   - work of T in P with a lower priority than R;
+//   - reclaim: work of another team of T's cohort charged to the same quota
+//     flavor while that team is beyond its nominal quota, when R stays within
+//     T's nominal quota;
+//   - on a SERVING pool, inference takes back capacity lent to other classes;
+//   - a reservation that starts takes back GPUs from work past its declared
+//     end.
+// Victims are taken cheapest first by lost work (GPU milli x (seconds since
+// the last checkpoint + checkpoint/restore seconds)) until R fits, then any
+// victim R can do without is put back, so that no more is freed than needed.
+//
+// Pure; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+
+#include "core/model.h"
+#include "core/placement.h"
+#include "core/quota.h"
+#include "core/state.h"
+
+namespace arbiter::core {
+
+// GPU milli-seconds of work `victim` loses if preempted at `now`.
+int64_t LostWork(const CapacityRequest& victim, absl::Time now);
+
+// The victims whose removal lets `request` be charged to `flavor` and
+// placed in `window`, in the order chosen; empty when no set of eligible
+// victims would do.
+std::vector<int64_t> ChooseVictims(const State& state, const CapacityRequest& request,
+                                   const Flavor& flavor, const Window& window, absl::Time now);
+
+}  // namespace arbiter::core

@@ -1,0 +1,143 @@
+#include "core/quota.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace arbiter::core {
+namespace {
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// " (model M)" for a per-model quota, "" for the pool-wide one.
+std::string ModelText(const Quota& quota) {
+  return quota.gpu_model.empty() ? std::string() : absl::StrCat(" for ", quota.gpu_model);
+}
+
+std::string LimitText(const Quota& quota) {
+  if (quota.borrowing_limit_milli == 0) return absl::StrCat("nominal ", quota.nominal_milli);
+  if (quota.borrowing_limit_milli == kUnlimited) {
+    return absl::StrCat("nominal ", quota.nominal_milli, ", unlimited borrowing");
+  }
+  return absl::StrCat(quota.ceiling_milli(), " (nominal ", quota.nominal_milli, " + borrowing ",
+                      quota.borrowing_limit_milli, ")");
+}
+
+}  // namespace
+
+std::vector<Flavor> FlavorsOf(const State& state, const CapacityRequestSpec& spec) {
+  const std::vector<const Quota*> quotas = state.QuotasOf(spec.team, spec.pool);
+  std::vector<std::string> per_model;
+  for (const Quota* q : quotas) {
+    if (!q->gpu_model.empty()) per_model.push_back(q->gpu_model);
+  }
+  std::vector<Flavor> out;
+  for (const Quota* q : quotas) {
+    if (!q->gpu_model.empty()) {
+      if (spec.gpu_models.empty() || Contains(spec.gpu_models, q->gpu_model)) {
+        out.push_back(Flavor{q, {q->gpu_model}});
+      }
+      continue;
+    }
+    if (per_model.empty()) {
+      out.push_back(Flavor{q, spec.gpu_models});
+      continue;
+    }
+    // The pool-wide quota covers the allowed models that have no quota of
+    // their own.
+    std::vector<std::string> models;
+    if (spec.gpu_models.empty()) {
+      for (const auto& [name, model] : state.gpu_models()) {
+        if (!Contains(per_model, name)) models.push_back(name);
+      }
+    } else {
+      for (const std::string& name : spec.gpu_models) {
+        if (!Contains(per_model, name)) models.push_back(name);
+      }
+    }
+    if (!models.empty()) out.push_back(Flavor{q, std::move(models)});
+  }
+  return out;
+}
+
+CohortUse CohortUseOf(const State& state, const Quota& quota) {
+  const std::string& cohort = state.CohortOf(quota.team);
+  CohortUse use;
+  for (const Quota* q : state.QuotasFor(quota.pool, quota.gpu_model)) {
+    if (state.CohortOf(q->team) != cohort) continue;
+    use.lendable += q->lendable_milli();
+    const int64_t used = state.UsedMilli(q->team, q->pool, q->gpu_model);
+    use.shared_used += std::max<int64_t>(0, used - q->guaranteed_milli());
+  }
+  return use;
+}
+
+bool WithinNominal(const State& state, const CapacityRequestSpec& spec, const Quota& quota,
+                   int64_t need) {
+  return state.UsedMilli(spec.team, spec.pool, quota.gpu_model) + need <= quota.nominal_milli;
+}
+
+QuotaCheck CheckQuota(const State& state, const CapacityRequestSpec& spec, const Quota& quota,
+                      int64_t need) {
+  QuotaCheck check;
+  const int64_t used = state.UsedMilli(spec.team, spec.pool, quota.gpu_model);
+  const int64_t ceiling = quota.ceiling_milli();
+  const std::string where = absl::StrCat("pool ", spec.pool, ModelText(quota));
+  if (ceiling != kUnlimited && need > ceiling) {
+    check.never = true;
+    check.reason_code = kReasonQuotaExceeded;
+    check.reason = absl::StrCat("request needs ", need, " milli-GPU; team ", spec.team,
+                                "'s quota in ", where, " allows at most ", LimitText(quota));
+    return check;
+  }
+  check.borrowing = used + need > quota.nominal_milli;
+  if (ceiling != kUnlimited && used + need > ceiling) {
+    check.reason_code =
+        quota.borrowing_limit_milli > 0 ? kReasonBorrowingLimit : kReasonQuotaExceeded;
+    check.reason = absl::StrCat("team ", spec.team, " holds ", used, " of its ", LimitText(quota),
+                                " milli-GPU in ", where, "; request needs ", need, " (over by ",
+                                used + need - ceiling, ")");
+    return check;
+  }
+  if (check.borrowing && !spec.preemptible) {
+    check.reason_code = kReasonNotPreemptible;
+    check.reason = absl::StrCat("request needs ", need, " milli-GPU; team ", spec.team, " holds ",
+                                used, " of its nominal ", quota.nominal_milli, " in ", where,
+                                ", and only preemptible work may borrow beyond nominal");
+    return check;
+  }
+  const CohortUse cohort = CohortUseOf(state, quota);
+  const int64_t guaranteed = quota.guaranteed_milli();
+  const int64_t after = cohort.shared_used - std::max<int64_t>(0, used - guaranteed) +
+                        std::max<int64_t>(0, used + need - guaranteed);
+  if (after > cohort.lendable) {
+    check.reason_code = kReasonCohortExhausted;
+    check.reason = absl::StrCat("cohort ", state.CohortOf(spec.team), " lends ", cohort.lendable,
+                                " milli-GPU in ", where, " and ", cohort.shared_used,
+                                " of it is in use; request needs ", need, " (over by ",
+                                after - cohort.lendable, ")");
+    return check;
+  }
+  check.ok = true;
+  return check;
+}
+
+int64_t DominantShare(const State& state, const std::string& team, const std::string& pool) {
+  const Team* t = state.FindTeam(team);
+  const int64_t weight = t == nullptr ? 1000 : std::max<int64_t>(1, t->weight_milli);
+  int64_t share = 0;
+  for (const Quota* q : state.QuotasOf(team, pool)) {
+    const int64_t over = state.UsedMilli(team, pool, q->gpu_model) - q->nominal_milli;
+    if (over <= 0) continue;
+    const int64_t lendable = std::max<int64_t>(1, CohortUseOf(state, *q).lendable);
+    // 128-bit: quotas reach 2^50 milli-GPU.
+    const __int128 scaled = static_cast<__int128>(over) * 1'000'000'000 / lendable / weight;
+    share = std::max(share, static_cast<int64_t>(std::min<__int128>(scaled, INT64_MAX)));
+  }
+  return share;
+}
+
+}  // namespace arbiter::core

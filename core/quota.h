@@ -1,0 +1,67 @@
+// Quota accounting: which quota ("flavor") a request may be charged to, and
+// whether a charge fits a team's limits and its cohort's lending.
+//
+// A team's quotas in a pool are per GPU model, plus one pool-wide quota for
+// every model without its own. A request is tried against each in turn
+// (per-model first) and is placed only on the models of the one it is
+// charged to. Cohort rules (see Quota in core/model.h): the teams under one
+// root team share what they lend; a team may use up to nominal + borrowing
+// limit, and the cohort's use beyond what its teams keep for themselves
+// never exceeds what they lend.
+//
+// Pure functions over `State`; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/state.h"
+
+namespace arbiter::core {
+
+// A quota a request may be charged to, and the GPU models it covers for it.
+struct Flavor {
+  const Quota* quota = nullptr;
+  // The request's allowed models narrowed to this quota; empty means "every
+  // model" (a pool-wide quota when the team has no per-model ones).
+  std::vector<std::string> gpu_models;
+};
+
+// The flavors of `spec` in order: per-model quotas by model name, then the
+// pool-wide one. Flavors that cover none of the allowed models are left out.
+std::vector<Flavor> FlavorsOf(const State& state, const CapacityRequestSpec& spec);
+
+struct QuotaCheck {
+  bool ok = false;
+  // The request is larger than the quota could ever allow.
+  bool never = false;
+  // Admitting it takes the team beyond its nominal quota.
+  bool borrowing = false;
+  std::string reason_code;
+  std::string reason;
+};
+
+// Whether charging `need` milli-GPU of `spec` to `quota` fits now.
+QuotaCheck CheckQuota(const State& state, const CapacityRequestSpec& spec, const Quota& quota,
+                      int64_t need);
+
+// Whether `need` more for `spec`'s team stays within its nominal quota.
+bool WithinNominal(const State& state, const CapacityRequestSpec& spec, const Quota& quota,
+                   int64_t need);
+
+// Milli-GPU of `quota` the cohort of its team lends, and the cohort's use
+// beyond what its teams keep for themselves (for `quota`'s pool and model).
+struct CohortUse {
+  int64_t lendable = 0;
+  int64_t shared_used = 0;
+};
+CohortUse CohortUseOf(const State& state, const Quota& quota);
+
+// The team's dominant share in `pool`: its use beyond nominal over what its
+// cohort lends, divided by its weight, in millionths. 0 while within nominal.
+// Lower shares borrow first.
+int64_t DominantShare(const State& state, const std::string& team, const std::string& pool);
+
+}  // namespace arbiter::core
