@@ -148,6 +148,23 @@ void StartPreemption(State& state, const CapacityRequest& preemptor,
   }
 }
 
+// Withdraws the notices of `preemptor`'s victims that still hold capacity:
+// it no longer needs them (it was admitted otherwise, or it is gone).
+void WithdrawPreemption(State& state, const CapacityRequest& preemptor, absl::Time now,
+                        ChangeSet& changes) {
+  for (const CapacityRequest* pending : PendingVictims(state, preemptor)) {
+    CapacityRequest v = *pending;
+    v.state = RequestState::kAdmitted;
+    v.preempt_deadline = absl::InfinitePast();
+    v.preempted_by = 0;
+    v.reason_code.clear();
+    v.reason = absl::StrCat("preemption for request ", preemptor.id, " withdrawn");
+    v.updated_at = now;
+    state.PutRequest(v);
+    changes.changes.emplace_back(RequestWrite{std::move(v), /*is_new=*/false});
+  }
+}
+
 // Decides a request that is new or waiting, running from `now`: ADMITTED
 // (placements charged to `state`), QUEUED (with the first reason that holds
 // it back, possibly after telling victims to vacate), or DENIED (when no
@@ -156,6 +173,14 @@ void StartPreemption(State& state, const CapacityRequest& preemptor,
 void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& changes) {
   const CapacityRequestSpec& spec = request.spec;
   request.placements.clear();
+  // A claim made while waiting for victims is lifted for the decision and
+  // kept only while the wait goes on.
+  std::vector<GpuHold> claim;
+  if (!request.holds.empty()) {
+    claim = std::move(request.holds);
+    request.holds.clear();
+    state.ReleaseHolds(request.id);
+  }
   if (!PoolAdmitsClass(state, request)) return;
   const std::vector<Flavor> flavors = FlavorsOf(state, spec);
   if (flavors.empty()) {
@@ -192,6 +217,7 @@ void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& c
       request.placements = std::move(placed.placements);
       request.quota_model = flavor.quota->gpu_model;
       request.admitted_at = now;
+      WithdrawPreemption(state, request, now, changes);
       return;
     }
     const bool never = placed.result == FitResult::kNever;
@@ -199,49 +225,57 @@ void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& c
   }
   if (all_never) {
     SetOutcome(request, RequestState::kDenied, code, why);
+    WithdrawPreemption(state, request, now, changes);
     return;
   }
   const std::vector<const CapacityRequest*> pending = PendingVictims(state, request);
   if (!pending.empty()) {
     SetOutcome(request, RequestState::kQueued, kReasonPreempting, WaitingText(pending));
+    request.holds = std::move(claim);
     return;
   }
   for (const Flavor& flavor : flavors) {
     if (CheckQuota(state, spec, *flavor.quota, need).never) continue;
-    const std::vector<int64_t> victims = ChooseVictims(state, request, flavor, window, now);
-    if (victims.empty()) continue;
-    StartPreemption(state, request, victims, now, changes);
+    PreemptionPlan plan = ChooseVictims(state, request, flavor, window, now);
+    if (plan.victims.empty()) continue;
+    StartPreemption(state, request, plan.victims, now, changes);
     SetOutcome(request, RequestState::kQueued, kReasonPreempting,
                WaitingText(PendingVictims(state, request)));
+    request.holds = std::move(plan.claim);
     return;
   }
   SetOutcome(request, RequestState::kQueued, code, why);
 }
 
-// Re-decides the queued requests of `pool`: higher priority first, then the
-// team with the lower dominant share (taken at the start of the pass), then
-// the oldest. Records those whose state or reason changed.
+// Re-decides the queued requests of `pool`: those waiting for their victims
+// first, then higher priority, then the team with the lower dominant share
+// (taken at the start of the pass), then the oldest. Records those whose
+// state, reason or claim changed.
 void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
   const std::set<int64_t>& queued = state.QueuedIn(pool);
   if (queued.empty()) return;
   std::map<std::string, int64_t> shares;
-  std::vector<std::tuple<int32_t, int64_t, int64_t>> order;  // -priority, share, id.
+  // Not waiting, -priority, share, id.
+  std::vector<std::tuple<bool, int32_t, int64_t, int64_t>> order;
   for (int64_t id : queued) {
     const CapacityRequest& r = *state.FindLiveRequest(id);
     auto [it, fresh] = shares.try_emplace(r.spec.team, 0);
     if (fresh) it->second = DominantShare(state, r.spec.team, pool);
-    order.emplace_back(-r.spec.priority, it->second, id);
+    order.emplace_back(r.reason_code != kReasonPreempting, -r.spec.priority, it->second, id);
   }
   std::sort(order.begin(), order.end());
-  for (const auto& [neg_priority, share, id] : order) {
+  for (const auto& [not_waiting, neg_priority, share, id] : order) {
     const CapacityRequest* live = state.FindLiveRequest(id);
     if (live == nullptr || live->state != RequestState::kQueued) continue;
-    CapacityRequest request = *live;
+    const CapacityRequest before = *live;
+    CapacityRequest request = before;
     Decide(state, request, now, changes);
-    if (request.state == live->state && request.reason_code == live->reason_code) continue;
-    request.updated_at = now;
+    const bool changed = request.state != before.state ||
+                         request.reason_code != before.reason_code ||
+                         request.reason != before.reason || request.holds != before.holds;
+    if (changed) request.updated_at = now;
     state.PutRequest(request);
-    changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
+    if (changed) changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
   }
 }
 
@@ -379,6 +413,7 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
   request.updated_at = now;
   state.PutRequest(request);
   changes.changes.emplace_back(RequestWrite{request, /*is_new=*/false});
+  WithdrawPreemption(state, request, now, changes);
   AdmitQueued(state, request.spec.pool, now, changes);
   return request;
 }

@@ -326,7 +326,8 @@ struct CapacityRequest {
   // preempts (0 when a reservation or the pool reclaims it).
   absl::Time preempt_deadline = absl::InfinitePast();
   int64_t preempted_by = 0;
-  // kReserved: the GPUs held for the window.
+  // GPUs held whole: for its window while kReserved; while kQueued waiting
+  // for victims to vacate, the GPUs it will take (its claim).
   std::vector<GpuHold> holds;
 
   // The declared end (InfiniteFuture when open-ended or not admitted).

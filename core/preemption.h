@@ -8,7 +8,7 @@
 //     T's nominal quota;
 //   - on a SERVING pool, inference takes back capacity lent to other classes;
 //   - a reservation that starts takes back GPUs from work past its declared
-//     end.
+//     end (backfilled work that overran), preemptible or not.
 // Victims are taken cheapest first by lost work (GPU milli x (seconds since
 // the last checkpoint + checkpoint/restore seconds)) until R fits, then any
 // victim R can do without is put back, so that no more is freed than needed.
@@ -31,10 +31,17 @@ namespace arbiter::core {
 // GPU milli-seconds of work `victim` loses if preempted at `now`.
 int64_t LostWork(const CapacityRequest& victim, absl::Time now);
 
-// The victims whose removal lets `request` be charged to `flavor` and
-// placed in `window`, in the order chosen; empty when no set of eligible
-// victims would do.
-std::vector<int64_t> ChooseVictims(const State& state, const CapacityRequest& request,
-                                   const Flavor& flavor, const Window& window, absl::Time now);
+struct PreemptionPlan {
+  // Victims in the order chosen; empty when no set of eligible victims would
+  // let the request in.
+  std::vector<int64_t> victims;
+  // The GPUs the request would take once they are gone.
+  std::vector<GpuHold> claim;
+};
+
+// The victims whose removal lets `request` be charged to `flavor` and placed
+// in `window`.
+PreemptionPlan ChooseVictims(const State& state, const CapacityRequest& request,
+                             const Flavor& flavor, const Window& window, absl::Time now);
 
 }  // namespace arbiter::core

@@ -387,11 +387,16 @@ void State::PutRequest(const CapacityRequest& request) {
   }
   if (request.state == RequestState::kQueued) queued_[pool].insert(id);
   if (request.state == RequestState::kPreempting) timers_.insert({request.preempt_deadline, id});
-  if (request.state == RequestState::kReserved) {
-    timers_.insert({request.spec.start_at, id});
-    SetHolds(request, +1);
-  }
+  if (request.state == RequestState::kReserved) timers_.insert({request.spec.start_at, id});
+  SetHolds(request, +1);
   live_requests_[id] = request;
+}
+
+void State::ReleaseHolds(int64_t id) {
+  auto it = live_requests_.find(id);
+  if (it == live_requests_.end()) return;
+  SetHolds(it->second, -1);
+  it->second.holds.clear();
 }
 
 void State::Unindex(const CapacityRequest& old) {
@@ -404,10 +409,8 @@ void State::Unindex(const CapacityRequest& old) {
   }
   if (old.state == RequestState::kQueued) queued_[pool].erase(old.id);
   if (old.state == RequestState::kPreempting) timers_.erase({old.preempt_deadline, old.id});
-  if (old.state == RequestState::kReserved) {
-    timers_.erase({old.spec.start_at, old.id});
-    SetHolds(old, -1);
-  }
+  if (old.state == RequestState::kReserved) timers_.erase({old.spec.start_at, old.id});
+  SetHolds(old, -1);
 }
 
 void State::SetHolds(const CapacityRequest& reservation, int sign) {

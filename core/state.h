@@ -142,6 +142,9 @@ class State {
   // REQUIRES: admitted placements were already applied with ApplyPlacement.
   void PutRequest(const CapacityRequest& request);
   int64_t TakeRequestId() { return next_request_id_++; }
+  // Lifts the holds of live request `id` (a reservation's, or the claim of a
+  // request waiting for its victims) and clears them in its stored copy.
+  void ReleaseHolds(int64_t id);
   // Counts `spec`'s members in the demand mix. The packer's fragmentation
   // model is refreshed from the mix in growing epochs (every max(32,
   // min(1024, total / 8)) members), so that its cached scores stay valid in
@@ -162,8 +165,9 @@ class State {
   State(const State&) = default;
   // Removes `old` from the usage, queue, timer and hold indexes.
   void Unindex(const CapacityRequest& old);
-  // Adds (`sign` +1) or removes (-1) a reservation's holds on its GPUs.
-  void SetHolds(const CapacityRequest& reservation, int sign);
+  // Adds (`sign` +1) or removes (-1) the holds of a reserved or queued
+  // request on its GPUs; other states hold nothing.
+  void SetHolds(const CapacityRequest& request, int sign);
 
   using QuotaKey = std::tuple<std::string, std::string, std::string>;  // Team, pool, model.
   std::map<QuotaKey, Quota> quotas_;

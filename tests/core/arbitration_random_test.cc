@@ -6,6 +6,9 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -30,18 +33,20 @@ void CheckInvariants(const State& s) {
   std::map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> gpu_use;  // milli, MiB.
   std::map<std::pair<int64_t, int32_t>, int> tenants;
   std::map<int64_t, std::pair<int64_t, int64_t>> host_use;
-  std::map<std::pair<std::string, std::string>, int64_t> team_use;
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> team_use;
   // Per GPU: allocated MIG instances ("profile@start") and non-MIG tenants.
   std::map<std::pair<int64_t, int32_t>, std::multiset<std::string>> mig_use;
   std::map<std::pair<int64_t, int32_t>, int> other_use;
   for (const auto& [id, r] : s.live_requests()) {
-    if (r.state != RequestState::kAdmitted) {
-      ASSERT_EQ(r.state, RequestState::kQueued);
+    if (!HoldsCapacity(r.state)) {
+      ASSERT_TRUE(r.state == RequestState::kQueued || r.state == RequestState::kReserved);
       ASSERT_TRUE(r.placements.empty());
+      ASSERT_TRUE(r.state != RequestState::kReserved || !r.holds.empty());
       continue;
     }
+    ASSERT_FALSE(r.spec.guaranteed && r.state == RequestState::kPreempting);
     ASSERT_EQ(static_cast<int32_t>(r.placements.size()), r.spec.members);
-    team_use[{r.spec.team, r.spec.pool}] += r.spec.total_gpu_milli();
+    team_use[{r.spec.team, r.spec.pool, r.quota_model}] += r.spec.total_gpu_milli();
     for (const Placement& p : r.placements) {
       const Node* n = s.FindNode(p.node_id);
       ASSERT_NE(n, nullptr);
@@ -113,19 +118,56 @@ void CheckInvariants(const State& s) {
       }
     }
   }
+  // Quotas: nobody beyond nominal + borrowing limit; per cohort, pool and
+  // model, the use beyond what teams keep never exceeds what they lend.
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<int64_t, int64_t>> cohorts;
   for (const auto& [key, used] : team_use) {
-    ASSERT_EQ(s.UsedMilli(key.first, key.second), used);
-    const Quota* q = s.FindQuota(key.first, key.second);
+    const auto& [team, pool, model] = key;
+    ASSERT_EQ(s.UsedMilli(team, pool, model), used);
+    const Quota* q = s.FindQuota(team, pool, model);
     ASSERT_NE(q, nullptr);
-    ASSERT_LE(used, q->nominal_milli);
+    if (q->ceiling_milli() != kUnlimited) {
+      ASSERT_LE(used, q->ceiling_milli()) << team;
+    }
+  }
+  for (const auto& [name, team] : s.teams()) {
+    for (const std::string pool : {"serving", "batch"}) {
+      for (const Quota* q : s.QuotasOf(name, pool)) {
+        auto& c = cohorts[{s.CohortOf(name), pool, q->gpu_model}];
+        c.first += q->lendable_milli();
+        c.second +=
+            std::max<int64_t>(0, team_use[{name, pool, q->gpu_model}] - q->guaranteed_milli());
+      }
+    }
+  }
+  for (const auto& [key, c] : cohorts) {
+    ASSERT_LE(c.second, c.first) << "cohort " << std::get<0>(key) << " lends " << c.first;
+  }
+  // Reservations: work started on a held GPU after the reservation was made
+  // ends (as declared) before the window. (Work already there was planned
+  // around.)
+  for (const auto& [id, r] : s.live_requests()) {
+    if (r.state != RequestState::kReserved) continue;
+    for (const auto& [other_id, v] : s.live_requests()) {
+      if (!HoldsCapacity(v.state) || v.admitted_at <= r.created_at) continue;
+      for (const Placement& p : v.placements) {
+        for (int32_t g : p.gpu_indices) {
+          if (std::find(r.holds.begin(), r.holds.end(), GpuHold{p.node_id, g}) != r.holds.end()) {
+            ASSERT_LE(v.declared_end(), r.spec.start_at)
+                << "request " << other_id << " runs into reservation " << id;
+          }
+        }
+      }
+    }
   }
 }
 
-CapacityRequestSpec RandomSpec(std::mt19937_64& rng, int n) {
+CapacityRequestSpec RandomSpec(std::mt19937_64& rng, int n, absl::Time now) {
   CapacityRequestSpec spec;
   spec.idempotency_key = absl::StrCat("k", n);
-  spec.team = rng() % 2 ? "t" : "u";
-  spec.pool = "serving";
+  static const char* const kTeams[] = {"t", "u", "a", "b"};
+  spec.team = kTeams[rng() % 4];
+  spec.pool = "batch";
   spec.workload_class = static_cast<WorkloadClass>(1 + rng() % 4);
   spec.members = 1 + rng() % 3;
   const int kind = static_cast<int>(rng() % 3);
@@ -144,19 +186,45 @@ CapacityRequestSpec RandomSpec(std::mt19937_64& rng, int n) {
   spec.shape.cpu_milli = static_cast<int64_t>(rng() % 8000);
   spec.shape.memory_mib = static_cast<int64_t>(rng() % 65536);
   if (kind != 2 && rng() % 4 == 0) spec.gpu_models = {rng() % 2 ? "H100-80GB" : "A100-40GB"};
+  spec.priority = static_cast<int32_t>(rng() % 4) - 1;
+  spec.preemptible = rng() % 2 == 0;
+  spec.guaranteed = !spec.preemptible && rng() % 8 == 0;
+  spec.checkpoint_seconds = static_cast<int64_t>(rng() % 60);
+  spec.checkpoint_interval_seconds = static_cast<int64_t>(rng() % 3) * 100;
+  if (rng() % 3 == 0) spec.duration = absl::Seconds(1 + rng() % 100);
+  if (rng() % 8 == 0) {
+    spec.start_at = now + absl::Seconds(1 + rng() % 60);
+    spec.duration = absl::Seconds(1 + rng() % 100);
+  }
   return spec;
 }
 
+// How often each state was written, to show that a run reached the rules.
+using StateCounts = std::map<RequestState, int>;
+
 // Runs `steps` random operations; returns a transcript of every decision.
-std::string RunRandom(uint64_t seed, int steps) {
+std::string RunRandom(uint64_t seed, int steps, StateCounts* counts = nullptr) {
   std::mt19937_64 rng(seed);
   State s = ::arbiter::testing::MakeState(/*nominal_milli=*/20'000);
   ChangeSet ch;
-  EXPECT_TRUE(CreateTeam(s, {"u", "", 1000}, ch).ok());
-  EXPECT_TRUE(SetQuota(s, {"u", "serving", 12'000}, kT0, ch).ok());
+  // Teams t and u are cohorts of their own; a and b share cohort org, with
+  // borrowing, lending limits and a per-model quota.
+  for (const Team& team : std::vector<Team>{
+           {"u", "", 1000}, {"org", "", 1000}, {"a", "org", 1000}, {"b", "org", 3000}}) {
+    EXPECT_TRUE(CreateTeam(s, team, ch).ok());
+  }
+  for (const Quota& q :
+       std::vector<Quota>{{"t", "batch", 20'000},
+                          {"u", "batch", 12'000, "", 0, 4'000},
+                          {"a", "batch", 8'000, "", kUnlimited, 6'000},
+                          {"b", "batch", 6'000, "", 4'000, kUnlimited},
+                          {"b", "batch", 4'000, "H100-80GB", 2'000, 1'000},
+                          {"a", "batch", 2'000, "H100-80GB", kUnlimited, kUnlimited}}) {
+    EXPECT_TRUE(SetQuota(s, q, kT0, ch).ok());
+  }
   for (int i = 0; i < 6; ++i) {
     ::arbiter::testing::AddNode(
-        s, MakeNode(absl::StrCat("n", i), 2 + i % 3, i % 2 ? "H100-80GB" : "A100-40GB", "serving",
+        s, MakeNode(absl::StrCat("n", i), 2 + i % 3, i % 2 ? "H100-80GB" : "A100-40GB", "batch",
                     32'000, 256 * 1024));
   }
   std::string transcript;
@@ -164,8 +232,14 @@ std::string RunRandom(uint64_t seed, int steps) {
   for (int step = 0; step < steps; ++step) {
     const absl::Time now = kT0 + absl::Seconds(step);
     ChangeSet changes;
+    Tick(s, now, changes);
+    CheckInvariants(s);
+    if (::testing::Test::HasFatalFailure()) {
+      ADD_FAILURE() << "invariant broken by Tick at step " << step << " with seed " << seed;
+      break;
+    }
     if (ids.empty() || rng() % 3 != 0) {
-      auto out = RequestCapacity(s, RandomSpec(rng, step), now, changes);
+      auto out = RequestCapacity(s, RandomSpec(rng, step, now), now, changes);
       EXPECT_TRUE(out.ok()) << out.status();
       if (!out.ok()) break;
       ids.push_back(out->request.id);
@@ -186,6 +260,10 @@ std::string RunRandom(uint64_t seed, int steps) {
       ADD_FAILURE() << "invariant broken at step " << step << " with seed " << seed;
       break;
     }
+    for (const Change& c : changes.changes) {
+      const auto* w = std::get_if<RequestWrite>(&c);
+      if (w != nullptr && counts != nullptr) (*counts)[w->request.state]++;
+    }
   }
   return transcript;
 }
@@ -193,10 +271,19 @@ std::string RunRandom(uint64_t seed, int steps) {
 TEST(ArbitrationRandomTest, InvariantsHoldAfterEveryOperation) {
   const uint64_t seed = Seed();
   std::cout << "seed: " << seed << " (rerun with ARBITER_TEST_SEED=" << seed << ")" << std::endl;
+  StateCounts counts;
   for (int round = 0; round < 20; ++round) {
-    RunRandom(seed + round, 400);
+    RunRandom(seed + round, 400, &counts);
     ASSERT_FALSE(HasFailure()) << "seed " << seed + round;
   }
+  // The runs reached preemption, reservations and their completion.
+  for (RequestState reached : {RequestState::kPreempting, RequestState::kPreempted,
+                               RequestState::kReserved, RequestState::kAdmitted}) {
+    EXPECT_GT(counts[reached], 0) << RequestStateName(reached);
+  }
+  std::cout << "preempting " << counts[RequestState::kPreempting] << ", preempted "
+            << counts[RequestState::kPreempted] << ", reserved " << counts[RequestState::kReserved]
+            << "\n";
 }
 
 TEST(ArbitrationRandomTest, SameSeedGivesSameDecisions) {

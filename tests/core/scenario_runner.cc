@@ -53,7 +53,11 @@ class Scenario {
     } else if (l.command == "expect") {
       Expect(l);
     } else if (l.command == "expect-used") {
-      EXPECT_EQ(state_.UsedMilli(l.positional.at(0), l.positional.at(1)), Int(l.positional.at(2)));
+      const int64_t used =
+          l.named.contains("model")
+              ? state_.UsedMilli(l.positional.at(0), l.positional.at(1), Get(l, "model"))
+              : state_.UsedMilli(l.positional.at(0), l.positional.at(1));
+      EXPECT_EQ(used, Int(l.positional.at(2)));
     } else if (l.command == "expect-gpu") {
       ExpectGpu(l);
     } else if (l.command == "expect-layout") {
@@ -63,7 +67,7 @@ class Scenario {
       const std::string want = l.positional.at(2) == "-" ? "" : l.positional.at(2);
       EXPECT_EQ(core::FormatMigLayout(gpu.mig_layout), want);
     } else if (l.command == "at") {
-      now_ = absl::FromUnixSeconds(1'800'000'000 + Int(l.positional.at(0)));
+      now_ = Time(l.positional.at(0));
     } else {
       const absl::Status status = Mutate(l);
       EXPECT_TRUE(status.ok()) << l.command << ": " << status;
@@ -75,6 +79,10 @@ class Scenario {
     int64_t v = 0;
     EXPECT_TRUE(absl::SimpleAtoi(s, &v)) << "not a number: " << s;
     return v;
+  }
+  // Scenario times are seconds after a fixed epoch.
+  static absl::Time Time(const std::string& seconds) {
+    return absl::FromUnixSeconds(1'800'000'000 + Int(seconds));
   }
   static std::string Get(const Line& l, const std::string& key, const std::string& def = "") {
     auto it = l.named.find(key);
@@ -99,6 +107,13 @@ class Scenario {
     spec.shape.cpu_milli = Int(Get(l, "cpu", "0"));
     spec.shape.memory_mib = Int(Get(l, "mem", "0"));
     if (l.named.contains("models")) spec.gpu_models = absl::StrSplit(Get(l, "models"), '|');
+    spec.priority = static_cast<int32_t>(Int(Get(l, "priority", "0")));
+    spec.preemptible = Get(l, "preemptible") == "true";
+    spec.guaranteed = Get(l, "guaranteed") == "true";
+    spec.checkpoint_seconds = Int(Get(l, "ckpt", "0"));
+    spec.checkpoint_interval_seconds = Int(Get(l, "ckpt_every", "0"));
+    if (l.named.contains("start")) spec.start_at = Time(Get(l, "start"));
+    spec.duration = absl::Seconds(Int(Get(l, "duration", "0")));
     return spec;
   }
 
@@ -111,7 +126,14 @@ class Scenario {
     }
     if (l.command == "cluster") return core::CreateCluster(state_, {name, ""}, ch);
     if (l.command == "pool") {
-      return core::CreatePool(state_, {name, core::LatencyClassFromName(Get(l, "class")), ""}, ch);
+      core::Pool pool{name, core::LatencyClassFromName(Get(l, "class")), ""};
+      if (l.named.contains("lends")) {
+        for (absl::string_view c : absl::StrSplit(Get(l, "lends"), '|')) {
+          pool.lends_to.push_back(core::WorkloadClassFromName(c));
+        }
+      }
+      pool.reclaim_grace_seconds = Int(Get(l, "grace", "30"));
+      return core::CreatePool(state_, pool, ch);
     }
     if (l.command == "node") {
       core::Node node;
@@ -124,27 +146,50 @@ class Scenario {
       for (int32_t g = 0; g < Int(Get(l, "gpus")); ++g) {
         node.gpus.push_back(core::Gpu{g, Get(l, "model")});
       }
-      return core::RegisterNode(state_, node, now_, ch).status();
+      return Record(ch, core::RegisterNode(state_, node, now_, ch).status());
     }
-    if (l.command == "team") return core::CreateTeam(state_, {name, Get(l, "parent"), 1000}, ch);
+    if (l.command == "team") {
+      return core::CreateTeam(state_, {name, Get(l, "parent"), Int(Get(l, "weight", "1000"))}, ch);
+    }
     if (l.command == "quota") {
-      return core::SetQuota(state_, {name, l.positional.at(1), Int(l.positional.at(2))}, now_, ch);
+      core::Quota quota{name, l.positional.at(1), Int(l.positional.at(2))};
+      quota.gpu_model = Get(l, "model");
+      const std::string borrow = Get(l, "borrow", "0");
+      quota.borrowing_limit_milli = borrow == "unlimited" ? core::kUnlimited : Int(borrow);
+      if (l.named.contains("lend")) quota.lending_limit_milli = Int(Get(l, "lend"));
+      return Record(ch, core::SetQuota(state_, quota, now_, ch));
+    }
+    if (l.command == "tick") {
+      core::Tick(state_, now_, ch);
+      return Record(ch, absl::OkStatus());
     }
     if (l.command == "request") {
       auto out = core::RequestCapacity(state_, Spec(l), now_, ch);
       if (out.ok() && !out->replayed) {
         ids_[name] = out->request.id;
-        final_[name] = std::string(core::RequestStateName(out->request.state));
+        keys_[out->request.id] = name;
       }
-      return out.status();
+      return Record(ch, out.status());
     }
     if (l.command == "release") {
       auto it = ids_.find(name);
       auto out = core::ReleaseRequest(state_, it == ids_.end() ? 0 : it->second, now_, ch);
-      if (out.ok()) final_[name] = std::string(core::RequestStateName(out->state));
-      return out.status();
+      return Record(ch, out.status());
     }
     return absl::InvalidArgumentError(absl::StrCat("unknown command ", l.command));
+  }
+
+  // Remembers the last state written for each request in `ch`, so that
+  // requests that have left the live state can still be checked.
+  absl::Status Record(const ChangeSet& ch, absl::Status status) {
+    for (const core::Change& c : ch.changes) {
+      if (const auto* w = std::get_if<core::RequestWrite>(&c)) {
+        auto key = keys_.find(w->request.id);
+        if (key != keys_.end())
+          final_[key->second] = std::string(core::RequestStateName(w->request.state));
+      }
+    }
+    return status;
   }
 
   void ExpectError(const Line& l) {
@@ -176,7 +221,16 @@ class Scenario {
     EXPECT_EQ(std::string(core::RequestStateName(live->state)), want)
         << key << ": " << live->reason;
     if (l.named.contains("reason")) {
-      EXPECT_EQ(live->reason_code, Get(l, "reason"));
+      EXPECT_EQ(live->reason_code, Get(l, "reason")) << key << ": " << live->reason;
+    }
+    if (l.named.contains("deadline")) {
+      EXPECT_EQ(live->preempt_deadline, Time(Get(l, "deadline"))) << key;
+    }
+    if (l.named.contains("by")) {
+      EXPECT_EQ(live->preempted_by, ids_.at(Get(l, "by"))) << key;
+    }
+    if (l.named.contains("quota_model")) {
+      EXPECT_EQ(live->quota_model, Get(l, "quota_model")) << key;
     }
     const size_t member = static_cast<size_t>(Int(Get(l, "member", "0")));
     if (l.named.contains("node") || l.named.contains("gpus")) {
@@ -208,6 +262,7 @@ class Scenario {
   State state_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   std::map<std::string, int64_t> ids_;
+  std::map<int64_t, std::string> keys_;
   std::map<std::string, std::string> final_;  // Key -> last state seen.
 };
 
