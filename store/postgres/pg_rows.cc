@@ -1,9 +1,12 @@
 #include "store/postgres/pg_rows.h"
 
+#include <climits>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace arbiter::store::rows {
 namespace {
@@ -64,6 +67,22 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   r.reason = row[16].as<std::string>();
   r.created_at = absl::FromUnixMicros(row[17].as<int64_t>());
   r.updated_at = absl::FromUnixMicros(row[18].as<int64_t>());
+  r.spec.priority = row[30].as<int32_t>();
+  r.spec.preemptible = row[31].as<bool>();
+  r.spec.checkpoint_seconds = row[32].as<int64_t>();
+  r.spec.checkpoint_interval_seconds = row[33].as<int64_t>();
+  r.spec.guaranteed = row[34].as<bool>();
+  r.spec.start_at = FromMicrosOrMin(row[35].as<int64_t>());
+  r.spec.duration = absl::Seconds(row[36].as<int64_t>());
+  r.admitted_at = FromMicrosOrMin(row[37].as<int64_t>());
+  r.quota_model = row[38].as<std::string>();
+  r.preempt_deadline = FromMicrosOrMin(row[39].as<int64_t>());
+  r.preempted_by = row[40].as<int64_t>();
+  absl::StatusOr<std::vector<core::GpuHold>> holds = ParseHolds(row[41].as<std::string>());
+  if (!holds.ok()) {
+    return absl::InternalError(absl::StrCat("request ", r.id, ": ", holds.status().message()));
+  }
+  r.holds = std::move(*holds);
   if (r.state == core::RequestState::kUnspecified ||
       r.spec.workload_class == core::WorkloadClass::kUnspecified) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": unknown state or class"));
@@ -113,5 +132,72 @@ std::string TextArrayLiteral(const std::vector<std::string>& values) {
 }
 
 int64_t ToMicros(absl::Time t) { return absl::ToUnixMicros(t); }
+
+int64_t ToMicrosOrMin(absl::Time t) {
+  return t == absl::InfinitePast() ? INT64_MIN : absl::ToUnixMicros(t);
+}
+
+absl::Time FromMicrosOrMin(int64_t micros) {
+  return micros == INT64_MIN ? absl::InfinitePast() : absl::FromUnixMicros(micros);
+}
+
+std::string FormatHolds(const std::vector<core::GpuHold>& holds) {
+  std::string out;
+  for (const core::GpuHold& h : holds) {
+    if (!out.empty()) out += ',';
+    absl::StrAppend(&out, h.node_id, ":", h.gpu_index);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<core::GpuHold>> ParseHolds(const std::string& text) {
+  std::vector<core::GpuHold> out;
+  if (text.empty()) return out;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(item, ':');
+    core::GpuHold h;
+    if (!absl::SimpleAtoi(parts.first, &h.node_id) ||
+        !absl::SimpleAtoi(parts.second, &h.gpu_index)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad held GPU '", item, "'"));
+    }
+    out.push_back(h);
+  }
+  return out;
+}
+
+std::string ClassesLiteral(const std::vector<core::WorkloadClass>& classes) {
+  std::vector<std::string> names;
+  for (core::WorkloadClass c : classes) names.emplace_back(core::WorkloadClassName(c));
+  return TextArrayLiteral(names);
+}
+
+std::vector<core::WorkloadClass> ClassesFromField(const pqxx::field& field) {
+  std::vector<core::WorkloadClass> out;
+  for (const std::string& name : ArrayElements(field)) {
+    out.push_back(core::WorkloadClassFromName(name));
+  }
+  return out;
+}
+
+core::Pool PoolFromRow(const pqxx::row& row) {
+  core::Pool p;
+  p.name = row[0].as<std::string>();
+  p.latency_class = core::LatencyClassFromName(row[1].as<std::string>());
+  p.description = row[2].as<std::string>();
+  p.lends_to = ClassesFromField(row[3]);
+  p.reclaim_grace_seconds = row[4].as<int64_t>();
+  return p;
+}
+
+core::Quota QuotaFromRow(const pqxx::row& row) {
+  core::Quota q;
+  q.team = row[0].as<std::string>();
+  q.pool = row[1].as<std::string>();
+  q.nominal_milli = row[2].as<int64_t>();
+  q.gpu_model = row[3].as<std::string>();
+  q.borrowing_limit_milli = row[4].as<int64_t>();
+  q.lending_limit_milli = row[5].as<int64_t>();
+  return q;
+}
 
 }  // namespace arbiter::store::rows

@@ -25,5 +25,21 @@ std::string BigintArrayLiteral(const std::vector<int64_t>& values);
 std::string TextArrayLiteral(const std::vector<std::string>& values);
 
 int64_t ToMicros(absl::Time t);
+// An optional time as microseconds: INT64_MIN for InfinitePast (unset), and
+// back.
+int64_t ToMicrosOrMin(absl::Time t);
+absl::Time FromMicrosOrMin(int64_t micros);
+
+// Held GPUs as "node:gpu,node:gpu", and back (malformed entries fail).
+std::string FormatHolds(const std::vector<core::GpuHold>& holds);
+absl::StatusOr<std::vector<core::GpuHold>> ParseHolds(const std::string& text);
+
+// A pool's lending classes as a text array literal, and back.
+std::string ClassesLiteral(const std::vector<core::WorkloadClass>& classes);
+std::vector<core::WorkloadClass> ClassesFromField(const pqxx::field& field);
+// Reads a row of sql::kSelectPools.
+core::Pool PoolFromRow(const pqxx::row& row);
+// Reads the first six columns of sql::kSelectQuotas / kSelectQuotaUsage.
+core::Quota QuotaFromRow(const pqxx::row& row);
 
 }  // namespace arbiter::store::rows

@@ -54,12 +54,19 @@ void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
         r.reason_code, r.reason, rows::ToMicros(r.created_at), rows::ToMicros(r.updated_at),
         mig_profile, std::string(core::TopologyName(r.spec.topology)), m.parameters,
         m.bytes_per_parameter_milli, m.layers, m.kv_heads, m.head_dim, m.kv_bytes_per_element_milli,
-        m.token_budget, m.overhead_mib, shape.gpu_milli());
+        m.token_budget, m.overhead_mib, shape.gpu_milli(), r.spec.priority, r.spec.preemptible,
+        r.spec.checkpoint_seconds, r.spec.checkpoint_interval_seconds, r.spec.guaranteed,
+        rows::ToMicrosOrMin(r.spec.start_at), absl::ToInt64Seconds(r.spec.duration),
+        rows::ToMicrosOrMin(r.admitted_at), r.quota_model, rows::ToMicrosOrMin(r.preempt_deadline),
+        r.preempted_by, rows::FormatHolds(r.holds));
   } else {
     tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
-                     rows::ToMicros(r.updated_at));
+                     rows::ToMicros(r.updated_at), rows::ToMicrosOrMin(r.admitted_at),
+                     r.quota_model, rows::ToMicrosOrMin(r.preempt_deadline), r.preempted_by,
+                     rows::FormatHolds(r.holds));
   }
-  // A request is admitted once in its life: its placements are written then.
+  // Placements are written when a request is admitted (again, with the same
+  // placements, if a preemption of it is withdrawn; the insert skips those).
   if (r.state == RequestState::kAdmitted) WritePlacements(tx, r);
 }
 
@@ -70,7 +77,7 @@ struct ChangeWriter {
   }
   void operator()(const core::Pool& p) const {
     tx.exec_prepared(sql::kInsertPool, p.name, std::string(core::LatencyClassName(p.latency_class)),
-                     p.description);
+                     p.description, rows::ClassesLiteral(p.lends_to), p.reclaim_grace_seconds);
   }
   void operator()(const core::Node& n) const {
     tx.exec_prepared(sql::kInsertNode, n.id, n.cluster, n.name, n.pool, n.topology_domain,
@@ -81,7 +88,8 @@ struct ChangeWriter {
     tx.exec_prepared(sql::kInsertTeam, t.name, t.parent, t.weight_milli);
   }
   void operator()(const core::Quota& q) const {
-    tx.exec_prepared(sql::kUpsertQuota, q.team, q.pool, q.nominal_milli);
+    tx.exec_prepared(sql::kUpsertQuota, q.team, q.pool, q.nominal_milli, q.gpu_model,
+                     q.borrowing_limit_milli, q.lending_limit_milli);
   }
   void operator()(const core::RequestWrite& w) const { WriteRequest(tx, w); }
 };
@@ -131,9 +139,7 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
         state.LoadCluster(core::Cluster{row[0].as<std::string>(), row[1].as<std::string>()}));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPools)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadPool(
-        core::Pool{row[0].as<std::string>(), core::LatencyClassFromName(row[1].as<std::string>()),
-                   row[2].as<std::string>()}));
+    ARBITER_RETURN_IF_ERROR(state.LoadPool(rows::PoolFromRow(row)));
   }
   std::map<int64_t, std::vector<core::Gpu>> gpus;
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpus, "", "")) {
@@ -164,8 +170,7 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
         core::Team{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectQuotas)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadQuota(
-        core::Quota{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
+    ARBITER_RETURN_IF_ERROR(state.LoadQuota(rows::QuotaFromRow(row)));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
     core::CapacityRequest r;
@@ -262,17 +267,15 @@ absl::StatusOr<std::vector<core::Cluster>> PgStore::ListClusters() {
 }
 
 absl::StatusOr<std::vector<core::Pool>> PgStore::ListPools() {
-  return WithConnection(
-      "list pools", [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Pool>> {
-        pqxx::read_transaction tx(c);
-        std::vector<core::Pool> out;
-        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPools)) {
-          out.push_back(core::Pool{row[0].as<std::string>(),
-                                   core::LatencyClassFromName(row[1].as<std::string>()),
-                                   row[2].as<std::string>()});
-        }
-        return out;
-      });
+  return WithConnection("list pools",
+                        [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Pool>> {
+                          pqxx::read_transaction tx(c);
+                          std::vector<core::Pool> out;
+                          for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPools)) {
+                            out.push_back(rows::PoolFromRow(row));
+                          }
+                          return out;
+                        });
 }
 
 absl::StatusOr<std::vector<core::Node>> PgStore::ListNodes(const std::string& cluster,
@@ -325,9 +328,7 @@ absl::StatusOr<std::vector<QuotaUsage>> PgStore::ListQuotas(const std::string& t
         pqxx::read_transaction tx(c);
         std::vector<QuotaUsage> out;
         for (const pqxx::row& row : tx.exec_prepared(sql::kSelectQuotaUsage, team)) {
-          out.push_back(QuotaUsage{
-              core::Quota{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()},
-              row[3].as<int64_t>()});
+          out.push_back(QuotaUsage{rows::QuotaFromRow(row), row[6].as<int64_t>()});
         }
         return out;
       });

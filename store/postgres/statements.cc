@@ -7,6 +7,8 @@ namespace {
 
 // Timestamps travel as integer microseconds since the Unix epoch.
 #define TS(n) "('epoch'::timestamptz + $" #n "::bigint * interval '1 microsecond')"
+// The same, NULL for INT64_MIN (an unset time).
+#define TSN(n) "(CASE WHEN $" #n "::bigint = -9223372036854775808 THEN NULL ELSE " TS(n) " END)"
 
 struct Statement {
   const char* name;
@@ -15,37 +17,55 @@ struct Statement {
 
 constexpr Statement kStatements[] = {
     {kInsertCluster, "INSERT INTO clusters (name, description) VALUES ($1, $2)"},
-    {kInsertPool, "INSERT INTO pools (name, latency_class, description) VALUES ($1, $2, $3)"},
+    {kInsertPool,
+     "INSERT INTO pools (name, latency_class, description, lends_to, reclaim_grace_seconds) "
+     "VALUES ($1, $2, $3, $4::text[], $5)"},
     {kInsertNode,
      "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
      "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
     {kInsertGpu, "INSERT INTO gpus (node_id, gpu_index, model) VALUES ($1, $2, $3)"},
     {kInsertTeam, "INSERT INTO teams (name, parent, weight_milli) VALUES ($1, NULLIF($2, ''), $3)"},
     {kUpsertQuota,
-     "INSERT INTO quotas (team, pool, nominal_milli) VALUES ($1, $2, $3) "
-     "ON CONFLICT (team, pool) DO UPDATE SET nominal_milli = EXCLUDED.nominal_milli, "
-     "updated_at = now()"},
+     "INSERT INTO quotas (team, pool, nominal_milli, gpu_model, borrowing_limit_milli, "
+     "lending_limit_milli) VALUES ($1, $2, $3, $4, $5, $6) "
+     "ON CONFLICT (team, pool, gpu_model) DO UPDATE SET nominal_milli = EXCLUDED.nominal_milli, "
+     "borrowing_limit_milli = EXCLUDED.borrowing_limit_milli, "
+     "lending_limit_milli = EXCLUDED.lending_limit_milli, updated_at = now()"},
     {kInsertRequest,
      "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class, members, "
      "whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, "
      "description, state, reason_code, reason, created_at, updated_at, mig_profile, topology, "
      "model_parameters, model_bytes_per_parameter_milli, model_layers, model_kv_heads, "
      "model_head_dim, model_kv_bytes_per_element_milli, model_token_budget, model_overhead_mib, "
-     "gpu_milli_per_member) "
+     "gpu_milli_per_member, priority, preemptible, checkpoint_seconds, "
+     "checkpoint_interval_seconds, guaranteed, start_at, duration_seconds, admitted_at, "
+     "quota_model, preempt_deadline, preempted_by, holds) "
      "VALUES ($1, "
      "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(
-         18) ", " TS(19) ", $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)"},
+         18) ", " TS(19) ", $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, "
+                         "$33, $34, $35, " TSN(36) ", $37, " TSN(38) ", $39, " TSN(
+                             40) ", $41, $42)"},
     {kUpdateRequest,
      "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(
-         5) " WHERE id = $1"},
+         5) ", admitted_at = " TSN(6) ", quota_model = $7, preempt_deadline = " TSN(8) ", "
+                                                                                       "preempted_"
+                                                                                       "by = $9, "
+                                                                                       "holds = "
+                                                                                       "$10 WHERE "
+                                                                                       "id = $1"},
     {kInsertPlacement,
      "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
-     ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9, $10, $11, $12, $13)"},
+     ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+     // A withdrawn preemption makes a request admitted again, with the same
+     // placements.
+     " ON CONFLICT (request_id, member) DO NOTHING"},
     {kUpdateGpuLayout, "UPDATE gpus SET mig_layout = $3 WHERE node_id = $1 AND gpu_index = $2"},
     {kSelectGpuModels,
      "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable FROM gpu_models ORDER BY name"},
     {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
-    {kSelectPools, "SELECT name, latency_class, description FROM pools ORDER BY name"},
+    {kSelectPools,
+     "SELECT name, latency_class, description, lends_to, reclaim_grace_seconds FROM pools "
+     "ORDER BY name"},
     // $1 cluster, $2 pool ('' = any).
     {kSelectNodes,
      "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib FROM nodes "
@@ -63,23 +83,27 @@ constexpr Statement kStatements[] = {
      " SELECT t.name, t.parent, t.weight_milli, tree.depth + 1 FROM teams t"
      " JOIN tree ON t.parent = tree.name)"
      " SELECT name, COALESCE(parent, ''), weight_milli FROM tree ORDER BY depth, name"},
-    {kSelectQuotas, "SELECT team, pool, nominal_milli FROM quotas ORDER BY team, pool"},
+    {kSelectQuotas,
+     "SELECT team, pool, nominal_milli, gpu_model, borrowing_limit_milli, lending_limit_milli"
+     " FROM quotas ORDER BY team, pool, gpu_model"},
     {kSelectQuotaUsage,
-     "SELECT q.team, q.pool, q.nominal_milli, COALESCE(sum(r.members::bigint *"
-     " r.gpu_milli_per_member), 0)::bigint"
+     "SELECT q.team, q.pool, q.nominal_milli, q.gpu_model, q.borrowing_limit_milli,"
+     " q.lending_limit_milli, COALESCE(sum(r.members::bigint * r.gpu_milli_per_member), 0)::bigint"
      " FROM quotas q LEFT JOIN requests r ON r.team = q.team AND r.pool = q.pool"
-     " AND r.state = 'admitted' WHERE ($1 = '' OR q.team = $1)"
-     " GROUP BY q.team, q.pool, q.nominal_milli ORDER BY q.team, q.pool"},
-    {kSelectLiveRequests, "SELECT " ARBITER_REQUEST_COLUMNS
-                          " FROM requests WHERE state IN ('admitted', 'queued') ORDER BY id"},
+     " AND r.quota_model = q.gpu_model AND r.state IN ('admitted', 'preempting')"
+     " WHERE ($1 = '' OR q.team = $1)"
+     " GROUP BY q.team, q.pool, q.gpu_model ORDER BY q.team, q.pool, q.gpu_model"},
+    {kSelectLiveRequests,
+     "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests"
+     " WHERE state IN ('admitted', 'queued', 'preempting', 'reserved') ORDER BY id"},
     {kSelectFinishedKeys,
      "SELECT id, idempotency_key, body_hash, state FROM requests"
-     " WHERE state NOT IN ('admitted', 'queued') ORDER BY id"},
+     " WHERE state NOT IN ('admitted', 'queued', 'preempting', 'reserved') ORDER BY id"},
     {kSelectLivePlacements,
      "SELECT p.request_id, p.member, p.node_id, p.gpu_indices, p.gpu_milli, p.gpu_memory_mib,"
      " p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, p.mig_new_layout,"
      " p.mig_layout_cleared FROM placements p"
-     " JOIN requests r ON r.id = p.request_id WHERE r.state = 'admitted'"
+     " JOIN requests r ON r.id = p.request_id WHERE r.state IN ('admitted', 'preempting')"
      " ORDER BY p.request_id, p.member"},
     {kSelectRequest, "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests WHERE id = $1"},
     // $1 team, $2 state ('' = any), $3 before id (0 = newest), $4 limit.

@@ -7,14 +7,20 @@
 namespace arbiter::store::sql {
 
 // Columns of a request row, in the order `RequestFromRow` reads them.
-#define ARBITER_REQUEST_COLUMNS                                                                \
+// A nullable timestamp as integer microseconds, INT64_MIN for NULL.
+#define ARBITER_MICROS_OR_MIN(col) \
+  "COALESCE((extract(epoch FROM " col ") * 1000000)::bigint, -9223372036854775808)"
+#define ARBITER_REQUEST_COLUMNS \
   "id, idempotency_key, body_hash, team, pool, workload_class, members, whole_gpus, "          \
   "fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, description, "      \
   "state, reason_code, reason, (extract(epoch FROM created_at) * 1000000)::bigint, "           \
   "(extract(epoch FROM updated_at) * 1000000)::bigint, mig_profile, topology, "                \
   "model_parameters, model_bytes_per_parameter_milli, model_layers, model_kv_heads, "          \
   "model_head_dim, model_kv_bytes_per_element_milli, model_token_budget, model_overhead_mib, " \
-  "gpu_milli_per_member"
+  "gpu_milli_per_member, priority, preemptible, checkpoint_seconds, "                           \
+  "checkpoint_interval_seconds, guaranteed, " ARBITER_MICROS_OR_MIN("start_at") ", "           \
+  "duration_seconds, " ARBITER_MICROS_OR_MIN("admitted_at") ", quota_model, "                  \
+  ARBITER_MICROS_OR_MIN("preempt_deadline") ", preempted_by, holds"
 #define ARBITER_PLACEMENT_COLUMNS                                                                \
   "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, " \
   "exclusive, mig_profile, mig_start, mig_new_layout, mig_layout_cleared"

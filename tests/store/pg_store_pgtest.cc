@@ -222,6 +222,89 @@ TEST_F(PgStoreTest, MigLayoutsAndInstancesLoadBack) {
   EXPECT_EQ(core::FormatMigLayout(got->placements[0].mig_new_layout), "3g.40gb@0,3g.40gb@4");
 }
 
+// Borrowing, preemption and reservations survive a reload: quotas with
+// limits, a pool's lending rule, a preempting victim with its deadline and
+// preemptor, the preemptor's claim, and a reservation's held GPUs.
+TEST_F(PgStoreTest, PreemptionAndReservationsLoadBack) {
+  core::State s = BuildAndCommitOrganisation();
+  core::ChangeSet ch;
+  core::Pool batch{"batch", core::LatencyClass::kBatch, ""};
+  batch.reclaim_grace_seconds = 45;
+  core::Pool serving2{"serving2", core::LatencyClass::kServing, ""};
+  serving2.lends_to = {core::WorkloadClass::kTraining};
+  ASSERT_THAT(core::CreatePool(s, batch, ch), IsOk());
+  ASSERT_THAT(core::CreatePool(s, serving2, ch), IsOk());
+  core::Quota q{"t", "batch", 2000, "H100-80GB", core::kUnlimited, 1000};
+  ASSERT_THAT(core::SetQuota(s, q, kT0, ch), IsOk());
+  core::Node node = MakeNode("b1", 2, "H100-80GB", "batch");
+  node.cluster = "east";
+  ASSERT_THAT(core::RegisterNode(s, node, kT0, ch), IsOk());
+  ASSERT_THAT(store_->Commit(ch), IsOk());
+
+  core::CapacityRequestSpec low = WholeSpec("low", 1, 2);
+  low.pool = "batch";
+  low.preemptible = true;
+  low.checkpoint_seconds = 90;
+  low.duration = absl::Seconds(600);
+  ASSERT_THAT(Request(s, low), IsOk());
+  core::CapacityRequestSpec high = low;
+  high.idempotency_key = "high";
+  high.priority = 5;
+  high.preemptible = false;
+  auto preemptor = Request(s, high);
+  ASSERT_THAT(preemptor, IsOk());
+  EXPECT_EQ(preemptor->reason_code, core::kReasonPreempting);
+  EXPECT_EQ(preemptor->holds.size(), 2u);
+  core::CapacityRequestSpec later = WholeSpec("later", 1, 1);
+  later.start_at = kT0 + absl::Hours(2);
+  later.duration = absl::Hours(1);
+  auto reserved = Request(s, later);
+  ASSERT_THAT(reserved, IsOk());
+  ASSERT_EQ(reserved->state, core::RequestState::kReserved);
+
+  auto loaded = store_->LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  const core::CapacityRequest* victim = loaded->FindLiveRequest(1);
+  ASSERT_NE(victim, nullptr);
+  EXPECT_EQ(victim->state, core::RequestState::kPreempting);
+  EXPECT_EQ(victim->preempted_by, preemptor->id);
+  EXPECT_EQ(victim->preempt_deadline, kT0 + absl::Seconds(90));
+  EXPECT_EQ(victim->admitted_at, kT0);
+  EXPECT_EQ(victim->quota_model, "H100-80GB");
+  EXPECT_EQ(victim->spec.duration, absl::Seconds(600));
+  EXPECT_EQ(victim->spec.checkpoint_seconds, 90);
+  EXPECT_EQ(loaded->UsedMilli("t", "batch", "H100-80GB"), 2000);
+  EXPECT_EQ(loaded->FindLiveRequest(preemptor->id)->holds, preemptor->holds);
+  EXPECT_EQ(loaded->FindLiveRequest(reserved->id)->holds, reserved->holds);
+  EXPECT_EQ(loaded->FindLiveRequest(reserved->id)->spec.start_at, later.start_at);
+  const core::Quota* lq = loaded->FindQuota("t", "batch", "H100-80GB");
+  ASSERT_NE(lq, nullptr);
+  EXPECT_EQ(lq->borrowing_limit_milli, core::kUnlimited);
+  EXPECT_EQ(lq->lending_limit_milli, 1000);
+  EXPECT_EQ(loaded->FindPool("serving2")->lends_to, serving2.lends_to);
+  EXPECT_EQ(loaded->FindPool("batch")->reclaim_grace_seconds, 45);
+  EXPECT_EQ(loaded->timers(), s.timers());
+
+  // The deadline passes in the reloaded state exactly as in the original.
+  core::ChangeSet tick;
+  core::Tick(*loaded, kT0 + absl::Seconds(90), tick);
+  ASSERT_THAT(store_->Commit(tick), IsOk());
+  auto admitted = store_->GetRequest(preemptor->id);
+  ASSERT_THAT(admitted, IsOk());
+  EXPECT_EQ(admitted->state, core::RequestState::kAdmitted);
+  EXPECT_TRUE(admitted->holds.empty());
+  auto quotas = store_->ListQuotas("t");
+  ASSERT_THAT(quotas, IsOk());
+  bool seen = false;
+  for (const QuotaUsage& u : *quotas) {
+    if (u.quota.pool == "batch") {
+      seen = true;
+      EXPECT_EQ(u.used_milli, 2000);
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST(PgStoreUnreachableTest, CreateIsUnavailable) {
   EXPECT_THAT(PgStore::Create({"host=127.0.0.1 port=1 dbname=none connect_timeout=2", 1}),
               StatusIs(absl::StatusCode::kUnavailable));
