@@ -508,6 +508,9 @@ absl::Status SetQuota(State& state, const Quota& quota, absl::Time now, ChangeSe
   ARBITER_RETURN_IF_ERROR(ValidateQuota(quota));
   if (state.FindTeam(quota.team) == nullptr) return NotFound("quota.team", "team", quota.team);
   if (state.FindPool(quota.pool) == nullptr) return NotFound("quota.pool", "pool", quota.pool);
+  if (!quota.gpu_model.empty() && state.FindGpuModel(quota.gpu_model) == nullptr) {
+    return NotFound("quota.gpu_model", "GPU model", quota.gpu_model);
+  }
   ARBITER_RETURN_IF_ERROR(state.LoadQuota(quota));
   changes.changes.emplace_back(quota);
   AdmitQueued(state, quota.pool, now, changes);

@@ -65,7 +65,9 @@ absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now
 // Errors: INVALID_ARGUMENT, NOT_FOUND (team.parent), ALREADY_EXISTS.
 absl::Status CreateTeam(State& state, const Team& team, ChangeSet& changes);
 // Creates or replaces a quota, then admits queued work it makes room for.
-// Errors: INVALID_ARGUMENT, NOT_FOUND (quota.team, quota.pool).
+// Lowering a quota below what the team holds preempts nothing; the team
+// admits no more until it is back within its limits.
+// Errors: INVALID_ARGUMENT, NOT_FOUND (quota.team, quota.pool, quota.gpu_model).
 absl::Status SetQuota(State& state, const Quota& quota, absl::Time now, ChangeSet& changes);
 
 }  // namespace arbiter::core

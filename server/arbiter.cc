@@ -1,11 +1,13 @@
 #include "server/arbiter.h"
 
+#include <algorithm>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "core/arbitration.h"
 #include "core/status_macros.h"
 
 namespace arbiter::server {
@@ -22,6 +24,12 @@ EventType EventTypeOf(const core::RequestWrite& write) {
       return EventType::kReleased;
     case core::RequestState::kCancelled:
       return EventType::kCancelled;
+    case core::RequestState::kPreempting:
+      return EventType::kPreempting;
+    case core::RequestState::kPreempted:
+      return EventType::kPreempted;
+    case core::RequestState::kReserved:
+      return EventType::kReserved;
     default:
       return EventType::kAdmitted;
   }
@@ -75,12 +83,23 @@ ArbiterStats Arbiter::stats() const {
 void Arbiter::Run() {
   for (;;) {
     std::deque<Command> batch;
+    // Wake for the first timed event (a preemption deadline, a reservation's
+    // start) even when no command comes; at least every second, so that a
+    // clock that jumps (tests) is noticed.
+    absl::Duration wait = absl::Seconds(1);
+    if (state_valid_ && !state_.timers().empty()) {
+      wait = std::clamp(state_.timers().begin()->first - clock_->TimeNow(), absl::ZeroDuration(),
+                        absl::Seconds(1));
+    }
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Arbiter* a)
-               ABSL_NO_THREAD_SAFETY_ANALYSIS { return a->stopping_ || !a->queue_.empty(); },
-          this));
+      const bool woken = mu_.AwaitWithTimeout(absl::Condition(
+                                                  +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                                    return a->stopping_ || !a->queue_.empty();
+                                                  },
+                                                  this),
+                                              wait);
+      if (!woken && !TimerDue()) continue;
       if (stopping_) {
         batch.swap(queue_);
       } else {
@@ -105,9 +124,16 @@ void Arbiter::Run() {
   }
 }
 
+bool Arbiter::TimerDue() const {
+  return state_valid_ && !state_.timers().empty() &&
+         state_.timers().begin()->first <= clock_->TimeNow();
+}
+
 void Arbiter::ProcessBatch(std::deque<Command>& batch) {
   const absl::Time now = clock_->TimeNow();
   core::ChangeSet changes;
+  // What is due first: deadlines and reservations come before the commands.
+  core::Tick(state_, now, changes);
   std::vector<absl::Status> results;
   results.reserve(batch.size());
   for (Command& c : batch) results.push_back(c.decide(state_, now, changes));

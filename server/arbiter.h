@@ -5,7 +5,9 @@
 // batch answered and its events published. If a commit fails, every command
 // of the batch is answered UNAVAILABLE (retry with the same idempotency key)
 // and the state is reloaded from PostgreSQL before the next batch: the
-// in-memory state never runs ahead of what is durable.
+// in-memory state never runs ahead of what is durable. Timed events
+// (preemption deadlines, reservation starts) run as batches of their own
+// when they come due, and first in any batch.
 //
 // Thread-safe: `Submit` may be called from any thread; callbacks run on the
 // arbiter thread and must not block.
@@ -80,6 +82,8 @@ class Arbiter {
   void Run();
   // Decides and commits one batch. Runs on the arbiter thread.
   void ProcessBatch(std::deque<Command>& batch);
+  // Whether a timed event of the state is due. Arbiter thread only.
+  bool TimerDue() const;
   // Replaces the state with the database's. Returns false while it cannot.
   bool Reload();
   void IndexNodes();

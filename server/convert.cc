@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 
+#include "core/validate.h"
+
 namespace arbiter::server {
 namespace {
 
@@ -56,6 +58,25 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
   spec.shape.memory_mib = shape.memory_mib();
   spec.gpu_models.assign(req.gpu_models().begin(), req.gpu_models().end());
   spec.description = req.description();
+  spec.priority = req.priority();
+  spec.preemptible = req.preemptible();
+  spec.checkpoint_seconds = req.checkpoint_seconds();
+  spec.checkpoint_interval_seconds = req.checkpoint_interval_seconds();
+  spec.guaranteed = req.guaranteed();
+  if (req.has_start_time()) {
+    const google::protobuf::Timestamp& t = req.start_time();
+    if (t.nanos() < 0 || t.nanos() > 999'999'999) {
+      return absl::InvalidArgumentError("start_time.nanos: must be in 0..999999999");
+    }
+    // Validation bounds the seconds; out-of-range values fail there.
+    spec.start_at = absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+  }
+  if (req.duration_seconds() < 0 || req.duration_seconds() > core::kMaxDurationSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat("duration_seconds: must be in 0..",
+                                                   core::kMaxDurationSeconds, ", got ",
+                                                   req.duration_seconds()));
+  }
+  spec.duration = absl::Seconds(req.duration_seconds());
   return spec;
 }
 
@@ -65,7 +86,15 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
   if (!v1::LatencyClass_IsValid(p.latency_class())) {
     return UnknownEnum("pool.latency_class", p.latency_class());
   }
-  return core::Pool{p.name(), static_cast<core::LatencyClass>(p.latency_class()), p.description()};
+  core::Pool pool{p.name(), static_cast<core::LatencyClass>(p.latency_class()), p.description()};
+  for (int i = 0; i < p.lends_to_size(); ++i) {
+    if (!v1::WorkloadClass_IsValid(p.lends_to(i))) {
+      return UnknownEnum(absl::StrCat("pool.lends_to[", i, "]"), p.lends_to(i));
+    }
+    pool.lends_to.push_back(static_cast<core::WorkloadClass>(p.lends_to(i)));
+  }
+  if (p.has_reclaim_grace_seconds()) pool.reclaim_grace_seconds = p.reclaim_grace_seconds();
+  return pool;
 }
 
 core::Node NodeFromProto(const v1::Node& n) {
@@ -89,7 +118,13 @@ core::Team TeamFromProto(const v1::Team& t) {
   return {t.name(), t.parent(), t.weight_milli() == 0 ? 1000 : t.weight_milli()};
 }
 
-core::Quota QuotaFromProto(const v1::Quota& q) { return {q.team(), q.pool(), q.nominal_milli()}; }
+core::Quota QuotaFromProto(const v1::Quota& q) {
+  core::Quota quota{q.team(), q.pool(), q.nominal_milli()};
+  quota.gpu_model = q.gpu_model();
+  if (q.has_borrowing_limit_milli()) quota.borrowing_limit_milli = q.borrowing_limit_milli();
+  if (q.has_lending_limit_milli()) quota.lending_limit_milli = q.lending_limit_milli();
+  return quota;
+}
 
 absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field) {
   if (!v1::RequestState_IsValid(value)) return UnknownEnum(field, value);
@@ -131,6 +166,8 @@ void ToProto(const core::Pool& p, v1::Pool* out) {
   out->set_name(p.name);
   out->set_latency_class(static_cast<v1::LatencyClass>(p.latency_class));
   out->set_description(p.description);
+  for (core::WorkloadClass c : p.lends_to) out->add_lends_to(static_cast<v1::WorkloadClass>(c));
+  out->set_reclaim_grace_seconds(p.reclaim_grace_seconds);
 }
 
 void ToProto(const core::Node& n, v1::Node* out) {
@@ -161,6 +198,9 @@ void ToProto(const core::Quota& q, v1::Quota* out) {
   out->set_team(q.team);
   out->set_pool(q.pool);
   out->set_nominal_milli(q.nominal_milli);
+  out->set_gpu_model(q.gpu_model);
+  out->set_borrowing_limit_milli(q.borrowing_limit_milli);
+  out->set_lending_limit_milli(q.lendable_milli());
 }
 
 void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::CapacityRequest* out) {
@@ -223,6 +263,29 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
   out->set_total_gpu_milli(r.spec.total_gpu_milli());
   out->set_description(r.spec.description);
   out->set_topology(static_cast<v1::Topology>(r.spec.topology));
+  out->set_priority(r.spec.priority);
+  out->set_preemptible(r.spec.preemptible);
+  out->set_checkpoint_seconds(r.spec.checkpoint_seconds);
+  out->set_checkpoint_interval_seconds(r.spec.checkpoint_interval_seconds);
+  out->set_guaranteed(r.spec.guaranteed);
+  if (r.spec.start_at != absl::InfinitePast()) {
+    *out->mutable_start_time() = TimestampOf(r.spec.start_at);
+  }
+  out->set_duration_seconds(absl::ToInt64Seconds(r.spec.duration));
+  if (r.admitted_at != absl::InfinitePast())
+    *out->mutable_admitted_at() = TimestampOf(r.admitted_at);
+  out->set_quota_gpu_model(r.quota_model);
+  if (r.preempt_deadline != absl::InfinitePast()) {
+    *out->mutable_preempt_deadline() = TimestampOf(r.preempt_deadline);
+  }
+  out->set_preempted_by(r.preempted_by);
+  for (const core::GpuHold& h : r.holds) {
+    v1::HeldGpu* held = out->add_holds();
+    auto [cluster, node] = nodes.Get(h.node_id);
+    held->set_cluster(cluster);
+    held->set_node(node);
+    held->set_gpu_index(h.gpu_index);
+  }
 }
 
 v1::AllocationEventType ToProto(EventType type) {
@@ -237,6 +300,12 @@ v1::AllocationEventType ToProto(EventType type) {
       return v1::ALLOCATION_EVENT_TYPE_RELEASED;
     case EventType::kCancelled:
       return v1::ALLOCATION_EVENT_TYPE_CANCELLED;
+    case EventType::kPreempting:
+      return v1::ALLOCATION_EVENT_TYPE_PREEMPTING;
+    case EventType::kPreempted:
+      return v1::ALLOCATION_EVENT_TYPE_PREEMPTED;
+    case EventType::kReserved:
+      return v1::ALLOCATION_EVENT_TYPE_RESERVED;
   }
   return v1::ALLOCATION_EVENT_TYPE_UNSPECIFIED;
 }

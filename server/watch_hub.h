@@ -18,7 +18,16 @@
 
 namespace arbiter::server {
 
-enum class EventType { kAdmitted, kQueued, kDenied, kReleased, kCancelled };
+enum class EventType {
+  kAdmitted,
+  kQueued,
+  kDenied,
+  kReleased,
+  kCancelled,
+  kPreempting,  // A preemption notice: vacate by request.preempt_deadline.
+  kPreempted,
+  kReserved,
+};
 
 struct AllocationEvent {
   EventType type = EventType::kAdmitted;

@@ -2,6 +2,7 @@
 // real PostgreSQL database: input validation with nothing written, status
 // codes, and the watch stream.
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -131,6 +132,21 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
        req([](RC& r) { r.set_workload_class(static_cast<v1::WorkloadClass>(77)); }),
        Code::INVALID_ARGUMENT, "workload_class"},
       {"zero members", req([](RC& r) { r.set_members(0); }), Code::INVALID_ARGUMENT, "members"},
+      {"priority too high", req([](RC& r) { r.set_priority(5000); }), Code::INVALID_ARGUMENT,
+       "priority"},
+      {"negative checkpoint", req([](RC& r) { r.set_checkpoint_seconds(-1); }),
+       Code::INVALID_ARGUMENT, "checkpoint_seconds"},
+      {"negative duration", req([](RC& r) { r.set_duration_seconds(-60); }), Code::INVALID_ARGUMENT,
+       "duration_seconds"},
+      {"guaranteed and preemptible", req([](RC& r) {
+         r.set_guaranteed(true);
+         r.set_preemptible(true);
+       }),
+       Code::INVALID_ARGUMENT, "preemptible"},
+      {"start before 1970", req([](RC& r) { r.mutable_start_time()->set_seconds(-100); }),
+       Code::INVALID_ARGUMENT, "start_time"},
+      {"start nanos out of range", req([](RC& r) { r.mutable_start_time()->set_nanos(-1); }),
+       Code::INVALID_ARGUMENT, "start_time.nanos"},
       {"unknown topology number", req([](RC& r) { r.set_topology(static_cast<v1::Topology>(9)); }),
        Code::INVALID_ARGUMENT, "topology"},
       {"negative members", req([](RC& r) { r.set_members(-1); }), Code::INVALID_ARGUMENT,
@@ -244,6 +260,62 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
          return t->governance_->SetQuota(&ctx, r, &resp);
        },
        Code::INVALID_ARGUMENT, "quota.nominal_milli"},
+      {"quota lending beyond nominal",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::SetQuotaRequest r;
+         r.mutable_quota()->set_team("inference");
+         r.mutable_quota()->set_pool("serving");
+         r.mutable_quota()->set_nominal_milli(1000);
+         r.mutable_quota()->set_lending_limit_milli(2000);
+         v1::SetQuotaResponse resp;
+         return t->governance_->SetQuota(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "quota.lending_limit_milli"},
+      {"quota borrowing below -1",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::SetQuotaRequest r;
+         r.mutable_quota()->set_team("inference");
+         r.mutable_quota()->set_pool("serving");
+         r.mutable_quota()->set_borrowing_limit_milli(-5);
+         v1::SetQuotaResponse resp;
+         return t->governance_->SetQuota(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "quota.borrowing_limit_milli"},
+      {"quota for unknown model",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::SetQuotaRequest r;
+         r.mutable_quota()->set_team("inference");
+         r.mutable_quota()->set_pool("serving");
+         r.mutable_quota()->set_gpu_model("Voodoo2");
+         v1::SetQuotaResponse resp;
+         return t->governance_->SetQuota(&ctx, r, &resp);
+       },
+       Code::NOT_FOUND, "quota.gpu_model"},
+      {"batch pool that lends",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::CreatePoolRequest r;
+         r.mutable_pool()->set_name("p2");
+         r.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+         r.mutable_pool()->add_lends_to(v1::WORKLOAD_CLASS_TRAINING);
+         v1::CreatePoolResponse resp;
+         return t->inventory_->CreatePool(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "pool.lends_to[0]"},
+      {"pool with negative grace",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::CreatePoolRequest r;
+         r.mutable_pool()->set_name("p2");
+         r.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+         r.mutable_pool()->set_reclaim_grace_seconds(-1);
+         v1::CreatePoolResponse resp;
+         return t->inventory_->CreatePool(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "pool.reclaim_grace_seconds"},
       {"release id zero",
        [](ServerTest* t) {
          grpc::ClientContext ctx;
@@ -439,6 +511,105 @@ TEST_F(ServerTest, WatchDeliversCommittedEventsInOrder) {
   watch_ctx.TryCancel();
   EXPECT_EQ(types, (std::vector<v1::AllocationEventType>{v1::ALLOCATION_EVENT_TYPE_ADMITTED,
                                                          v1::ALLOCATION_EVENT_TYPE_RELEASED}));
+}
+
+// A higher-priority request of the same team preempts: the victim's notice
+// with its deadline arrives on the watch stream, and when the (simulated)
+// clock passes the deadline the arbiter takes the capacity back on its own
+// and admits the preemptor.
+TEST_F(ServerTest, PreemptionNoticeCarriesItsDeadlineAndExpires) {
+  testing::SeedSpec seed;
+  seed.pool = "batch";
+  seed.latency_class = v1::LATENCY_CLASS_BATCH;
+  seed.gpus_per_node = 2;
+  seed.nominal_milli = 2000;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, seed), IsOk());
+  grpc::ClientContext watch_ctx;
+  v1::WatchAllocationsRequest watch;
+  watch.set_pool("batch");
+  auto reader = allocation_->WatchAllocations(&watch_ctx, watch);
+
+  v1::RequestCapacityRequest low = ValidRequest("low");
+  low.set_pool("batch");
+  low.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  low.mutable_shape()->set_whole_gpus(2);
+  low.set_preemptible(true);
+  low.set_checkpoint_seconds(120);
+  v1::RequestCapacityResponse low_resp;
+  ASSERT_TRUE(Request(low, &low_resp).ok());
+  ASSERT_EQ(low_resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+
+  v1::RequestCapacityRequest high = low;
+  high.set_idempotency_key("high");
+  high.set_preemptible(false);
+  high.set_priority(10);
+  v1::RequestCapacityResponse high_resp;
+  ASSERT_TRUE(Request(high, &high_resp).ok());
+  EXPECT_EQ(high_resp.request().state(), v1::REQUEST_STATE_QUEUED);
+  EXPECT_EQ(high_resp.request().reason_code(), "WAITING_FOR_PREEMPTION");
+  EXPECT_EQ(high_resp.request().holds_size(), 2);
+
+  // The notice: PREEMPTING, deadline = now + max(grace 30 s, checkpoint 120 s).
+  const absl::Time decided = clock_.TimeNow();
+  v1::WatchAllocationsResponse event;
+  bool noticed = false;
+  while (!noticed && reader->Read(&event)) {
+    if (event.type() != v1::ALLOCATION_EVENT_TYPE_PREEMPTING) continue;
+    noticed = true;
+    EXPECT_EQ(event.request().id(), low_resp.request().id());
+    EXPECT_EQ(event.request().preempted_by(), high_resp.request().id());
+    EXPECT_EQ(event.request().preempt_deadline().seconds(),
+              absl::ToUnixSeconds(decided + absl::Seconds(120)));
+  }
+  ASSERT_TRUE(noticed);
+
+  // The deadline passes with no call made: the arbiter acts by itself.
+  clock_.Advance(absl::Seconds(121));
+  std::map<int64_t, v1::AllocationEventType> last;
+  while (last[high_resp.request().id()] != v1::ALLOCATION_EVENT_TYPE_ADMITTED &&
+         reader->Read(&event)) {
+    last[event.request().id()] = event.type();
+  }
+  watch_ctx.TryCancel();
+  EXPECT_EQ(last[low_resp.request().id()], v1::ALLOCATION_EVENT_TYPE_PREEMPTED);
+  EXPECT_EQ(last[high_resp.request().id()], v1::ALLOCATION_EVENT_TYPE_ADMITTED);
+  auto states = db_->QueryValue("SELECT string_agg(state, ',' ORDER BY id) FROM requests");
+  ASSERT_THAT(states, IsOk());
+  EXPECT_EQ(*states, "preempted,admitted");
+}
+
+// A request with a future start is RESERVED with its held GPUs; an
+// open-ended request then waits, and one that ends before the window runs.
+TEST_F(ServerTest, ReservationHoldsGpusAndShorterWorkBackfills) {
+  testing::SeedSpec seed;
+  seed.pool = "batch";
+  seed.latency_class = v1::LATENCY_CLASS_BATCH;
+  seed.gpus_per_node = 2;
+  seed.nominal_milli = 8000;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, seed), IsOk());
+  v1::RequestCapacityRequest nightly = ValidRequest("nightly");
+  nightly.set_pool("batch");
+  nightly.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  nightly.mutable_shape()->set_whole_gpus(2);
+  nightly.mutable_start_time()->set_seconds(absl::ToUnixSeconds(clock_.TimeNow()) + 7200);
+  nightly.set_duration_seconds(3600);
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(nightly, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_RESERVED);
+  EXPECT_EQ(resp.request().holds_size(), 2);
+  EXPECT_EQ(resp.request().start_time().seconds(), nightly.start_time().seconds());
+
+  v1::RequestCapacityRequest open = ValidRequest("open");
+  open.set_pool("batch");
+  open.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  open.mutable_shape()->set_whole_gpus(1);
+  ASSERT_TRUE(Request(open, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_QUEUED);
+  v1::RequestCapacityRequest shorter = open;
+  shorter.set_idempotency_key("short");
+  shorter.set_duration_seconds(3600);
+  ASSERT_TRUE(Request(shorter, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
 }
 
 }  // namespace
