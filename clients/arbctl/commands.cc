@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/create_channel.h>
@@ -142,10 +144,16 @@ int Commands::ListPools() {
   if (!Call(*inventory_, &v1::InventoryService::Stub::ListPools, v1::ListPoolsRequest(), &resp))
     return 1;
   if (options_.json) return PrintJson(resp), 0;
-  Table t({"POOL", "LATENCY_CLASS", "DESCRIPTION"});
+  Table t({"POOL", "LATENCY_CLASS", "LENDS_TO", "GRACE_S", "DESCRIPTION"});
   for (const auto& p : resp.pools()) {
+    std::vector<std::string> lends;
+    for (int c : p.lends_to()) {
+      lends.push_back(
+          Short(v1::WorkloadClass_Name(static_cast<v1::WorkloadClass>(c)), "WORKLOAD_CLASS_"));
+    }
     t.AddRow({p.name(), Short(v1::LatencyClass_Name(p.latency_class()), "LATENCY_CLASS_"),
-              p.description()});
+              lends.empty() ? "-" : absl::StrJoin(lends, ","),
+              absl::StrCat(p.reclaim_grace_seconds()), p.description()});
   }
   t.Print(std::cout);
   return 0;
@@ -209,20 +217,28 @@ int Commands::ListQuotas(const std::string& team) {
   v1::ListQuotasResponse resp;
   if (!Call(*governance_, &v1::GovernanceService::Stub::ListQuotas, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
-  Table t({"TEAM", "POOL", "NOMINAL_GPU", "USED_GPU"});
+  Table t({"TEAM", "POOL", "MODEL", "NOMINAL_GPU", "BORROW_GPU", "LEND_GPU", "USED_GPU"});
   for (const auto& q : resp.quotas()) {
-    t.AddRow({q.quota().team(), q.quota().pool(), Milli(q.quota().nominal_milli()),
-              Milli(q.used_milli())});
+    const v1::Quota& quota = q.quota();
+    t.AddRow(
+        {quota.team(), quota.pool(), quota.gpu_model().empty() ? "*" : quota.gpu_model(),
+         Milli(quota.nominal_milli()),
+         quota.borrowing_limit_milli() < 0 ? "unlimited" : Milli(quota.borrowing_limit_milli()),
+         Milli(quota.lending_limit_milli()), Milli(q.used_milli())});
   }
   t.Print(std::cout);
   return 0;
 }
 
-int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli) {
+int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli,
+                       const std::string& gpu_model, int64_t borrow_milli, int64_t lend_milli) {
   v1::SetQuotaRequest req;
   req.mutable_quota()->set_team(team);
   req.mutable_quota()->set_pool(pool);
   req.mutable_quota()->set_nominal_milli(nominal_milli);
+  req.mutable_quota()->set_gpu_model(gpu_model);
+  if (borrow_milli != -2) req.mutable_quota()->set_borrowing_limit_milli(borrow_milli);
+  if (lend_milli >= 0) req.mutable_quota()->set_lending_limit_milli(lend_milli);
   v1::SetQuotaResponse resp;
   if (!Call(*governance_, &v1::GovernanceService::Stub::SetQuota, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
@@ -263,6 +279,31 @@ int Commands::Request(const RequestOptions& r) {
   req.mutable_shape()->set_memory_mib(r.memory_mib);
   for (const std::string& m : r.models) req.add_gpu_models(m);
   req.set_description(r.description);
+  req.set_priority(r.priority);
+  req.set_preemptible(r.preemptible);
+  req.set_guaranteed(r.guaranteed);
+  req.set_checkpoint_seconds(r.checkpoint_seconds);
+  req.set_checkpoint_interval_seconds(r.checkpoint_every_seconds);
+  if (!r.duration.empty()) {
+    absl::Duration d;
+    if (!absl::ParseDuration(r.duration, &d)) {
+      std::cerr << "arbctl: --duration must be a duration such as 90m or 2h\n";
+      return 2;
+    }
+    req.set_duration_seconds(absl::ToInt64Seconds(d));
+  }
+  if (!r.start.empty()) {
+    absl::Time start;
+    absl::Duration after;
+    std::string err;
+    if (r.start[0] == '+' && absl::ParseDuration(r.start.substr(1), &after)) {
+      start = absl::Now() + after;
+    } else if (!absl::ParseTime(absl::RFC3339_full, r.start, &start, &err)) {
+      std::cerr << "arbctl: --start must be an RFC 3339 time or +<duration> (e.g. +2h)\n";
+      return 2;
+    }
+    req.mutable_start_time()->set_seconds(absl::ToUnixSeconds(start));
+  }
   v1::RequestCapacityResponse resp;
   if (!Call(*allocation_, &v1::AllocationService::Stub::RequestCapacity, req, &resp)) return 1;
   if (options_.json) return PrintJson(resp), 0;
@@ -277,8 +318,31 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
             << "  team " << r.team() << ", pool " << r.pool() << ", "
             << Short(v1::WorkloadClass_Name(r.workload_class()), "WORKLOAD_CLASS_") << ", "
             << ShapeText(r) << " = " << Milli(r.total_gpu_milli()) << " GPU\n";
+  if (r.priority() != 0 || r.preemptible() || r.guaranteed()) {
+    std::cout << "  priority " << r.priority()
+              << (r.guaranteed()    ? ", guaranteed (never preempted)"
+                  : r.preemptible() ? ", preemptible"
+                                    : "")
+              << "\n";
+  }
+  if (r.has_start_time()) {
+    std::cout << "  starts " << google::protobuf::util::TimeUtil::ToString(r.start_time());
+    if (r.duration_seconds() > 0) std::cout << " for " << r.duration_seconds() << " s";
+    std::cout << "\n";
+  }
   if (!r.reason().empty()) {
     std::cout << "  why: " << r.reason_code() << ": " << r.reason() << "\n";
+  }
+  if (r.has_preempt_deadline() && r.state() == v1::REQUEST_STATE_PREEMPTING) {
+    std::cout << "  must vacate by "
+              << google::protobuf::util::TimeUtil::ToString(r.preempt_deadline()) << "\n";
+  }
+  if (r.holds_size() > 0) {
+    std::vector<std::string> held;
+    for (const auto& h : r.holds()) {
+      held.push_back(absl::StrCat(h.cluster(), "/", h.node(), ":", h.gpu_index()));
+    }
+    std::cout << "  holds GPUs " << absl::StrJoin(held, " ") << "\n";
   }
   for (const auto& p : r.placements()) {
     std::cout << "  member " << p.member() << " -> " << p.cluster() << "/" << p.node() << " GPU "
@@ -304,7 +368,8 @@ int Commands::ListRequests(const std::string& team, const std::string& state, in
   if (!state.empty()) {
     v1::RequestState st = v1::REQUEST_STATE_UNSPECIFIED;
     if (!v1::RequestState_Parse("REQUEST_STATE_" + absl::AsciiStrToUpper(state), &st)) {
-      std::cerr << "arbctl: --state must be admitted, queued, denied, released or cancelled\n";
+      std::cerr << "arbctl: --state must be admitted, queued, reserved, preempting, preempted, "
+                   "denied, released or cancelled\n";
       return 2;
     }
     req.set_state(st);
@@ -362,8 +427,13 @@ int Commands::Watch(const std::string& team, const std::string& pool) {
     std::cout << google::protobuf::util::TimeUtil::ToString(event.committed_at()) << "  "
               << Short(v1::AllocationEventType_Name(event.type()), "ALLOCATION_EVENT_TYPE_")
               << "  request " << r.id() << "  " << r.team() << "/" << r.pool() << "  "
-              << ShapeText(r) << "  " << (r.placements_size() ? PlacementText(r) : r.reason())
-              << std::endl;
+              << ShapeText(r) << "  " << (r.placements_size() ? PlacementText(r) : r.reason());
+    if (event.type() == v1::ALLOCATION_EVENT_TYPE_PREEMPTING) {
+      std::cout << "  vacate by "
+                << google::protobuf::util::TimeUtil::ToString(r.preempt_deadline()) << " ("
+                << r.reason() << ")";
+    }
+    std::cout << std::endl;
   }
   grpc::Status s = reader->Finish();
   return s.ok() ? 0 : Fail(s);

@@ -36,6 +36,14 @@ struct RequestOptions {
   int64_t memory_mib = 0;
   std::vector<std::string> models;
   std::string description;
+  int32_t priority = 0;
+  bool preemptible = false;
+  bool guaranteed = false;
+  int64_t checkpoint_seconds = 0;
+  int64_t checkpoint_every_seconds = 0;
+  // RFC 3339 time, or "+<duration>" from now (e.g. "+2h"); empty: now.
+  std::string start;
+  std::string duration;  // e.g. "90m"; empty: open-ended.
 };
 
 class Commands {
@@ -49,7 +57,10 @@ class Commands {
   int ListTeams();
   int CreateTeam(const std::string& name, const std::string& parent, int64_t weight_milli);
   int ListQuotas(const std::string& team);
-  int SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli);
+  // `borrow_milli`: -1 no limit, -2 leave the server's default (none);
+  // `lend_milli`: -1 all of nominal (the default).
+  int SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli,
+               const std::string& gpu_model, int64_t borrow_milli, int64_t lend_milli);
   int Request(const RequestOptions& r);
   int ListRequests(const std::string& team, const std::string& state, int limit);
   int GetRequest(int64_t id);

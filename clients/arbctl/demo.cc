@@ -32,12 +32,17 @@ struct DemoQuota {
   const char* team;
   const char* pool;
   int64_t nominal_milli;
+  int64_t borrowing_limit_milli;  // -1: no limit.
 };
 
+// Teams under acme lend unused batch quota to each other; research may borrow
+// without limit there, analytics up to 8 GPUs; training may use the serving
+// pool's spare GPUs as preemptible work (see the serving pool's lending rule).
 constexpr DemoQuota kQuotas[] = {
-    {"inference", "serving", 24'000}, {"training", "batch", 40'000}, {"training", "dev", 4'000},
-    {"analytics", "batch", 8'000},    {"analytics", "spot", 8'000},  {"research", "dev", 12'000},
-    {"research", "batch", 4'000},
+    {"inference", "serving", 24'000, 0},  {"training", "batch", 40'000, 0},
+    {"training", "dev", 4'000, 0},        {"training", "serving", 0, 8'000},
+    {"analytics", "batch", 8'000, 8'000}, {"analytics", "spot", 8'000, 0},
+    {"research", "dev", 12'000, 0},       {"research", "batch", 4'000, -1},
 };
 
 // OK and ALREADY_EXISTS both mean the object is there.
@@ -70,6 +75,11 @@ int Commands::LoadDemo() {
     v1::CreatePoolRequest req;
     req.mutable_pool()->set_name(name);
     req.mutable_pool()->set_latency_class(latency);
+    if (latency == v1::LATENCY_CLASS_SERVING) {
+      // Spare serving GPUs may run training, taken back within two minutes.
+      req.mutable_pool()->add_lends_to(v1::WORKLOAD_CLASS_TRAINING);
+      req.mutable_pool()->set_reclaim_grace_seconds(120);
+    }
     v1::CreatePoolResponse resp;
     ok &= Present(inventory_->CreatePool(&ctx, req, &resp), name);
   }
@@ -115,12 +125,13 @@ int Commands::LoadDemo() {
     req.mutable_quota()->set_team(q.team);
     req.mutable_quota()->set_pool(q.pool);
     req.mutable_quota()->set_nominal_milli(q.nominal_milli);
+    req.mutable_quota()->set_borrowing_limit_milli(q.borrowing_limit_milli);
     v1::SetQuotaResponse resp;
     ok &= Present(governance_->SetQuota(&ctx, req, &resp), absl::StrCat(q.team, "@", q.pool));
   }
   if (!ok) return 1;
   std::cout << "demo organisation loaded: 2 clusters, 4 pools, 13 nodes (104 GPUs), 5 teams, "
-               "7 quotas\n";
+               "8 quotas\n";
   return 0;
 }
 

@@ -73,7 +73,17 @@ int main(int argc, char** argv) {
   quota_set->add_option("team", team, "team")->required();
   quota_set->add_option("pool", pool, "pool")->required();
   quota_set->add_option("nominal_milli", nominal_milli, "milli-GPU (1000 = one GPU)")->required();
-  quota_set->callback([&] { rc = commands().SetQuota(team, pool, nominal_milli); });
+  std::string quota_model;
+  int64_t borrow_milli = -2;
+  int64_t lend_milli = -1;
+  quota_set->add_option("--gpu-model", quota_model, "only for this GPU model (default: all)");
+  quota_set->add_option("--borrow-milli", borrow_milli,
+                        "may borrow this much beyond nominal from the cohort; -1: no limit");
+  quota_set->add_option("--lend-milli", lend_milli,
+                        "lends at most this much of nominal to the cohort (default: all)");
+  quota_set->callback([&] {
+    rc = commands().SetQuota(team, pool, nominal_milli, quota_model, borrow_milli, lend_milli);
+  });
 
   arbiter::arbctl::RequestOptions req;
   CLI::App* request = app.add_subcommand("request", "ask for capacity (answered after commit)");
@@ -96,6 +106,19 @@ int main(int argc, char** argv) {
   request->add_option("--model", req.models, "allowed GPU model (repeatable)");
   request->add_option("--key", req.key, "idempotency key; reuse it to retry safely");
   request->add_option("--description", req.description, "job name, pod or ticket");
+  request->add_option("--priority", req.priority, "-1000..1000; higher may preempt lower");
+  request->add_flag(
+      "--preemptible", req.preemptible,
+      "may be preempted (needed to borrow, or to use a serving pool as non-inference)");
+  request->add_flag("--guaranteed", req.guaranteed, "executive-sponsored: never preempted");
+  request->add_option("--checkpoint-seconds", req.checkpoint_seconds,
+                      "seconds to checkpoint and restore");
+  request->add_option("--checkpoint-every", req.checkpoint_every_seconds,
+                      "seconds between checkpoints (0: none)");
+  request->add_option("--start", req.start,
+                      "advance reservation: RFC 3339 time or +<duration> from now, e.g. +2h");
+  request->add_option("--duration", req.duration,
+                      "declared run time, e.g. 90m (lets the work backfill reservations)");
   request->callback([&] {
     if (req.milli == 0 && req.gpus == 0 && req.mig_profile.empty()) req.gpus = 1;
     rc = commands().Request(req);

@@ -26,8 +26,8 @@ export ARBITER_ENDPOINT="127.0.0.1:$(cat "$work/port")"
 arbctl="$build/clients/arbctl"
 "$arbctl" demo load | grep -q "demo organisation loaded"
 
-# Every `build/clients/arbctl ...` line of the README's first code block of
-# commands, except `watch` (it streams until interrupted), in order.
+# Every `build/clients/arbctl ...` line of the README, except `watch` (it
+# streams until interrupted), in order.
 mapfile -t commands < <(grep -E '^build/clients/arbctl ' "$src/README.md" | grep -v ' watch')
 [ "${#commands[@]}" -ge 5 ] || { echo "README shows too few arbctl commands" >&2; exit 1; }
 for line in "${commands[@]}"; do
@@ -40,8 +40,13 @@ for line in "${commands[@]}"; do
   case "$args" in
     "teams list"*) grep -q "inference" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
-    request*) grep -q "admitted" <<<"$out" ;;
+    *--start*) grep -q "reserved" <<<"$out" ;;
+    "request --team inference --pool serving --class inference --members 2"*)
+      grep -q "WAITING_FOR_PREEMPTION" <<<"$out" ;;
+    "requests list --state preempting"*) grep -q "preempting" <<<"$out" ;;
     "requests list"*) grep -q "admitted" <<<"$out" ;;
+    request*) grep -q "admitted" <<<"$out" ;;
+    "quotas list"*) grep -q "unlimited\|8" <<<"$out" ;;
     release*) grep -q "released" <<<"$out" ;;
   esac
 done
