@@ -113,6 +113,18 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
   auto req = [](std::function<void(RC&)> m) {
     return [m](ServerTest* t) { return static_cast<ServerBadInputTest*>(t)->RequestWith(m); };
   };
+  // SetQuota of a valid quota of team inference in pool serving, changed by `m`.
+  auto quota = [](std::function<void(v1::Quota&)> m) {
+    return [m](ServerTest* t) {
+      grpc::ClientContext ctx;
+      v1::SetQuotaRequest r;
+      r.mutable_quota()->set_team("inference");
+      r.mutable_quota()->set_pool("serving");
+      m(*r.mutable_quota());
+      v1::SetQuotaResponse resp;
+      return t->governance_->SetQuota(&ctx, r, &resp);
+    };
+  };
   const std::vector<BadInput> cases = {
       {"empty key", req([](RC& r) { r.set_idempotency_key(""); }), Code::INVALID_ARGUMENT,
        "idempotency_key"},
@@ -249,50 +261,16 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
          return t->governance_->CreateTeam(&ctx, r, &resp);
        },
        Code::NOT_FOUND, "team.parent"},
-      {"negative quota",
-       [](ServerTest* t) {
-         grpc::ClientContext ctx;
-         v1::SetQuotaRequest r;
-         r.mutable_quota()->set_team("inference");
-         r.mutable_quota()->set_pool("serving");
-         r.mutable_quota()->set_nominal_milli(-1);
-         v1::SetQuotaResponse resp;
-         return t->governance_->SetQuota(&ctx, r, &resp);
-       },
+      {"negative quota", quota([](v1::Quota& q) { q.set_nominal_milli(-1); }),
        Code::INVALID_ARGUMENT, "quota.nominal_milli"},
-      {"quota lending beyond nominal",
-       [](ServerTest* t) {
-         grpc::ClientContext ctx;
-         v1::SetQuotaRequest r;
-         r.mutable_quota()->set_team("inference");
-         r.mutable_quota()->set_pool("serving");
-         r.mutable_quota()->set_nominal_milli(1000);
-         r.mutable_quota()->set_lending_limit_milli(2000);
-         v1::SetQuotaResponse resp;
-         return t->governance_->SetQuota(&ctx, r, &resp);
-       },
+      {"quota lending beyond nominal", quota([](v1::Quota& q) {
+         q.set_nominal_milli(1000);
+         q.set_lending_limit_milli(2000);
+       }),
        Code::INVALID_ARGUMENT, "quota.lending_limit_milli"},
-      {"quota borrowing below -1",
-       [](ServerTest* t) {
-         grpc::ClientContext ctx;
-         v1::SetQuotaRequest r;
-         r.mutable_quota()->set_team("inference");
-         r.mutable_quota()->set_pool("serving");
-         r.mutable_quota()->set_borrowing_limit_milli(-5);
-         v1::SetQuotaResponse resp;
-         return t->governance_->SetQuota(&ctx, r, &resp);
-       },
+      {"quota borrowing below -1", quota([](v1::Quota& q) { q.set_borrowing_limit_milli(-5); }),
        Code::INVALID_ARGUMENT, "quota.borrowing_limit_milli"},
-      {"quota for unknown model",
-       [](ServerTest* t) {
-         grpc::ClientContext ctx;
-         v1::SetQuotaRequest r;
-         r.mutable_quota()->set_team("inference");
-         r.mutable_quota()->set_pool("serving");
-         r.mutable_quota()->set_gpu_model("Voodoo2");
-         v1::SetQuotaResponse resp;
-         return t->governance_->SetQuota(&ctx, r, &resp);
-       },
+      {"quota for unknown model", quota([](v1::Quota& q) { q.set_gpu_model("Voodoo2"); }),
        Code::NOT_FOUND, "quota.gpu_model"},
       {"batch pool that lends",
        [](ServerTest* t) {
