@@ -103,10 +103,7 @@ bool PoolAdmitsClass(const State& state, CapacityRequest& request) {
 std::vector<const CapacityRequest*> PendingVictims(const State& state,
                                                    const CapacityRequest& preemptor) {
   std::vector<const CapacityRequest*> out;
-  for (int64_t id : state.HoldingIn(preemptor.spec.pool)) {
-    const CapacityRequest& r = *state.FindLiveRequest(id);
-    if (r.state == RequestState::kPreempting && r.preempted_by == preemptor.id) out.push_back(&r);
-  }
+  for (int64_t id : state.VictimsOf(preemptor.id)) out.push_back(state.FindLiveRequest(id));
   return out;
 }
 

@@ -268,6 +268,12 @@ const std::set<int64_t>& State::QueuedIn(const std::string& pool) const {
   return it == queued_.end() ? kNone : it->second;
 }
 
+const std::set<int64_t>& State::VictimsOf(int64_t preemptor) const {
+  static const std::set<int64_t> kNone;
+  auto it = victims_.find(preemptor);
+  return it == victims_.end() ? kNone : it->second;
+}
+
 const std::set<int64_t>& State::HoldingIn(const std::string& pool) const {
   static const std::set<int64_t> kNone;
   auto it = holding_.find(pool);
@@ -386,7 +392,10 @@ void State::PutRequest(const CapacityRequest& request) {
     holding_[pool].insert(id);
   }
   if (request.state == RequestState::kQueued) queued_[pool].insert(id);
-  if (request.state == RequestState::kPreempting) timers_.insert({request.preempt_deadline, id});
+  if (request.state == RequestState::kPreempting) {
+    timers_.insert({request.preempt_deadline, id});
+    victims_[request.preempted_by].insert(id);
+  }
   if (request.state == RequestState::kReserved) timers_.insert({request.spec.start_at, id});
   SetHolds(request, +1);
   live_requests_[id] = request;
@@ -408,7 +417,13 @@ void State::Unindex(const CapacityRequest& old) {
     holding_[pool].erase(old.id);
   }
   if (old.state == RequestState::kQueued) queued_[pool].erase(old.id);
-  if (old.state == RequestState::kPreempting) timers_.erase({old.preempt_deadline, old.id});
+  if (old.state == RequestState::kPreempting) {
+    timers_.erase({old.preempt_deadline, old.id});
+    auto it = victims_.find(old.preempted_by);
+    if (it != victims_.end() && it->second.erase(old.id) > 0 && it->second.empty()) {
+      victims_.erase(it);
+    }
+  }
   if (old.state == RequestState::kReserved) timers_.erase({old.spec.start_at, old.id});
   SetHolds(old, -1);
 }

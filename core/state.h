@@ -111,6 +111,8 @@ class State {
   // Ids of the requests that hold capacity (admitted or preempting) in
   // `pool`, oldest first.
   const std::set<int64_t>& HoldingIn(const std::string& pool) const;
+  // Ids of the PREEMPTING requests that vacate for `preemptor`.
+  const std::set<int64_t>& VictimsOf(int64_t preemptor) const;
   // Timed events, earliest first: preemption deadlines and reservation
   // starts, as (time, request id).
   const std::set<std::pair<absl::Time, int64_t>>& timers() const { return timers_; }
@@ -181,6 +183,7 @@ class State {
   std::map<std::string, std::set<int64_t>> queued_;
   std::map<std::string, std::set<int64_t>> holding_;
   std::set<std::pair<absl::Time, int64_t>> timers_;
+  absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
   int64_t next_request_id_ = 1;
   int64_t next_node_id_ = 1;
