@@ -415,6 +415,26 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
   return request;
 }
 
+absl::Status SetCoexistenceRule(State& state, const ClassRule& rule, absl::Time now,
+                                ChangeSet& changes) {
+  if (rule.a == WorkloadClass::kUnspecified) {
+    return absl::InvalidArgumentError("rule.class_a: must be set");
+  }
+  if (rule.b == WorkloadClass::kUnspecified) {
+    return absl::InvalidArgumentError("rule.class_b: must be set");
+  }
+  CoexistenceMatrix matrix = state.coexistence();
+  matrix.Set(rule.a, rule.b, rule.rule);
+  state.set_coexistence(matrix);
+  changes.changes.emplace_back(rule);
+  std::set<std::string> pools;
+  for (const auto& [id, r] : state.live_requests()) {
+    if (r.state == RequestState::kQueued) pools.insert(r.spec.pool);
+  }
+  for (const std::string& pool : pools) AdmitQueued(state, pool, now, changes);
+  return absl::OkStatus();
+}
+
 void Tick(State& state, absl::Time now, ChangeSet& changes) {
   std::set<std::string> pools;
   while (!state.timers().empty() && state.timers().begin()->first <= now) {

@@ -47,6 +47,12 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
 absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::Time now,
                                                ChangeSet& changes);
 
+// Sets the coexistence rule of a pair of classes (both orders), then admits
+// queued work it makes room for. Placements made under the old rule stay.
+// Errors: INVALID_ARGUMENT (rule.class_a, rule.class_b unspecified).
+absl::Status SetCoexistenceRule(State& state, const ClassRule& rule, absl::Time now,
+                                ChangeSet& changes);
+
 // Runs what is due at `now`: preempting requests past their deadline become
 // PREEMPTED (their capacity is freed), and reservations whose start has come
 // are decided as requests; then the pools they touched admit what waits.

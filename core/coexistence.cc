@@ -14,6 +14,24 @@ CoexistenceMatrix CoexistenceMatrix::Defaults() {
   return m;
 }
 
+absl::string_view IsolationName(Isolation i) {
+  switch (i) {
+    case Isolation::kForbidden:
+      return "forbidden";
+    case Isolation::kMigOnly:
+      return "mig_only";
+    case Isolation::kSoftSharing:
+      return "soft_sharing";
+  }
+  return "forbidden";
+}
+
+Isolation IsolationFromName(absl::string_view name) {
+  if (name == "soft_sharing") return Isolation::kSoftSharing;
+  if (name == "mig_only") return Isolation::kMigOnly;
+  return Isolation::kForbidden;
+}
+
 void CoexistenceMatrix::Set(WorkloadClass a, WorkloadClass b, CoexistenceRule rule) {
   rules_[Index(a)][Index(b)] = rule;
   rules_[Index(b)][Index(a)] = rule;

@@ -13,6 +13,8 @@
 
 #include <array>
 
+#include "absl/strings/string_view.h"
+
 #include "core/model.h"
 
 namespace arbiter::core {
@@ -27,6 +29,18 @@ enum class Isolation {
 struct CoexistenceRule {
   Isolation gpu = Isolation::kMigOnly;
   bool same_node = true;
+};
+
+// Stable lower-case names ("forbidden", "mig_only", "soft_sharing"), and back
+// (kForbidden for an unknown name, the safe reading).
+absl::string_view IsolationName(Isolation i);
+Isolation IsolationFromName(absl::string_view name);
+
+// A rule set for one pair of classes (either order).
+struct ClassRule {
+  WorkloadClass a = WorkloadClass::kUnspecified;
+  WorkloadClass b = WorkloadClass::kUnspecified;
+  CoexistenceRule rule;
 };
 
 class CoexistenceMatrix {

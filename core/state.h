@@ -34,9 +34,9 @@ struct RequestWrite {
   bool is_new = false;
 };
 
-// One durable change. Cluster, Pool, Node and Team are inserts; Quota is an
-// upsert.
-using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite>;
+// One durable change. Cluster, Pool, Node and Team are inserts; Quota and
+// ClassRule are upserts.
+using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {

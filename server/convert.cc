@@ -157,6 +157,53 @@ void ToProto(const core::GpuModel& m, v1::GpuModel* out) {
   }
 }
 
+absl::StatusOr<core::ClassRule> ClassRuleFromProto(const v1::CoexistenceRule& r) {
+  core::ClassRule rule;
+  const std::pair<int, const char*> classes[] = {{r.class_a(), "rule.class_a"},
+                                                 {r.class_b(), "rule.class_b"}};
+  for (const auto& [value, field] : classes) {
+    if (!v1::WorkloadClass_IsValid(value) || value == v1::WORKLOAD_CLASS_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be TRAINING, INFERENCE, BATCH_ANALYTICS or EXPERIMENTATION"));
+    }
+  }
+  rule.a = static_cast<core::WorkloadClass>(r.class_a());
+  rule.b = static_cast<core::WorkloadClass>(r.class_b());
+  switch (r.gpu_isolation()) {
+    case v1::GPU_ISOLATION_FORBIDDEN:
+      rule.rule.gpu = core::Isolation::kForbidden;
+      break;
+    case v1::GPU_ISOLATION_MIG_ONLY:
+      rule.rule.gpu = core::Isolation::kMigOnly;
+      break;
+    case v1::GPU_ISOLATION_SOFT_SHARING:
+      rule.rule.gpu = core::Isolation::kSoftSharing;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "rule.gpu_isolation: must be FORBIDDEN, MIG_ONLY or SOFT_SHARING");
+  }
+  rule.rule.same_node = r.same_node();
+  return rule;
+}
+
+void ToProto(const core::ClassRule& r, v1::CoexistenceRule* out) {
+  out->set_class_a(static_cast<v1::WorkloadClass>(r.a));
+  out->set_class_b(static_cast<v1::WorkloadClass>(r.b));
+  switch (r.rule.gpu) {
+    case core::Isolation::kForbidden:
+      out->set_gpu_isolation(v1::GPU_ISOLATION_FORBIDDEN);
+      break;
+    case core::Isolation::kMigOnly:
+      out->set_gpu_isolation(v1::GPU_ISOLATION_MIG_ONLY);
+      break;
+    case core::Isolation::kSoftSharing:
+      out->set_gpu_isolation(v1::GPU_ISOLATION_SOFT_SHARING);
+      break;
+  }
+  out->set_same_node(r.rule.same_node);
+}
+
 void ToProto(const core::Cluster& c, v1::Cluster* out) {
   out->set_name(c.name);
   out->set_description(c.description);

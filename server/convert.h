@@ -26,6 +26,10 @@ core::Node NodeFromProto(const v1::Node& n);
 // A weight of 0 means the default, 1000.
 core::Team TeamFromProto(const v1::Team& t);
 core::Quota QuotaFromProto(const v1::Quota& q);
+// INVALID_ARGUMENT (rule.class_a, rule.class_b, rule.gpu_isolation) for an
+// unspecified or unknown enum.
+absl::StatusOr<core::ClassRule> ClassRuleFromProto(const v1::CoexistenceRule& r);
+void ToProto(const core::ClassRule& r, v1::CoexistenceRule* out);
 // UNSPECIFIED maps to kUnspecified (no filter); an unknown number is an error.
 absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field);
 

@@ -1,4 +1,5 @@
-// GovernanceService: teams in a cohort tree and their quotas.
+// GovernanceService: teams in a cohort tree, their quotas, and the
+// coexistence rules of workload classes.
 #include "core/arbitration.h"
 #include "core/status_macros.h"
 #include "server/convert.h"
@@ -48,6 +49,36 @@ grpc::ServerUnaryReactor* GovernanceService::ListQuotas(grpc::CallbackServerCont
       v1::QuotaUsage* usage = resp->add_quotas();
       ToProto(q.quota, usage->mutable_quota());
       usage->set_used_milli(q.used_milli);
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::SetCoexistenceRule(
+    grpc::CallbackServerContext* ctx, const v1::SetCoexistenceRuleRequest* req,
+    v1::SetCoexistenceRuleResponse* resp) {
+  absl::StatusOr<core::ClassRule> rule = ClassRuleFromProto(req->rule());
+  if (!rule.ok()) return FinishWith(ctx, rule.status(), "SetCoexistenceRule");
+  ToProto(*rule, resp->mutable_rule());
+  return RunCommand(ctx, *ctx_.arbiter, "SetCoexistenceRule",
+                    [rule = *rule](core::State& state, absl::Time now, core::ChangeSet& changes) {
+                      return core::SetCoexistenceRule(state, rule, now, changes);
+                    });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::ListCoexistenceRules(
+    grpc::CallbackServerContext* ctx, const v1::ListCoexistenceRulesRequest*,
+    v1::ListCoexistenceRulesResponse* resp) {
+  return RunRead(ctx, *ctx_.reads, "ListCoexistenceRules", [this, resp]() -> absl::Status {
+    ARBITER_ASSIGN_OR_RETURN(core::CoexistenceMatrix matrix, ctx_.store->GetCoexistence());
+    for (int a = 1; a <= 4; ++a) {
+      for (int b = a; b <= 4; ++b) {
+        core::ClassRule rule;
+        rule.a = static_cast<core::WorkloadClass>(a);
+        rule.b = static_cast<core::WorkloadClass>(b);
+        rule.rule = matrix.Rule(rule.a, rule.b);
+        ToProto(rule, resp->add_rules());
+      }
     }
     return absl::OkStatus();
   });

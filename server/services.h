@@ -72,6 +72,12 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   grpc::ServerUnaryReactor* ListQuotas(grpc::CallbackServerContext* ctx,
                                        const v1::ListQuotasRequest* req,
                                        v1::ListQuotasResponse* resp) override;
+  grpc::ServerUnaryReactor* SetCoexistenceRule(grpc::CallbackServerContext* ctx,
+                                               const v1::SetCoexistenceRuleRequest* req,
+                                               v1::SetCoexistenceRuleResponse* resp) override;
+  grpc::ServerUnaryReactor* ListCoexistenceRules(grpc::CallbackServerContext* ctx,
+                                                 const v1::ListCoexistenceRulesRequest* req,
+                                                 v1::ListCoexistenceRulesResponse* resp) override;
 
  private:
   ServiceContext ctx_;

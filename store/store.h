@@ -64,6 +64,9 @@ class Store {
   // Requests matching `filter`, newest first.
   virtual absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
       const RequestFilter& filter) = 0;
+  // The coexistence matrix in force: the defaults with the stored rules set
+  // over them.
+  virtual absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() = 0;
 };
 
 }  // namespace arbiter::store

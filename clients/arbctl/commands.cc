@@ -246,6 +246,49 @@ int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t
   return 0;
 }
 
+int Commands::ListCoexistence() {
+  v1::ListCoexistenceRulesResponse resp;
+  if (!Call(*governance_, &v1::GovernanceService::Stub::ListCoexistenceRules,
+            v1::ListCoexistenceRulesRequest(), &resp))
+    return 1;
+  if (options_.json) return PrintJson(resp), 0;
+  Table t({"CLASS_A", "CLASS_B", "SHARE_GPU", "SAME_NODE"});
+  for (const auto& r : resp.rules()) {
+    t.AddRow({Short(v1::WorkloadClass_Name(r.class_a()), "WORKLOAD_CLASS_"),
+              Short(v1::WorkloadClass_Name(r.class_b()), "WORKLOAD_CLASS_"),
+              Short(v1::GpuIsolation_Name(r.gpu_isolation()), "GPU_ISOLATION_"),
+              r.same_node() ? "yes" : "no"});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::SetCoexistence(const std::string& class_a, const std::string& class_b,
+                             const std::string& isolation, bool same_node) {
+  v1::SetCoexistenceRuleRequest req;
+  v1::WorkloadClass a = v1::WORKLOAD_CLASS_UNSPECIFIED, b = v1::WORKLOAD_CLASS_UNSPECIFIED;
+  v1::GpuIsolation iso = v1::GPU_ISOLATION_UNSPECIFIED;
+  if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(class_a), &a) ||
+      !v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(class_b), &b)) {
+    std::cerr << "arbctl: classes are training, inference, batch_analytics or experimentation\n";
+    return 2;
+  }
+  if (!v1::GpuIsolation_Parse("GPU_ISOLATION_" + absl::AsciiStrToUpper(isolation), &iso)) {
+    std::cerr << "arbctl: --gpu must be forbidden, mig_only or soft_sharing\n";
+    return 2;
+  }
+  req.mutable_rule()->set_class_a(a);
+  req.mutable_rule()->set_class_b(b);
+  req.mutable_rule()->set_gpu_isolation(iso);
+  req.mutable_rule()->set_same_node(same_node);
+  v1::SetCoexistenceRuleResponse resp;
+  if (!Call(*governance_, &v1::GovernanceService::Stub::SetCoexistenceRule, req, &resp)) return 1;
+  if (options_.json) return PrintJson(resp), 0;
+  std::cout << class_a << " next to " << class_b << ": " << isolation
+            << (same_node ? "" : ", not on the same node") << "\n";
+  return 0;
+}
+
 int Commands::Request(const RequestOptions& r) {
   v1::RequestCapacityRequest req;
   req.set_idempotency_key(r.key.empty() ? RandomKey() : r.key);

@@ -61,6 +61,10 @@ class Commands {
   // `lend_milli`: -1 all of nominal (the default).
   int SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli,
                const std::string& gpu_model, int64_t borrow_milli, int64_t lend_milli);
+  int ListCoexistence();
+  // `isolation`: forbidden, mig_only or soft_sharing.
+  int SetCoexistence(const std::string& class_a, const std::string& class_b,
+                     const std::string& isolation, bool same_node);
   int Request(const RequestOptions& r);
   int ListRequests(const std::string& team, const std::string& state, int limit);
   int GetRequest(int64_t id);

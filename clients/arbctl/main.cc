@@ -86,6 +86,22 @@ int main(int argc, char** argv) {
   });
 
   arbiter::arbctl::RequestOptions req;
+  CLI::App* coexistence =
+      app.add_subcommand("coexistence", "which workload classes may share a GPU or a node");
+  coexistence->add_subcommand("list", "list the rules in force")->callback([&] {
+    rc = commands().ListCoexistence();
+  });
+  CLI::App* coexistence_set = coexistence->add_subcommand("set", "set the rule of a pair");
+  std::string class_a, class_b, isolation;
+  bool separate_nodes = false;
+  coexistence_set->add_option("class_a", class_a, "training, inference, ...")->required();
+  coexistence_set->add_option("class_b", class_b, "training, inference, ...")->required();
+  coexistence_set->add_option("--gpu", isolation, "forbidden, mig_only or soft_sharing")
+      ->required();
+  coexistence_set->add_flag("--separate-nodes", separate_nodes, "never on the same node");
+  coexistence_set->callback(
+      [&] { rc = commands().SetCoexistence(class_a, class_b, isolation, !separate_nodes); });
+
   CLI::App* request = app.add_subcommand("request", "ask for capacity (answered after commit)");
   request->add_option("--team", req.team, "requesting team")->required();
   request->add_option("--pool", req.pool, "pool to draw from")->required();

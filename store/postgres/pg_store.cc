@@ -92,6 +92,11 @@ struct ChangeWriter {
                      q.borrowing_limit_milli, q.lending_limit_milli);
   }
   void operator()(const core::RequestWrite& w) const { WriteRequest(tx, w); }
+  void operator()(const core::ClassRule& r) const {
+    tx.exec_prepared(sql::kUpsertClassRule, std::string(core::WorkloadClassName(r.a)),
+                     std::string(core::WorkloadClassName(r.b)),
+                     std::string(core::IsolationName(r.rule.gpu)), r.rule.same_node);
+  }
 };
 
 // Attaches placements (ordered by request id) to `requests` (any order).
@@ -164,7 +169,19 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
   return absl::OkStatus();
 }
 
+core::CoexistenceMatrix CoexistenceFrom(pqxx::transaction_base& tx) {
+  core::CoexistenceMatrix matrix = core::CoexistenceMatrix::Defaults();
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectClassRules)) {
+    matrix.Set(core::WorkloadClassFromName(row[0].as<std::string>()),
+               core::WorkloadClassFromName(row[1].as<std::string>()),
+               core::CoexistenceRule{core::IsolationFromName(row[2].as<std::string>()),
+                                     row[3].as<bool>()});
+  }
+  return matrix;
+}
+
 absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& state) {
+  state.set_coexistence(CoexistenceFrom(tx));
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectTeams)) {
     ARBITER_RETURN_IF_ERROR(state.LoadTeam(
         core::Team{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>()}));
@@ -364,6 +381,14 @@ absl::StatusOr<std::vector<core::CapacityRequest>> PgStore::ListRequests(
             tx.exec_prepared(sql::kSelectPlacementsOf, rows::BigintArrayLiteral(ids)), found));
         return found;
       });
+}
+
+absl::StatusOr<core::CoexistenceMatrix> PgStore::GetCoexistence() {
+  return WithConnection("get coexistence",
+                        [](pqxx::connection& c) -> absl::StatusOr<core::CoexistenceMatrix> {
+                          pqxx::read_transaction tx(c);
+                          return CoexistenceFrom(tx);
+                        });
 }
 
 }  // namespace arbiter::store

@@ -42,6 +42,7 @@ class PgStore final : public Store {
   absl::StatusOr<core::CapacityRequest> GetRequest(int64_t id) override;
   absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
       const RequestFilter& filter) override;
+  absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() override;
 
  private:
   explicit PgStore(const PgStoreOptions& options);

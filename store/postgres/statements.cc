@@ -111,6 +111,14 @@ constexpr Statement kStatements[] = {
      "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests"
      " WHERE ($1 = '' OR team = $1) AND ($2 = '' OR state = $2) AND ($3 = 0 OR id < $3)"
      " ORDER BY id DESC LIMIT $4"},
+    {kUpsertClassRule,
+     "INSERT INTO coexistence_rules (class_a, class_b, gpu_isolation, same_node)"
+     " VALUES (LEAST($1, $2), GREATEST($1, $2), $3, $4) ON CONFLICT (class_a, class_b)"
+     " DO UPDATE SET gpu_isolation = EXCLUDED.gpu_isolation, same_node = EXCLUDED.same_node,"
+     " updated_at = now()"},
+    {kSelectClassRules,
+     "SELECT class_a, class_b, gpu_isolation, same_node FROM coexistence_rules"
+     " ORDER BY class_a, class_b"},
     {kSelectPlacementsOf,
      "SELECT " ARBITER_PLACEMENT_COLUMNS
      " FROM placements WHERE request_id = ANY($1::bigint[]) ORDER BY request_id, member"},

@@ -49,6 +49,8 @@ inline constexpr const char* kSelectLivePlacements = "select_live_placements";
 inline constexpr const char* kSelectRequest = "select_request";
 inline constexpr const char* kSelectRequests = "select_requests";
 inline constexpr const char* kSelectPlacementsOf = "select_placements_of";
+inline constexpr const char* kUpsertClassRule = "upsert_class_rule";
+inline constexpr const char* kSelectClassRules = "select_class_rules";
 
 // Prepares every statement above on `conn` and sets its session options.
 void PrepareAll(pqxx::connection& conn);

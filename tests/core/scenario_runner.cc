@@ -159,6 +159,15 @@ class Scenario {
       if (l.named.contains("lend")) quota.lending_limit_milli = Int(Get(l, "lend"));
       return Record(ch, core::SetQuota(state_, quota, now_, ch));
     }
+    if (l.command == "rule") {
+      // rule CLASS_A CLASS_B ISOLATION [same_node=false]
+      core::ClassRule rule;
+      rule.a = core::WorkloadClassFromName(l.positional.at(0));
+      rule.b = core::WorkloadClassFromName(l.positional.at(1));
+      rule.rule.gpu = core::IsolationFromName(l.positional.at(2));
+      rule.rule.same_node = Get(l, "same_node", "true") == "true";
+      return Record(ch, core::SetCoexistenceRule(state_, rule, now_, ch));
+    }
     if (l.command == "tick") {
       core::Tick(state_, now_, ch);
       return Record(ch, absl::OkStatus());

@@ -47,6 +47,7 @@ for line in "${commands[@]}"; do
     "requests list"*) grep -q "admitted" <<<"$out" ;;
     request*) grep -q "admitted" <<<"$out" ;;
     "quotas list"*) grep -q "unlimited\|8" <<<"$out" ;;
+    "coexistence list"*) grep -q "soft_sharing" <<<"$out" ;;
     release*) grep -q "released" <<<"$out" ;;
   esac
 done

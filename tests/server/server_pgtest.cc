@@ -74,6 +74,7 @@ class ServerTest : public ::testing::Test {
         " (SELECT count(*) FROM nodes), (SELECT count(*) FROM gpus), (SELECT count(*) FROM teams),"
         " (SELECT count(*) FROM quotas), (SELECT sum(nominal_milli) FROM quotas),"
         " (SELECT count(*) FROM requests), (SELECT count(*) FROM placements),"
+        " (SELECT count(*) FROM coexistence_rules),"
         " (SELECT string_agg(state, '') FROM requests))");
     EXPECT_THAT(counts, IsOk());
     return counts.value_or("");
@@ -272,6 +273,26 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
        Code::INVALID_ARGUMENT, "quota.borrowing_limit_milli"},
       {"quota for unknown model", quota([](v1::Quota& q) { q.set_gpu_model("Voodoo2"); }),
        Code::NOT_FOUND, "quota.gpu_model"},
+      {"coexistence rule without class_a",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::SetCoexistenceRuleRequest r;
+         r.mutable_rule()->set_class_b(v1::WORKLOAD_CLASS_TRAINING);
+         r.mutable_rule()->set_gpu_isolation(v1::GPU_ISOLATION_SOFT_SHARING);
+         v1::SetCoexistenceRuleResponse resp;
+         return t->governance_->SetCoexistenceRule(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "rule.class_a"},
+      {"coexistence rule without isolation",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::SetCoexistenceRuleRequest r;
+         r.mutable_rule()->set_class_a(v1::WORKLOAD_CLASS_TRAINING);
+         r.mutable_rule()->set_class_b(v1::WORKLOAD_CLASS_TRAINING);
+         v1::SetCoexistenceRuleResponse resp;
+         return t->governance_->SetCoexistenceRule(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "rule.gpu_isolation"},
       {"batch pool that lends",
        [](ServerTest* t) {
          grpc::ClientContext ctx;
@@ -588,6 +609,70 @@ TEST_F(ServerTest, ReservationHoldsGpusAndShorterWorkBackfills) {
   shorter.set_duration_seconds(3600);
   ASSERT_TRUE(Request(shorter, &resp).ok());
   EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+}
+
+// A coexistence rule set through the API is in force at once, listed with
+// the defaults, and survives a restart of the arbiter (it is in PostgreSQL).
+TEST_F(ServerTest, CoexistenceRuleIsStoredListedAndApplied) {
+  testing::SeedSpec seed;
+  seed.pool = "dev";
+  seed.latency_class = v1::LATENCY_CLASS_DEV;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, seed), IsOk());
+  grpc::ClientContext set_ctx;
+  v1::SetCoexistenceRuleRequest set;
+  set.mutable_rule()->set_class_a(v1::WORKLOAD_CLASS_TRAINING);
+  set.mutable_rule()->set_class_b(v1::WORKLOAD_CLASS_INFERENCE);
+  set.mutable_rule()->set_gpu_isolation(v1::GPU_ISOLATION_SOFT_SHARING);
+  set.mutable_rule()->set_same_node(true);
+  v1::SetCoexistenceRuleResponse set_resp;
+  ASSERT_TRUE(governance_->SetCoexistenceRule(&set_ctx, set, &set_resp).ok());
+
+  // Inference and training fractions now share one GPU (best fit puts the
+  // second next to the first).
+  v1::RequestCapacityRequest inf = ValidRequest("inf");
+  inf.set_pool("dev");
+  v1::RequestCapacityResponse inf_resp;
+  ASSERT_TRUE(Request(inf, &inf_resp).ok());
+  v1::RequestCapacityRequest train = inf;
+  train.set_idempotency_key("train");
+  train.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  v1::RequestCapacityResponse train_resp;
+  ASSERT_TRUE(Request(train, &train_resp).ok());
+  ASSERT_EQ(inf_resp.request().placements_size(), 1);
+  ASSERT_EQ(train_resp.request().placements_size(), 1);
+  EXPECT_EQ(train_resp.request().placements(0).gpu_indices(0),
+            inf_resp.request().placements(0).gpu_indices(0));
+
+  server_.reset();  // Restart on the same database.
+  ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.insecure_loopback = true;
+  options.dsn = db_->dsn();
+  auto server = ArbiterServer::Start(options, &clock_);
+  ASSERT_THAT(server, IsOk());
+  server_ = std::move(*server);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                     grpc::InsecureChannelCredentials());
+  governance_ = v1::GovernanceService::NewStub(channel);
+  grpc::ClientContext list_ctx;
+  v1::ListCoexistenceRulesResponse list;
+  ASSERT_TRUE(
+      governance_->ListCoexistenceRules(&list_ctx, v1::ListCoexistenceRulesRequest(), &list).ok());
+  ASSERT_EQ(list.rules_size(), 10);
+  int soft = 0;
+  for (const v1::CoexistenceRule& r : list.rules()) {
+    const bool pair =
+        (r.class_a() == v1::WORKLOAD_CLASS_TRAINING &&
+         r.class_b() == v1::WORKLOAD_CLASS_INFERENCE) ||
+        (r.class_a() == v1::WORKLOAD_CLASS_INFERENCE && r.class_b() == v1::WORKLOAD_CLASS_TRAINING);
+    if (pair) {
+      EXPECT_EQ(r.gpu_isolation(), v1::GPU_ISOLATION_SOFT_SHARING);
+    }
+    if (r.gpu_isolation() == v1::GPU_ISOLATION_SOFT_SHARING) ++soft;
+  }
+  // Defaults: inference, batch analytics and experimentation with
+  // themselves, batch analytics with experimentation; plus the rule set.
+  EXPECT_EQ(soft, 5);
 }
 
 }  // namespace
