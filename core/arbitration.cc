@@ -491,8 +491,15 @@ absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now
   if (!state.HasCluster(node.cluster)) return NotFound("node.cluster", "cluster", node.cluster);
   if (state.FindPool(node.pool) == nullptr) return NotFound("node.pool", "pool", node.pool);
   for (size_t i = 0; i < node.gpus.size(); ++i) {
-    if (state.FindGpuModel(node.gpus[i].model) == nullptr) {
+    const GpuModel* model = state.FindGpuModel(node.gpus[i].model);
+    if (model == nullptr) {
       return NotFound(absl::StrCat("node.gpus[", i, "].model"), "GPU model", node.gpus[i].model);
+    }
+    if (!node.gpus[i].reported_mig.empty()) {
+      ARBITER_RETURN_IF_ERROR(
+          ApplyReportedPlacements(model->mig_profiles, node.gpus[i].reported_mig,
+                                  absl::StrCat("node.gpus[", i, "].reported_mig_placements"))
+              .status());
     }
   }
   if (state.FindNode(node.cluster, node.name) != nullptr) {

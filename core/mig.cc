@@ -182,4 +182,66 @@ absl::Status ParseMigLayout(absl::string_view text, std::vector<MigInstance>* la
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<MigProfile>> ApplyReportedPlacements(
+    const std::vector<MigProfile>& table, const std::vector<MigPlacementReport>& reported,
+    absl::string_view field) {
+  std::vector<MigProfile> out;
+  for (size_t i = 0; i < reported.size(); ++i) {
+    const MigPlacementReport& r = reported[i];
+    const std::string where = absl::StrCat(field, "[", i, "]");
+    const MigProfile* known = FindMigProfile(table, r.profile);
+    if (known == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".profile: '", r.profile, "' is not a MIG profile of this model"));
+    }
+    if (FindMigProfile(out, r.profile) != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".profile: '", r.profile, "' is reported twice"));
+    }
+    if (r.start_slots.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".start_slots: must not be empty"));
+    }
+    MigProfile p = *known;
+    p.start_slots.clear();
+    for (int32_t s : r.start_slots) {
+      if (s < 0 || s + known->memory_slices > 8 ||
+          std::find(p.start_slots.begin(), p.start_slots.end(), s) != p.start_slots.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ".start_slots: slot ", s, " is out of range or repeated for ", r.profile));
+      }
+      p.start_slots.push_back(s);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string FormatMigReports(const std::vector<MigPlacementReport>& reported) {
+  return absl::StrJoin(reported, ";", [](std::string* out, const MigPlacementReport& r) {
+    absl::StrAppend(out, r.profile, ":", absl::StrJoin(r.start_slots, ","));
+  });
+}
+
+absl::Status ParseMigReports(absl::string_view text, std::vector<MigPlacementReport>* reported) {
+  reported->clear();
+  if (text.empty()) return absl::OkStatus();
+  for (absl::string_view part : absl::StrSplit(text, ';')) {
+    std::vector<absl::string_view> pieces = absl::StrSplit(part, ':');
+    if (pieces.size() != 2 || pieces[0].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("malformed MIG placements '", text, "'"));
+    }
+    MigPlacementReport r;
+    r.profile = std::string(pieces[0]);
+    for (absl::string_view slot : absl::StrSplit(pieces[1], ',')) {
+      int32_t s = 0;
+      if (!absl::SimpleAtoi(slot, &s)) {
+        return absl::InvalidArgumentError(absl::StrCat("malformed MIG placements '", text, "'"));
+      }
+      r.start_slots.push_back(s);
+    }
+    reported->push_back(std::move(r));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace arbiter::core

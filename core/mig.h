@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace arbiter::core {
@@ -35,6 +36,15 @@ struct MigProfile {
   std::vector<int32_t> start_slots;
 };
 
+// The start slots at which a node reports it can create instances of a
+// profile (as `nvidia-smi mig -lgipp` lists them). A GPU with reports offers
+// only the reported profiles, at the reported slots: they win over the table.
+struct MigPlacementReport {
+  std::string profile;
+  std::vector<int32_t> start_slots;
+  bool operator==(const MigPlacementReport&) const = default;
+};
+
 // One GPU instance of a layout.
 struct MigInstance {
   std::string profile;
@@ -42,6 +52,18 @@ struct MigInstance {
   bool allocated = false;
   bool operator==(const MigInstance&) const = default;
 };
+
+// The profiles of `table` narrowed to `reported`, each with the reported start
+// slots. INVALID_ARGUMENT, naming `field`[i], for a profile the table does
+// not have, an empty or duplicate slot list, or a slot where the profile's
+// memory slices do not fit (start + memory slices > 8).
+absl::StatusOr<std::vector<MigProfile>> ApplyReportedPlacements(
+    const std::vector<MigProfile>& table, const std::vector<MigPlacementReport>& reported,
+    absl::string_view field);
+
+// Text form "3g.40gb:0,4;1g.10gb:0,1,2" (empty: no reports), and back.
+std::string FormatMigReports(const std::vector<MigPlacementReport>& reported);
+absl::Status ParseMigReports(absl::string_view text, std::vector<MigPlacementReport>* reported);
 
 // The built-in profile table of `model` ("A100-40GB", "A100-80GB",
 // "H100-80GB", "H200-141GB"), or nullptr for a model without MIG. H200

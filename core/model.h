@@ -111,6 +111,11 @@ struct Gpu {
   // MIG layout; empty when the GPU is not partitioned. Changes only while
   // `tenants` is 0.
   std::vector<MigInstance> mig_layout;
+  // MIG placements the node reported for this GPU; empty: the model's table.
+  std::vector<MigPlacementReport> reported_mig;
+  // The profiles this GPU offers when it has reports (set at registration);
+  // see State::MigProfilesOf.
+  std::vector<MigProfile> mig_profiles;
   // Allocations on this GPU by workload class (index: WorkloadClass).
   std::array<int32_t, 5> class_tenants{};
   // Windows [start, end) for which advance reservations hold this GPU whole;

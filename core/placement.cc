@@ -250,14 +250,14 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
         if (!gpu.empty() || gpu.exclusive || !Allowed(spec, window, gpu)) continue;
         const GpuModel* model = state.FindGpuModel(gpu.model);
         const MigProfile* profile =
-            model == nullptr ? nullptr : FindMigProfile(model->mig_profiles, want.profile);
+            model == nullptr ? nullptr : FindMigProfile(state.MigProfilesOf(gpu), want.profile);
         if (profile == nullptr) continue;
         if (!before.has_value()) before = FreeOf(node);
         const FreeCapacity after = After(*before, spec.shape, kMilliPerGpu, kMilliPerGpu, 1);
         Score score{FragmentGrowth(state, *before, after), TotalFree(after), node.id, gpu.index};
         if (best_node == nullptr || score < best_score) {
           std::vector<MigInstance> layout =
-              PlanMigLayout(model->mig_profiles, *profile, state.MigFillOrder(*model));
+              PlanMigLayout(state.MigProfilesOf(gpu), *profile, state.MigFillOrder(*model));
           if (layout.empty()) continue;
           best_node = &node;
           best_gpu = gpu.index;
@@ -296,9 +296,9 @@ int64_t MembersPerEmptyNode(const State& state, const Node& node, const Capacity
     if (s.is_mig()) {
       const GpuModel* model = state.FindGpuModel(gpu.model);
       const MigProfile* profile =
-          model == nullptr ? nullptr : FindMigProfile(model->mig_profiles, s.mig().profile);
+          model == nullptr ? nullptr : FindMigProfile(state.MigProfilesOf(gpu), s.mig().profile);
       if (profile == nullptr) continue;
-      for (const MigInstance& inst : PlanMigLayout(model->mig_profiles, *profile, {})) {
+      for (const MigInstance& inst : PlanMigLayout(state.MigProfilesOf(gpu), *profile, {})) {
         gpu_limit += inst.profile == profile->name ? 1 : 0;
       }
     } else if (s.is_whole()) {

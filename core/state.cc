@@ -74,8 +74,18 @@ absl::Status State::LoadNode(Node node) {
     gpu.exclusive = false;
     for (MigInstance& inst : gpu.mig_layout) inst.allocated = false;
     gpu.class_tenants = {};
+    gpu.mig_profiles.clear();
+    if (!gpu.reported_mig.empty()) {
+      absl::StatusOr<std::vector<MigProfile>> offered =
+          ApplyReportedPlacements(model->mig_profiles, gpu.reported_mig, "reported_mig");
+      if (!offered.ok()) {
+        return Conflict(
+            absl::StrCat("node ", node.name, " GPU ", gpu.index, ": ", offered.status().message()));
+      }
+      gpu.mig_profiles = std::move(*offered);
+    }
     if (!gpu.mig_layout.empty()) {
-      absl::Status valid = ValidateMigLayout(model->mig_profiles, gpu.mig_layout);
+      absl::Status valid = ValidateMigLayout(MigProfilesOf(gpu), gpu.mig_layout);
       if (!valid.ok()) {
         return Conflict(
             absl::StrCat("node ", node.name, " GPU ", gpu.index, ": ", valid.message()));
@@ -351,6 +361,13 @@ absl::StatusOr<int64_t> State::MigMilli(const CapacityRequestSpec& spec) const {
                      name, "'"));
   }
   return milli;
+}
+
+const std::vector<MigProfile>& State::MigProfilesOf(const Gpu& gpu) const {
+  if (!gpu.reported_mig.empty()) return gpu.mig_profiles;
+  const GpuModel* model = FindGpuModel(gpu.model);
+  ARBITER_CHECK(model != nullptr);
+  return model->mig_profiles;
 }
 
 std::vector<std::string> State::MigFillOrder(const GpuModel& model) const {

@@ -126,6 +126,9 @@ class State {
   // named) that have the profile. NOT_FOUND (field shape.mig_profile) when
   // none has it. REQUIRES: spec.shape.is_mig().
   absl::StatusOr<int64_t> MigMilli(const CapacityRequestSpec& spec) const;
+  // The MIG profiles `gpu` offers: those its node reported, else its model's
+  // table. REQUIRES: the GPU's model is in the catalog.
+  const std::vector<MigProfile>& MigProfilesOf(const Gpu& gpu) const;
   // Profiles to fill an empty GPU of `model` with, after the one asked for:
   // the MIG profiles seen most in requests first, then larger before smaller.
   std::vector<std::string> MigFillOrder(const GpuModel& model) const;

@@ -109,6 +109,10 @@ core::Node NodeFromProto(const v1::Node& n) {
     core::Gpu gpu;
     gpu.index = g.index();
     gpu.model = g.model();
+    for (const v1::MigPlacementReport& r : g.reported_mig_placements()) {
+      gpu.reported_mig.push_back(
+          core::MigPlacementReport{r.profile(), {r.start_slots().begin(), r.start_slots().end()}});
+    }
     node.gpus.push_back(std::move(gpu));
   }
   return node;
@@ -232,6 +236,11 @@ void ToProto(const core::Node& n, v1::Node* out) {
     gpu->set_allocated_memory_mib(g.allocated_memory_mib);
     gpu->set_exclusive(g.exclusive);
     for (const core::MigInstance& inst : g.mig_layout) ToProto(inst, gpu->add_mig_instances());
+    for (const core::MigPlacementReport& r : g.reported_mig) {
+      v1::MigPlacementReport* report = gpu->add_reported_mig_placements();
+      report->set_profile(r.profile);
+      for (int32_t s : r.start_slots) report->add_start_slots(s);
+    }
   }
 }
 

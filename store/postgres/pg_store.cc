@@ -82,7 +82,10 @@ struct ChangeWriter {
   void operator()(const core::Node& n) const {
     tx.exec_prepared(sql::kInsertNode, n.id, n.cluster, n.name, n.pool, n.topology_domain,
                      n.cpu_milli, n.memory_mib);
-    for (const core::Gpu& g : n.gpus) tx.exec_prepared(sql::kInsertGpu, n.id, g.index, g.model);
+    for (const core::Gpu& g : n.gpus) {
+      tx.exec_prepared(sql::kInsertGpu, n.id, g.index, g.model,
+                       core::FormatMigReports(g.reported_mig));
+    }
   }
   void operator()(const core::Team& t) const {
     tx.exec_prepared(sql::kInsertTeam, t.name, t.parent, t.weight_milli);
@@ -152,6 +155,7 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
     g.index = row[1].as<int32_t>();
     g.model = row[2].as<std::string>();
     ARBITER_RETURN_IF_ERROR(core::ParseMigLayout(row[3].as<std::string>(), &g.mig_layout));
+    ARBITER_RETURN_IF_ERROR(core::ParseMigReports(row[4].as<std::string>(), &g.reported_mig));
     gpus[row[0].as<int64_t>()].push_back(std::move(g));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectNodes, "", "")) {

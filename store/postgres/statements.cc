@@ -23,7 +23,8 @@ constexpr Statement kStatements[] = {
     {kInsertNode,
      "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
      "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
-    {kInsertGpu, "INSERT INTO gpus (node_id, gpu_index, model) VALUES ($1, $2, $3)"},
+    {kInsertGpu,
+     "INSERT INTO gpus (node_id, gpu_index, model, mig_placements) VALUES ($1, $2, $3, $4)"},
     {kInsertTeam, "INSERT INTO teams (name, parent, weight_milli) VALUES ($1, NULLIF($2, ''), $3)"},
     {kUpsertQuota,
      "INSERT INTO quotas (team, pool, nominal_milli, gpu_model, borrowing_limit_milli, "
@@ -71,7 +72,7 @@ constexpr Statement kStatements[] = {
      "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib FROM nodes "
      "WHERE ($1 = '' OR cluster = $1) AND ($2 = '' OR pool = $2) ORDER BY cluster, name"},
     {kSelectGpus,
-     "SELECT g.node_id, g.gpu_index, g.model, g.mig_layout FROM gpus g "
+     "SELECT g.node_id, g.gpu_index, g.model, g.mig_layout, g.mig_placements FROM gpus g "
      "JOIN nodes n ON n.id = g.node_id "
      "WHERE ($1 = '' OR n.cluster = $1) AND ($2 = '' OR n.pool = $2) "
      "ORDER BY g.node_id, g.gpu_index"},

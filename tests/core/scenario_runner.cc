@@ -145,6 +145,10 @@ class Scenario {
       node.memory_mib = Int(Get(l, "mem", "524288"));
       for (int32_t g = 0; g < Int(Get(l, "gpus")); ++g) {
         node.gpus.push_back(core::Gpu{g, Get(l, "model")});
+        // mig_report=3g.40gb:4;1g.10gb:0,1: what the node reports for each GPU.
+        absl::Status parsed =
+            core::ParseMigReports(Get(l, "mig_report"), &node.gpus.back().reported_mig);
+        if (!parsed.ok()) return parsed;
       }
       return Record(ch, core::RegisterNode(state_, node, now_, ch).status());
     }

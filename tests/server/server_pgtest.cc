@@ -452,6 +452,52 @@ TEST_F(ServerTest, MigRequestPartitionsAnEmptyGpuAndSaysSo) {
   EXPECT_EQ(Request(bad, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A node registered with its own MIG placements gets instances where it
+// says, and its report is listed back; a report the model cannot have is
+// INVALID_ARGUMENT naming the field, and registers nothing.
+TEST_F(ServerTest, NodeReportedMigPlacementsWinOverTheTable) {
+  testing::SeedSpec spec;
+  spec.nodes = 0;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, spec), IsOk());
+  auto register_node = [&](const std::string& name, const std::string& report_profile,
+                           int32_t slot) {
+    grpc::ClientContext ctx;
+    v1::RegisterNodeRequest r;
+    r.mutable_node()->set_cluster("east");
+    r.mutable_node()->set_name(name);
+    r.mutable_node()->set_pool("serving");
+    r.mutable_node()->set_cpu_milli(64'000);
+    r.mutable_node()->set_memory_mib(512'000);
+    v1::Gpu* gpu = r.mutable_node()->add_gpus();
+    gpu->set_model("H100-80GB");
+    v1::MigPlacementReport* report = gpu->add_reported_mig_placements();
+    report->set_profile(report_profile);
+    report->add_start_slots(slot);
+    v1::RegisterNodeResponse resp;
+    return inventory_->RegisterNode(&ctx, r, &resp);
+  };
+  grpc::Status bad = register_node("bad", "3g.40gb", 7);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message().rfind("node.gpus[0].reported_mig_placements[0].start_slots:", 0),
+            0u)
+      << bad.error_message();
+  ASSERT_TRUE(register_node("n1", "3g.40gb", 4).ok());
+
+  v1::RequestCapacityRequest req = ValidRequest("mig");
+  req.mutable_shape()->set_mig_profile("3g.40gb");
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(req, &resp).ok());
+  ASSERT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(resp.request().placements(0).mig_start_slot(), 4);
+
+  grpc::ClientContext ctx;
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(inventory_->ListNodes(&ctx, v1::ListNodesRequest(), &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  ASSERT_EQ(nodes.nodes(0).gpus(0).reported_mig_placements_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).gpus(0).reported_mig_placements(0).start_slots(0), 4);
+}
+
 TEST_F(ServerTest, ModelProfileIsSizedAndPlacedInTheCheapestForm) {
   testing::SeedSpec spec;
   spec.model = "H100-80GB";
