@@ -1,6 +1,8 @@
 // arbiterd: the Arbiter control plane daemon. Only wiring lives here.
 //
-//   arbiterd serve   --dsn DSN --insecure-loopback [--listen 127.0.0.1:50051] [--migrate]
+//   arbiterd serve   --dsn DSN --tls-cert PEM --tls-key PEM --tls-client-ca PEM
+//                    [--listen 127.0.0.1:50051] [--migrate]
+//   arbiterd serve   --dsn DSN --insecure-loopback [--listen 127.0.0.1:50051] (development)
 //   arbiterd migrate --dsn DSN
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 
 #include "server/real_clock.h"
 #include "server/server.h"
+#include "server/tls.h"
 #include "store/migrations.h"
 #include "store/postgres/migrator.h"
 
@@ -62,7 +65,9 @@ int Serve(ServerOptions options, bool migrate, const std::string& port_file) {
   if (!port_file.empty()) std::ofstream(port_file) << port << "\n";
   const std::string host = options.listen_address.substr(0, options.listen_address.rfind(':'));
   std::cout << "arbiterd ready: serving arbiter.v1 on " << host << ":" << port
-            << " (plaintext, loopback only)" << std::endl;
+            << (options.insecure_loopback ? " (plaintext, loopback only)"
+                                          : " (TLS 1.3, client certificates)")
+            << std::endl;
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   spdlog::info("received signal {}, shutting down", signal_number);
@@ -74,6 +79,11 @@ int Serve(ServerOptions options, bool migrate, const std::string& port_file) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything initializes OpenSSL: TLS 1.3 or nothing.
+  if (absl::Status tls13 = arbiter::server::RestrictProcessToTls13(); !tls13.ok()) {
+    std::cerr << "arbiterd: " << tls13.message() << "\n";
+    return 1;
+  }
   CLI::App app{"arbiterd: GPU allocation governance control plane"};
   app.require_subcommand(1);
   std::string dsn;
@@ -94,6 +104,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve_cmd->add_flag("--insecure-loopback", options.insecure_loopback,
                       "serve plaintext gRPC; only loopback addresses are accepted");
+  serve_cmd->add_option("--tls-cert", options.tls.cert, "server certificate chain (PEM)");
+  serve_cmd->add_option("--tls-key", options.tls.key, "server private key (PEM)");
+  serve_cmd->add_option("--tls-client-ca", options.tls.client_ca,
+                        "CA bundle that client certificates must chain to (PEM)");
   serve_cmd->add_flag("--migrate", migrate, "apply pending migrations before serving");
   serve_cmd->add_option("--port-file", port_file, "write the bound port to this file");
   serve_cmd

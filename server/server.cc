@@ -23,14 +23,15 @@ bool IsLoopbackAddress(const std::string& host_port) {
 
 absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const ServerOptions& options,
                                                                     Clock* clock) {
-  if (!options.insecure_loopback) {
-    return absl::InvalidArgumentError(
-        "TLS serving is not configured; pass --insecure-loopback to serve plaintext on a "
-        "loopback address");
-  }
-  if (!IsLoopbackAddress(options.listen_address)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "listen: plaintext may only listen on a loopback address, got ", options.listen_address));
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (options.insecure_loopback) {
+    if (!IsLoopbackAddress(options.listen_address)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "listen: plaintext may only listen on a loopback address, got ", options.listen_address));
+    }
+    credentials = grpc::InsecureServerCredentials();
+  } else {
+    ARBITER_ASSIGN_OR_RETURN(credentials, ServerTlsCredentials(options.tls));
   }
   auto server = std::unique_ptr<ArbiterServer>(new ArbiterServer());
   store::PgStoreOptions store_options;
@@ -50,8 +51,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(options.listen_address, credentials, &server->port_);
   builder.RegisterService(server->inventory_.get());
   builder.RegisterService(server->governance_.get());
   builder.RegisterService(server->allocation_.get());

@@ -14,6 +14,7 @@
 #include "server/arbiter.h"
 #include "server/node_directory.h"
 #include "server/services.h"
+#include "server/tls.h"
 #include "server/watch_hub.h"
 #include "server/worker_pool.h"
 #include "store/postgres/pg_store.h"
@@ -25,8 +26,10 @@ struct ServerOptions {
   // Default: 127.0.0.1:50051.
   std::string listen_address = "127.0.0.1:50051";
   // Serve plaintext gRPC. Only loopback addresses are accepted when set.
-  // Default: false (TLS is required; not available yet, so this must be set).
+  // Default: false (TLS with client certificates, `tls`, is required).
   bool insecure_loopback = false;
+  // Certificates for TLS; all three are required unless insecure_loopback.
+  TlsFiles tls;
   // PostgreSQL connection string.
   std::string dsn;
   // Database connections for reads. Default: 4.
@@ -39,8 +42,9 @@ struct ServerOptions {
 class ArbiterServer {
  public:
   // Connects, loads the state and starts serving. INVALID_ARGUMENT for a bad
-  // listen address (or plaintext on a non-loopback address); UNAVAILABLE if
-  // the database or the port cannot be had.
+  // listen address (or plaintext on a non-loopback address) or unusable TLS
+  // files (naming the flag); UNAVAILABLE if the database or the port cannot
+  // be had.
   static absl::StatusOr<std::unique_ptr<ArbiterServer>> Start(const ServerOptions& options,
                                                               Clock* clock);
   // Stops accepting calls, lets running calls finish (up to 5 s), stops.

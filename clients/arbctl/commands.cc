@@ -1,8 +1,10 @@
 #include "clients/arbctl/commands.h"
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -89,10 +91,33 @@ std::string RandomKey() {
   return absl::StrCat("arbctl-", absl::Hex(rd()), absl::Hex(rd()));
 }
 
+// The file's text, or "" with a message on stderr.
+std::string ReadFileOrWarn(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in.good()) {
+    std::cerr << "arbctl: cannot read " << what << " " << path << "\n";
+    return "";
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> CredentialsFor(const GlobalOptions& o) {
+  if (o.ca_file.empty() && o.cert_file.empty() && o.key_file.empty()) {
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadFileOrWarn(o.ca_file, "--tls-ca");
+  ssl.pem_cert_chain = ReadFileOrWarn(o.cert_file, "--tls-cert");
+  ssl.pem_private_key = ReadFileOrWarn(o.key_file, "--tls-key");
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
 
 Commands::Commands(GlobalOptions options) : options_(std::move(options)) {
-  auto channel = grpc::CreateChannel(options_.endpoint, grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(options_.endpoint, CredentialsFor(options_));
   inventory_ = v1::InventoryService::NewStub(channel);
   governance_ = v1::GovernanceService::NewStub(channel);
   allocation_ = v1::AllocationService::NewStub(channel);

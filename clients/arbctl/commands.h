@@ -19,6 +19,13 @@ struct GlobalOptions {
   std::string endpoint = "127.0.0.1:50051";  // Env ARBITER_ENDPOINT.
   bool json = false;                         // Print JSON instead of tables.
   int timeout_seconds = 10;                  // Deadline of each call.
+  // TLS: the CA that signed arbiterd's certificate, and this principal's
+  // certificate and key (PEM files). All empty: plaintext (a server started
+  // with --insecure-loopback). Env ARBITER_CA_FILE, ARBITER_CERT_FILE,
+  // ARBITER_KEY_FILE.
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
 };
 
 struct RequestOptions {
@@ -48,6 +55,8 @@ struct RequestOptions {
 
 class Commands {
  public:
+  // The channel is made on first use; a TLS file that cannot be read is
+  // reported then.
   explicit Commands(GlobalOptions options);
 
   int ListModels();

@@ -10,6 +10,9 @@ int main(int argc, char** argv) {
   using arbiter::arbctl::Commands;
   arbiter::arbctl::GlobalOptions global;
   if (const char* env = std::getenv("ARBITER_ENDPOINT")) global.endpoint = env;
+  if (const char* env = std::getenv("ARBITER_CA_FILE")) global.ca_file = env;
+  if (const char* env = std::getenv("ARBITER_CERT_FILE")) global.cert_file = env;
+  if (const char* env = std::getenv("ARBITER_KEY_FILE")) global.key_file = env;
 
   CLI::App app{"arbctl: ask Arbiter for GPU capacity, see why a request waits, release it.",
                "arbctl"};
@@ -24,10 +27,14 @@ int main(int argc, char** argv) {
       "  arbctl requests list --team training --state queued\n"
       "  arbctl release 42\n"
       "  arbctl watch --team inference\n"
-      "Environment: ARBITER_ENDPOINT (default 127.0.0.1:50051).");
+      "Environment: ARBITER_ENDPOINT (default 127.0.0.1:50051); for TLS, ARBITER_CA_FILE,\n"
+      "ARBITER_CERT_FILE and ARBITER_KEY_FILE (deploy/local/up writes .arbiter/arbctl.env).");
   app.require_subcommand(1);
   app.add_option("--endpoint", global.endpoint, "arbiterd address host:port")
       ->capture_default_str();
+  app.add_option("--tls-ca", global.ca_file, "CA certificate that signed arbiterd's (PEM)");
+  app.add_option("--tls-cert", global.cert_file, "your client certificate (PEM)");
+  app.add_option("--tls-key", global.key_file, "your client certificate's key (PEM)");
   app.add_flag("--json", global.json, "print JSON (proto3 JSON mapping) instead of tables");
   app.add_option("--timeout", global.timeout_seconds, "seconds to wait for each call")
       ->capture_default_str();
