@@ -435,6 +435,31 @@ absl::Status SetCoexistenceRule(State& state, const ClassRule& rule, absl::Time 
   return absl::OkStatus();
 }
 
+absl::Status GrantRole(State& state, const RoleBinding& binding, ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidateRoleBinding(binding));
+  if (binding.scope_kind == ScopeKind::kTeam && state.FindTeam(binding.scope) == nullptr) {
+    return NotFound("binding.scope", "team", binding.scope);
+  }
+  if (binding.scope_kind == ScopeKind::kPool && state.FindPool(binding.scope) == nullptr) {
+    return NotFound("binding.scope", "pool", binding.scope);
+  }
+  if (state.role_bindings().contains(binding)) {
+    return absl::AlreadyExistsError("binding: this role binding exists");
+  }
+  ARBITER_RETURN_IF_ERROR(state.LoadRoleBinding(binding));
+  changes.changes.emplace_back(RoleBindingWrite{binding, /*revoke=*/false});
+  return absl::OkStatus();
+}
+
+absl::Status RevokeRole(State& state, const RoleBinding& binding, ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidateRoleBinding(binding));
+  if (!state.RemoveRoleBinding(binding)) {
+    return absl::NotFoundError("binding: no such role binding");
+  }
+  changes.changes.emplace_back(RoleBindingWrite{binding, /*revoke=*/true});
+  return absl::OkStatus();
+}
+
 void Tick(State& state, absl::Time now, ChangeSet& changes) {
   std::set<std::string> pools;
   while (!state.timers().empty() && state.timers().begin()->first <= now) {

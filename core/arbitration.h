@@ -53,6 +53,12 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
 absl::Status SetCoexistenceRule(State& state, const ClassRule& rule, absl::Time now,
                                 ChangeSet& changes);
 
+// Grants a role binding. Errors: INVALID_ARGUMENT (binding.*), NOT_FOUND
+// (binding.scope: no such team or pool), ALREADY_EXISTS.
+absl::Status GrantRole(State& state, const RoleBinding& binding, ChangeSet& changes);
+// Revokes a role binding. Errors: INVALID_ARGUMENT, NOT_FOUND (binding).
+absl::Status RevokeRole(State& state, const RoleBinding& binding, ChangeSet& changes);
+
 // Runs what is due at `now`: preempting requests past their deadline become
 // PREEMPTED (their capacity is freed), and reservations whose start has come
 // are decided as requests; then the pools they touched admit what waits.

@@ -46,6 +46,21 @@ constexpr std::array<std::pair<RequestState, absl::string_view>, 8> kStateNames 
     {RequestState::kReserved, "reserved"},
 }};
 
+constexpr std::array<std::pair<Role, absl::string_view>, 7> kRoleNames = {{
+    {Role::kPlatformAdmin, "platform_admin"},
+    {Role::kPoolAuthority, "pool_authority"},
+    {Role::kTeamAdmin, "team_admin"},
+    {Role::kTeamMember, "team_member"},
+    {Role::kFinance, "finance"},
+    {Role::kAuditor, "auditor"},
+    {Role::kAgent, "agent"},
+}};
+constexpr std::array<std::pair<ScopeKind, absl::string_view>, 3> kScopeNames = {{
+    {ScopeKind::kOrg, "org"},
+    {ScopeKind::kTeam, "team"},
+    {ScopeKind::kPool, "pool"},
+}};
+
 constexpr std::array<std::pair<Topology, absl::string_view>, 3> kTopologyNames = {{
     {Topology::kAny, "any"},
     {Topology::kSameNode, "same_node"},
@@ -74,6 +89,10 @@ absl::string_view RequestStateName(RequestState s) { return NameOf(kStateNames, 
 LatencyClass LatencyClassFromName(absl::string_view n) { return FromName(kLatencyNames, n); }
 WorkloadClass WorkloadClassFromName(absl::string_view n) { return FromName(kWorkloadNames, n); }
 RequestState RequestStateFromName(absl::string_view n) { return FromName(kStateNames, n); }
+absl::string_view RoleName(Role r) { return NameOf(kRoleNames, r); }
+absl::string_view ScopeKindName(ScopeKind k) { return NameOf(kScopeNames, k); }
+Role RoleFromName(absl::string_view n) { return FromName(kRoleNames, n); }
+ScopeKind ScopeKindFromName(absl::string_view n) { return FromName(kScopeNames, n); }
 
 void AttachBuiltinMigProfiles(GpuModel& model) {
   if (!model.mig_capable || !model.mig_profiles.empty()) return;

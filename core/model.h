@@ -290,6 +290,38 @@ struct Placement {
   bool operator==(const Placement&) const = default;
 };
 
+// Roles a principal may hold, each within a scope (see RoleBinding).
+enum class Role {
+  kUnspecified = 0,
+  kPlatformAdmin = 1,  // Everything, everywhere.
+  kPoolAuthority = 2,  // Quotas of a pool; approves what needs the pool's authority.
+  kTeamAdmin = 3,      // A team (and its sub-teams): requests, sub-teams.
+  kTeamMember = 4,     // A team (and its sub-teams): requests and releases.
+  kFinance = 5,        // Reads usage, prices and budgets.
+  kAuditor = 6,        // Reads everything, changes nothing.
+  kAgent = 7,          // Telemetry only.
+};
+// What a binding applies to: the whole installation, a team and every team
+// under it (a division is a team with sub-teams), or one pool.
+enum class ScopeKind { kUnspecified = 0, kOrg = 1, kTeam = 2, kPool = 3 };
+
+absl::string_view RoleName(Role r);            // "platform_admin", ...
+absl::string_view ScopeKindName(ScopeKind k);  // "org", "team", "pool".
+Role RoleFromName(absl::string_view name);     // kUnspecified when unknown.
+ScopeKind ScopeKindFromName(absl::string_view name);
+
+// Grants `role` within a scope to `subject`: a principal (as its certificate
+// names it, e.g. "spiffe://arbiter.local/alice") or "group:NAME" (every
+// principal whose certificate carries OU=NAME).
+struct RoleBinding {
+  std::string subject;
+  Role role = Role::kUnspecified;
+  ScopeKind scope_kind = ScopeKind::kUnspecified;
+  std::string scope;  // Team or pool name; empty for kOrg.
+  bool operator==(const RoleBinding&) const = default;
+  auto operator<=>(const RoleBinding&) const = default;
+};
+
 // Machine-readable reasons for QUEUED and DENIED.
 inline constexpr char kReasonQuotaExceeded[] = "QUOTA_EXCEEDED";
 inline constexpr char kReasonNoQuota[] = "NO_QUOTA";

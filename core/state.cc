@@ -128,6 +128,22 @@ absl::Status State::LoadQuota(Quota quota) {
   return absl::OkStatus();
 }
 
+absl::Status State::LoadRoleBinding(RoleBinding binding) {
+  const bool known = binding.scope_kind == ScopeKind::kOrg    ? binding.scope.empty()
+                     : binding.scope_kind == ScopeKind::kTeam ? teams_.contains(binding.scope)
+                     : binding.scope_kind == ScopeKind::kPool ? pools_.contains(binding.scope)
+                                                              : false;
+  if (!known) return Conflict(absl::StrCat("role binding with unknown scope ", binding.scope));
+  if (!role_bindings_.insert(std::move(binding)).second) {
+    return Conflict("duplicate role binding");
+  }
+  return absl::OkStatus();
+}
+
+bool State::RemoveRoleBinding(const RoleBinding& binding) {
+  return role_bindings_.erase(binding) > 0;
+}
+
 absl::Status State::LoadRequest(CapacityRequest request) {
   if (request.id <= 0 || by_key_.contains(request.spec.idempotency_key)) {
     return Conflict(absl::StrCat("bad or duplicate request ", request.id));

@@ -34,9 +34,16 @@ struct RequestWrite {
   bool is_new = false;
 };
 
+// A role binding granted (`revoke` false) or revoked.
+struct RoleBindingWrite {
+  RoleBinding binding;
+  bool revoke = false;
+};
+
 // One durable change. Cluster, Pool, Node and Team are inserts; Quota and
 // ClassRule are upserts.
-using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule>;
+using Change =
+    std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule, RoleBindingWrite>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {
@@ -68,6 +75,11 @@ class State {
   [[nodiscard]] absl::Status LoadNode(Node node);
   [[nodiscard]] absl::Status LoadTeam(Team team);
   [[nodiscard]] absl::Status LoadQuota(Quota quota);
+  // FAILED_PRECONDITION for a duplicate or a scope that does not exist.
+  [[nodiscard]] absl::Status LoadRoleBinding(RoleBinding binding);
+  // Removes a binding; false when there was none.
+  bool RemoveRoleBinding(const RoleBinding& binding);
+  const std::set<RoleBinding>& role_bindings() const { return role_bindings_; }
   // Indexes a request of any state; live ones (queued, admitted) are kept in
   // full and admitted ones charge their placements to the inventory.
   [[nodiscard]] absl::Status LoadRequest(CapacityRequest request);
@@ -186,6 +198,7 @@ class State {
   std::map<std::string, std::set<int64_t>> queued_;
   std::map<std::string, std::set<int64_t>> holding_;
   std::set<std::pair<absl::Time, int64_t>> timers_;
+  std::set<RoleBinding> role_bindings_;
   absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
   int64_t next_request_id_ = 1;

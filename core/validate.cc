@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include "core/status_macros.h"
@@ -288,6 +289,36 @@ absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
   }
   ARBITER_RETURN_IF_ERROR(ValidateDescription("description", spec.description));
   return ValidateScheduling(spec);
+}
+
+absl::Status ValidateRoleBinding(const RoleBinding& binding) {
+  const absl::string_view subject = binding.subject;
+  if (subject.empty() || subject.size() > kMaxSubjectLength) {
+    return Invalid("binding.subject",
+                   absl::StrCat("must be 1..", kMaxSubjectLength, " characters"));
+  }
+  for (char c : subject) {
+    if (c < 0x21 || c > 0x7e) {
+      return Invalid("binding.subject", "must be printable ASCII without spaces");
+    }
+  }
+  if (absl::StartsWith(subject, "group:")) {
+    ARBITER_RETURN_IF_ERROR(ValidateName("binding.subject", subject.substr(6)));
+  }
+  if (binding.role == Role::kUnspecified) {
+    return Invalid("binding.role", "must be set");
+  }
+  switch (binding.scope_kind) {
+    case ScopeKind::kOrg:
+      if (!binding.scope.empty()) return Invalid("binding.scope", "must be empty for ORG");
+      return absl::OkStatus();
+    case ScopeKind::kTeam:
+    case ScopeKind::kPool:
+      return ValidateName("binding.scope", binding.scope);
+    case ScopeKind::kUnspecified:
+      break;
+  }
+  return Invalid("binding.scope_kind", "must be ORG, TEAM or POOL");
 }
 
 }  // namespace arbiter::core

@@ -44,5 +44,9 @@ inline constexpr int64_t kMaxUnixSeconds = 4'102'444'800;  // 2100-01-01.
 [[nodiscard]] absl::Status ValidateTeam(const Team& team);
 [[nodiscard]] absl::Status ValidateQuota(const Quota& quota);
 [[nodiscard]] absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec);
+inline constexpr size_t kMaxSubjectLength = 256;
+// A subject is 1..256 printable ASCII characters without spaces; "group:"
+// must be followed by a valid name. Fields under "binding.".
+[[nodiscard]] absl::Status ValidateRoleBinding(const RoleBinding& binding);
 
 }  // namespace arbiter::core

@@ -98,11 +98,23 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAllocationsR
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
 };
 
+// A watch refused before it starts. Deletes itself when gRPC is done with it.
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::WatchAllocationsResponse> {
+ public:
+  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 grpc::ServerUnaryReactor* AllocationService::RequestCapacity(grpc::CallbackServerContext* ctx,
                                                              const v1::RequestCapacityRequest* req,
                                                              v1::RequestCapacityResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.RequestCapacity",
+                                        Resource{req->team(), req->pool()});
+      !access.ok()) {
+    return FinishWith(ctx, access, "RequestCapacity");
+  }
   absl::StatusOr<core::CapacityRequestSpec> spec = SpecFromProto(*req);
   if (!spec.ok()) return FinishWith(ctx, spec.status(), "RequestCapacity");
   auto outcome = std::make_shared<core::RequestOutcome>();
@@ -138,6 +150,10 @@ grpc::ServerUnaryReactor* AllocationService::RequestCapacity(grpc::CallbackServe
 grpc::ServerUnaryReactor* AllocationService::GetRequest(grpc::CallbackServerContext* ctx,
                                                         const v1::GetRequestRequest* req,
                                                         v1::GetRequestResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.GetRequest", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "GetRequest");
+  }
   if (req->id() <= 0) {
     return FinishWith(ctx,
                       absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", req->id())),
@@ -153,6 +169,10 @@ grpc::ServerUnaryReactor* AllocationService::GetRequest(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* AllocationService::ListRequests(grpc::CallbackServerContext* ctx,
                                                           const v1::ListRequestsRequest* req,
                                                           v1::ListRequestsResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.ListRequests", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListRequests");
+  }
   store::RequestFilter filter;
   filter.team = req->team();
   absl::StatusOr<core::RequestState> state = RequestStateFromProto(req->state(), "state");
@@ -183,11 +203,23 @@ grpc::ServerUnaryReactor* AllocationService::ListRequests(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* AllocationService::ReleaseAllocation(
     grpc::CallbackServerContext* ctx, const v1::ReleaseAllocationRequest* req,
     v1::ReleaseAllocationResponse* resp) {
+  // Callers without any team role are refused before the request is
+  // looked up, so that they learn nothing about it.
+  if (absl::Status access =
+          CheckAccess(*ctx, ctx_, "AllocationService.ReleaseAllocation", Resource{kAnyTeam, ""});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ReleaseAllocation");
+  }
   auto released = std::make_shared<core::CapacityRequest>();
   const int64_t id = req->id();
   return RunCommand(
       ctx, *ctx_.arbiter, "ReleaseAllocation",
-      [id, released](core::State& state, absl::Time now, core::ChangeSet& changes) {
+      [this, ctx, id, released](core::State& state, absl::Time now, core::ChangeSet& changes) {
+        // The request's team, known here: check that the caller may act on it.
+        if (const core::CapacityRequest* live = state.FindLiveRequest(id)) {
+          ARBITER_RETURN_IF_ERROR(CheckAccess(*ctx, ctx_, "AllocationService.ReleaseAllocation",
+                                              Resource{live->spec.team, live->spec.pool}));
+        }
         ARBITER_ASSIGN_OR_RETURN(*released, core::ReleaseRequest(state, id, now, changes));
         return absl::OkStatus();
       },
@@ -198,7 +230,11 @@ grpc::ServerUnaryReactor* AllocationService::ReleaseAllocation(
 }
 
 grpc::ServerWriteReactor<v1::WatchAllocationsResponse>* AllocationService::WatchAllocations(
-    grpc::CallbackServerContext*, const v1::WatchAllocationsRequest* req) {
+    grpc::CallbackServerContext* ctx, const v1::WatchAllocationsRequest* req) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.WatchAllocations", {});
+      !access.ok()) {
+    return new RefusedWatch(ToGrpcStatus(access, "WatchAllocations"));
+  }
   return new WatchReactor(ctx_.hub, ctx_.nodes, *req);
 }
 

@@ -39,17 +39,20 @@ EventType EventTypeOf(const core::RequestWrite& write) {
 
 absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(store::Store* store, Clock* clock,
                                                          WatchHub* hub, NodeDirectory* nodes,
-                                                         const ArbiterOptions& options) {
+                                                         const ArbiterOptions& options,
+                                                         Authorizer* authz) {
   ARBITER_ASSIGN_OR_RETURN(core::State state, store->LoadState());
-  return std::unique_ptr<Arbiter>(new Arbiter(store, clock, hub, nodes, options, std::move(state)));
+  return std::unique_ptr<Arbiter>(
+      new Arbiter(store, clock, hub, nodes, options, std::move(state), authz));
 }
 
 Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,
-                 const ArbiterOptions& options, core::State state)
+                 const ArbiterOptions& options, core::State state, Authorizer* authz)
     : store_(store),
       clock_(clock),
       hub_(hub),
       nodes_(nodes),
+      authz_(authz),
       options_(options),
       state_(std::move(state)) {
   IndexNodes();
@@ -158,6 +161,7 @@ void Arbiter::ProcessBatch(std::deque<Command>& batch) {
 
   std::vector<AllocationEvent> events;
   for (const core::Change& change : changes.changes) {
+    if (authz_ != nullptr) authz_->Apply(change);
     if (const auto* node = std::get_if<core::Node>(&change)) {
       nodes_->Put(node->id, node->cluster, node->name);
     } else if (const auto* write = std::get_if<core::RequestWrite>(&change)) {
@@ -188,6 +192,7 @@ bool Arbiter::Reload() {
 
 void Arbiter::IndexNodes() {
   for (const core::Node& n : state_.nodes()) nodes_->Put(n.id, n.cluster, n.name);
+  if (authz_ != nullptr) authz_->Reset(state_);
 }
 
 }  // namespace arbiter::server

@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "core/state.h"
+#include "server/authz.h"
 #include "server/node_directory.h"
 #include "server/watch_hub.h"
 #include "store/store.h"
@@ -60,9 +61,11 @@ class Arbiter {
 
   // Loads the state from `store` and starts the arbiter thread.
   // Errors: those of Store::LoadState.
+  // `authz` (may be null) follows the committed role bindings and teams.
   static absl::StatusOr<std::unique_ptr<Arbiter>> Create(store::Store* store, Clock* clock,
                                                          WatchHub* hub, NodeDirectory* nodes,
-                                                         const ArbiterOptions& options);
+                                                         const ArbiterOptions& options,
+                                                         Authorizer* authz = nullptr);
   // Answers every waiting command UNAVAILABLE and joins the thread.
   ~Arbiter();
 
@@ -78,7 +81,7 @@ class Arbiter {
   };
 
   Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,
-          const ArbiterOptions& options, core::State state);
+          const ArbiterOptions& options, core::State state, Authorizer* authz);
   void Run();
   // Decides and commits one batch. Runs on the arbiter thread.
   void ProcessBatch(std::deque<Command>& batch);
@@ -92,6 +95,7 @@ class Arbiter {
   Clock* const clock_;
   WatchHub* const hub_;
   NodeDirectory* const nodes_;
+  Authorizer* const authz_;
   const ArbiterOptions options_;
 
   core::State state_;        // Arbiter thread only.

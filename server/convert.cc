@@ -208,6 +208,22 @@ void ToProto(const core::ClassRule& r, v1::CoexistenceRule* out) {
   out->set_same_node(r.rule.same_node);
 }
 
+absl::StatusOr<core::RoleBinding> RoleBindingFromProto(const v1::RoleBinding& b) {
+  if (!v1::Role_IsValid(b.role())) return UnknownEnum("binding.role", b.role());
+  if (!v1::ScopeKind_IsValid(b.scope_kind())) {
+    return UnknownEnum("binding.scope_kind", b.scope_kind());
+  }
+  return core::RoleBinding{b.subject(), static_cast<core::Role>(b.role()),
+                           static_cast<core::ScopeKind>(b.scope_kind()), b.scope()};
+}
+
+void ToProto(const core::RoleBinding& b, v1::RoleBinding* out) {
+  out->set_subject(b.subject);
+  out->set_role(static_cast<v1::Role>(b.role));
+  out->set_scope_kind(static_cast<v1::ScopeKind>(b.scope_kind));
+  out->set_scope(b.scope);
+}
+
 void ToProto(const core::Cluster& c, v1::Cluster* out) {
   out->set_name(c.name);
   out->set_description(c.description);

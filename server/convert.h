@@ -30,6 +30,9 @@ core::Quota QuotaFromProto(const v1::Quota& q);
 // unspecified or unknown enum.
 absl::StatusOr<core::ClassRule> ClassRuleFromProto(const v1::CoexistenceRule& r);
 void ToProto(const core::ClassRule& r, v1::CoexistenceRule* out);
+// INVALID_ARGUMENT (binding.role, binding.scope_kind) for an unknown enum.
+absl::StatusOr<core::RoleBinding> RoleBindingFromProto(const v1::RoleBinding& b);
+void ToProto(const core::RoleBinding& b, v1::RoleBinding* out);
 // UNSPECIFIED maps to kUnspecified (no filter); an unknown number is an error.
 absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field);
 

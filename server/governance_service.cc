@@ -11,6 +11,11 @@ namespace arbiter::server {
 grpc::ServerUnaryReactor* GovernanceService::CreateTeam(grpc::CallbackServerContext* ctx,
                                                         const v1::CreateTeamRequest* req,
                                                         v1::CreateTeamResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.CreateTeam",
+                                        Resource{req->team().parent(), ""});
+      !access.ok()) {
+    return FinishWith(ctx, access, "CreateTeam");
+  }
   core::Team team = TeamFromProto(req->team());
   ToProto(team, resp->mutable_team());
   return RunCommand(ctx, *ctx_.arbiter, "CreateTeam",
@@ -22,6 +27,10 @@ grpc::ServerUnaryReactor* GovernanceService::CreateTeam(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* GovernanceService::ListTeams(grpc::CallbackServerContext* ctx,
                                                        const v1::ListTeamsRequest*,
                                                        v1::ListTeamsResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.ListTeams", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListTeams");
+  }
   return RunRead(ctx, *ctx_.reads, "ListTeams", [this, resp]() -> absl::Status {
     ARBITER_ASSIGN_OR_RETURN(auto teams, ctx_.store->ListTeams());
     for (const auto& t : teams) ToProto(t, resp->add_teams());
@@ -32,6 +41,11 @@ grpc::ServerUnaryReactor* GovernanceService::ListTeams(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* GovernanceService::SetQuota(grpc::CallbackServerContext* ctx,
                                                       const v1::SetQuotaRequest* req,
                                                       v1::SetQuotaResponse* resp) {
+  if (absl::Status access =
+          CheckAccess(*ctx, ctx_, "GovernanceService.SetQuota", Resource{"", req->quota().pool()});
+      !access.ok()) {
+    return FinishWith(ctx, access, "SetQuota");
+  }
   core::Quota quota = QuotaFromProto(req->quota());
   ToProto(quota, resp->mutable_quota());
   return RunCommand(ctx, *ctx_.arbiter, "SetQuota",
@@ -43,6 +57,10 @@ grpc::ServerUnaryReactor* GovernanceService::SetQuota(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GovernanceService::ListQuotas(grpc::CallbackServerContext* ctx,
                                                         const v1::ListQuotasRequest* req,
                                                         v1::ListQuotasResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.ListQuotas", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListQuotas");
+  }
   return RunRead(ctx, *ctx_.reads, "ListQuotas", [this, req, resp]() -> absl::Status {
     ARBITER_ASSIGN_OR_RETURN(auto quotas, ctx_.store->ListQuotas(req->team()));
     for (const auto& q : quotas) {
@@ -57,6 +75,10 @@ grpc::ServerUnaryReactor* GovernanceService::ListQuotas(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* GovernanceService::SetCoexistenceRule(
     grpc::CallbackServerContext* ctx, const v1::SetCoexistenceRuleRequest* req,
     v1::SetCoexistenceRuleResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.SetCoexistenceRule", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "SetCoexistenceRule");
+  }
   absl::StatusOr<core::ClassRule> rule = ClassRuleFromProto(req->rule());
   if (!rule.ok()) return FinishWith(ctx, rule.status(), "SetCoexistenceRule");
   ToProto(*rule, resp->mutable_rule());
@@ -69,6 +91,10 @@ grpc::ServerUnaryReactor* GovernanceService::SetCoexistenceRule(
 grpc::ServerUnaryReactor* GovernanceService::ListCoexistenceRules(
     grpc::CallbackServerContext* ctx, const v1::ListCoexistenceRulesRequest*,
     v1::ListCoexistenceRulesResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.ListCoexistenceRules", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListCoexistenceRules");
+  }
   return RunRead(ctx, *ctx_.reads, "ListCoexistenceRules", [this, resp]() -> absl::Status {
     ARBITER_ASSIGN_OR_RETURN(core::CoexistenceMatrix matrix, ctx_.store->GetCoexistence());
     for (int a = 1; a <= 4; ++a) {
@@ -80,6 +106,66 @@ grpc::ServerUnaryReactor* GovernanceService::ListCoexistenceRules(
         ToProto(rule, resp->add_rules());
       }
     }
+    return absl::OkStatus();
+  });
+}
+
+namespace {
+
+// The team a team admin must hold to grant or revoke `b`: its team, for team
+// roles at team scope; none otherwise (only platform admins may).
+Resource GrantScope(const core::RoleBinding& b) {
+  const bool team_role = b.role == core::Role::kTeamAdmin || b.role == core::Role::kTeamMember;
+  if (team_role && b.scope_kind == core::ScopeKind::kTeam) return Resource{b.scope, ""};
+  return Resource{};
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* GovernanceService::GrantRole(grpc::CallbackServerContext* ctx,
+                                                       const v1::GrantRoleRequest* req,
+                                                       v1::GrantRoleResponse* resp) {
+  absl::StatusOr<core::RoleBinding> binding = RoleBindingFromProto(req->binding());
+  if (!binding.ok()) return FinishWith(ctx, binding.status(), "GrantRole");
+  if (absl::Status access =
+          CheckAccess(*ctx, ctx_, "GovernanceService.GrantRole", GrantScope(*binding));
+      !access.ok()) {
+    return FinishWith(ctx, access, "GrantRole");
+  }
+  ToProto(*binding, resp->mutable_binding());
+  return RunCommand(ctx, *ctx_.arbiter, "GrantRole",
+                    [b = *binding](core::State& state, absl::Time, core::ChangeSet& changes) {
+                      return core::GrantRole(state, b, changes);
+                    });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::RevokeRole(grpc::CallbackServerContext* ctx,
+                                                        const v1::RevokeRoleRequest* req,
+                                                        v1::RevokeRoleResponse* resp) {
+  absl::StatusOr<core::RoleBinding> binding = RoleBindingFromProto(req->binding());
+  if (!binding.ok()) return FinishWith(ctx, binding.status(), "RevokeRole");
+  if (absl::Status access =
+          CheckAccess(*ctx, ctx_, "GovernanceService.RevokeRole", GrantScope(*binding));
+      !access.ok()) {
+    return FinishWith(ctx, access, "RevokeRole");
+  }
+  ToProto(*binding, resp->mutable_binding());
+  return RunCommand(ctx, *ctx_.arbiter, "RevokeRole",
+                    [b = *binding](core::State& state, absl::Time, core::ChangeSet& changes) {
+                      return core::RevokeRole(state, b, changes);
+                    });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::ListRoleBindings(grpc::CallbackServerContext* ctx,
+                                                              const v1::ListRoleBindingsRequest*,
+                                                              v1::ListRoleBindingsResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.ListRoleBindings", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListRoleBindings");
+  }
+  return RunRead(ctx, *ctx_.reads, "ListRoleBindings", [this, resp]() -> absl::Status {
+    ARBITER_ASSIGN_OR_RETURN(auto bindings, ctx_.store->ListRoleBindings());
+    for (const auto& b : bindings) ToProto(b, resp->add_bindings());
     return absl::OkStatus();
   });
 }

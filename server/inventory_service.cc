@@ -10,6 +10,10 @@ namespace arbiter::server {
 grpc::ServerUnaryReactor* InventoryService::ListGpuModels(grpc::CallbackServerContext* ctx,
                                                           const v1::ListGpuModelsRequest*,
                                                           v1::ListGpuModelsResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "InventoryService.ListGpuModels", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListGpuModels");
+  }
   return RunRead(ctx, *ctx_.reads, "ListGpuModels", [this, resp]() -> absl::Status {
     ARBITER_ASSIGN_OR_RETURN(auto models, ctx_.store->ListGpuModels());
     for (const auto& m : models) ToProto(m, resp->add_gpu_models());
@@ -20,6 +24,10 @@ grpc::ServerUnaryReactor* InventoryService::ListGpuModels(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* InventoryService::CreateCluster(grpc::CallbackServerContext* ctx,
                                                           const v1::CreateClusterRequest* req,
                                                           v1::CreateClusterResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "InventoryService.CreateCluster", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "CreateCluster");
+  }
   core::Cluster cluster = ClusterFromProto(req->cluster());
   *resp->mutable_cluster() = req->cluster();
   return RunCommand(ctx, *ctx_.arbiter, "CreateCluster",
@@ -31,6 +39,10 @@ grpc::ServerUnaryReactor* InventoryService::CreateCluster(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* InventoryService::ListClusters(grpc::CallbackServerContext* ctx,
                                                          const v1::ListClustersRequest*,
                                                          v1::ListClustersResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "InventoryService.ListClusters", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListClusters");
+  }
   return RunRead(ctx, *ctx_.reads, "ListClusters", [this, resp]() -> absl::Status {
     ARBITER_ASSIGN_OR_RETURN(auto clusters, ctx_.store->ListClusters());
     for (const auto& c : clusters) ToProto(c, resp->add_clusters());
@@ -41,6 +53,10 @@ grpc::ServerUnaryReactor* InventoryService::ListClusters(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* InventoryService::CreatePool(grpc::CallbackServerContext* ctx,
                                                        const v1::CreatePoolRequest* req,
                                                        v1::CreatePoolResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "InventoryService.CreatePool", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "CreatePool");
+  }
   absl::StatusOr<core::Pool> pool = PoolFromProto(req->pool());
   if (!pool.ok()) return FinishWith(ctx, pool.status(), "CreatePool");
   *resp->mutable_pool() = req->pool();
@@ -53,6 +69,10 @@ grpc::ServerUnaryReactor* InventoryService::CreatePool(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InventoryService::ListPools(grpc::CallbackServerContext* ctx,
                                                       const v1::ListPoolsRequest*,
                                                       v1::ListPoolsResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "InventoryService.ListPools", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListPools");
+  }
   return RunRead(ctx, *ctx_.reads, "ListPools", [this, resp]() -> absl::Status {
     ARBITER_ASSIGN_OR_RETURN(auto pools, ctx_.store->ListPools());
     for (const auto& p : pools) ToProto(p, resp->add_pools());
@@ -63,6 +83,10 @@ grpc::ServerUnaryReactor* InventoryService::ListPools(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* InventoryService::RegisterNode(grpc::CallbackServerContext* ctx,
                                                          const v1::RegisterNodeRequest* req,
                                                          v1::RegisterNodeResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "InventoryService.RegisterNode", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "RegisterNode");
+  }
   auto registered = std::make_shared<core::Node>();
   core::Node node = NodeFromProto(req->node());
   return RunCommand(
@@ -80,6 +104,10 @@ grpc::ServerUnaryReactor* InventoryService::RegisterNode(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* InventoryService::ListNodes(grpc::CallbackServerContext* ctx,
                                                       const v1::ListNodesRequest* req,
                                                       v1::ListNodesResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "InventoryService.ListNodes", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListNodes");
+  }
   return RunRead(ctx, *ctx_.reads, "ListNodes", [this, req, resp]() -> absl::Status {
     ARBITER_ASSIGN_OR_RETURN(auto nodes, ctx_.store->ListNodes(req->cluster(), req->pool()));
     for (const auto& n : nodes) ToProto(n, resp->add_nodes());

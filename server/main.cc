@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--tls-key", options.tls.key, "server private key (PEM)");
   serve_cmd->add_option("--tls-client-ca", options.tls.client_ca,
                         "CA bundle that client certificates must chain to (PEM)");
+  serve_cmd->add_option("--admin", options.admins,
+                        "principal that is a platform admin by configuration (repeatable)");
   serve_cmd->add_flag("--migrate", migrate, "apply pending migrations before serving");
   serve_cmd->add_option("--port-file", port_file, "write the bound port to this file");
   serve_cmd

@@ -39,17 +39,21 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   store_options.read_connections = options.read_connections;
   ARBITER_ASSIGN_OR_RETURN(server->store_, store::PgStore::Create(store_options));
   server->reads_ = std::make_unique<WorkerPool>(options.read_threads, 4096);
+  server->authz_ = std::make_unique<Authorizer>(options.admins);
   ARBITER_ASSIGN_OR_RETURN(
       server->arbiter_, Arbiter::Create(server->store_.get(), clock, &server->hub_, &server->nodes_,
-                                        options.arbiter));
-  ServiceContext ctx{server->arbiter_.get(), server->store_.get(), server->reads_.get(),
-                     &server->nodes_, &server->hub_};
+                                        options.arbiter, server->authz_.get()));
+  ServiceContext ctx{server->arbiter_.get(),   server->store_.get(), server->reads_.get(),
+                     &server->nodes_,          &server->hub_,        server->authz_.get(),
+                     options.insecure_loopback};
   server->inventory_ = std::make_unique<InventoryService>(ctx);
   server->governance_ = std::make_unique<GovernanceService>(ctx);
   server->allocation_ = std::make_unique<AllocationService>(ctx);
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Reflection answers without an identity, so it is served only in the
+  // plaintext development mode; with TLS only health does.
+  if (options.insecure_loopback) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, credentials, &server->port_);
   builder.RegisterService(server->inventory_.get());

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include <grpcpp/server.h>
@@ -30,6 +31,9 @@ struct ServerOptions {
   bool insecure_loopback = false;
   // Certificates for TLS; all three are required unless insecure_loopback.
   TlsFiles tls;
+  // Principals that are platform admins by configuration (bootstrap: they
+  // grant the first role bindings).
+  std::vector<std::string> admins;
   // PostgreSQL connection string.
   std::string dsn;
   // Database connections for reads. Default: 4.
@@ -61,6 +65,7 @@ class ArbiterServer {
   NodeDirectory nodes_;
   WatchHub hub_;
   std::unique_ptr<WorkerPool> reads_;
+  std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<Arbiter> arbiter_;
   std::unique_ptr<InventoryService> inventory_;
   std::unique_ptr<GovernanceService> governance_;

@@ -10,6 +10,7 @@
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "server/arbiter.h"
+#include "server/authz.h"
 #include "server/node_directory.h"
 #include "server/watch_hub.h"
 #include "server/worker_pool.h"
@@ -24,7 +25,15 @@ struct ServiceContext {
   WorkerPool* reads = nullptr;
   NodeDirectory* nodes = nullptr;
   WatchHub* hub = nullptr;
+  Authorizer* authz = nullptr;
+  bool insecure = false;  // Plaintext loopback (development): no identities.
 };
+
+// Checks that the caller may call `method` ("Service.Method") on `resource`.
+// Returns OK, or the refusal (UNAUTHENTICATED / PERMISSION_DENIED), which is
+// recorded in access_denials off the calling thread.
+absl::Status CheckAccess(const grpc::ServerContextBase& call, const ServiceContext& ctx,
+                         absl::string_view method, const Resource& resource);
 
 class InventoryService final : public v1::InventoryService::CallbackService {
  public:
@@ -78,6 +87,15 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   grpc::ServerUnaryReactor* ListCoexistenceRules(grpc::CallbackServerContext* ctx,
                                                  const v1::ListCoexistenceRulesRequest* req,
                                                  v1::ListCoexistenceRulesResponse* resp) override;
+  grpc::ServerUnaryReactor* GrantRole(grpc::CallbackServerContext* ctx,
+                                      const v1::GrantRoleRequest* req,
+                                      v1::GrantRoleResponse* resp) override;
+  grpc::ServerUnaryReactor* RevokeRole(grpc::CallbackServerContext* ctx,
+                                       const v1::RevokeRoleRequest* req,
+                                       v1::RevokeRoleResponse* resp) override;
+  grpc::ServerUnaryReactor* ListRoleBindings(grpc::CallbackServerContext* ctx,
+                                             const v1::ListRoleBindingsRequest* req,
+                                             v1::ListRoleBindingsResponse* resp) override;
 
  private:
   ServiceContext ctx_;

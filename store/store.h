@@ -67,6 +67,11 @@ class Store {
   // The coexistence matrix in force: the defaults with the stored rules set
   // over them.
   virtual absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() = 0;
+  virtual absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() = 0;
+
+  // Records a refused call (not a decision: written on its own, at once).
+  virtual absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,
+                                          const std::string& code, const std::string& reason) = 0;
 };
 
 }  // namespace arbiter::store

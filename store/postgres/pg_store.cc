@@ -95,6 +95,12 @@ struct ChangeWriter {
                      q.borrowing_limit_milli, q.lending_limit_milli);
   }
   void operator()(const core::RequestWrite& w) const { WriteRequest(tx, w); }
+  void operator()(const core::RoleBindingWrite& w) const {
+    const core::RoleBinding& b = w.binding;
+    tx.exec_prepared(w.revoke ? sql::kDeleteRoleBinding : sql::kInsertRoleBinding, b.subject,
+                     std::string(core::RoleName(b.role)),
+                     std::string(core::ScopeKindName(b.scope_kind)), b.scope);
+  }
   void operator()(const core::ClassRule& r) const {
     tx.exec_prepared(sql::kUpsertClassRule, std::string(core::WorkloadClassName(r.a)),
                      std::string(core::WorkloadClassName(r.b)),
@@ -184,6 +190,16 @@ core::CoexistenceMatrix CoexistenceFrom(pqxx::transaction_base& tx) {
   return matrix;
 }
 
+std::vector<core::RoleBinding> RoleBindingsFrom(pqxx::transaction_base& tx) {
+  std::vector<core::RoleBinding> out;
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectRoleBindings)) {
+    out.push_back(core::RoleBinding{
+        row[0].as<std::string>(), core::RoleFromName(row[1].as<std::string>()),
+        core::ScopeKindFromName(row[2].as<std::string>()), row[3].as<std::string>()});
+  }
+  return out;
+}
+
 absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& state) {
   state.set_coexistence(CoexistenceFrom(tx));
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectTeams)) {
@@ -192,6 +208,9 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectQuotas)) {
     ARBITER_RETURN_IF_ERROR(state.LoadQuota(rows::QuotaFromRow(row)));
+  }
+  for (core::RoleBinding& b : RoleBindingsFrom(tx)) {
+    ARBITER_RETURN_IF_ERROR(state.LoadRoleBinding(std::move(b)));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
     core::CapacityRequest r;
@@ -393,6 +412,24 @@ absl::StatusOr<core::CoexistenceMatrix> PgStore::GetCoexistence() {
                           pqxx::read_transaction tx(c);
                           return CoexistenceFrom(tx);
                         });
+}
+
+absl::StatusOr<std::vector<core::RoleBinding>> PgStore::ListRoleBindings() {
+  return WithConnection("list role bindings",
+                        [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::RoleBinding>> {
+                          pqxx::read_transaction tx(c);
+                          return RoleBindingsFrom(tx);
+                        });
+}
+
+absl::Status PgStore::RecordAccessDenial(const std::string& principal, const std::string& method,
+                                         const std::string& code, const std::string& reason) {
+  return WithConnection("record access denial", [&](pqxx::connection& c) -> absl::Status {
+    pqxx::work tx(c);
+    tx.exec_prepared(sql::kInsertAccessDenial, principal, method, code, reason);
+    tx.commit();
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace arbiter::store

@@ -43,6 +43,9 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
       const RequestFilter& filter) override;
   absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() override;
+  absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() override;
+  absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,
+                                  const std::string& code, const std::string& reason) override;
 
  private:
   explicit PgStore(const PgStoreOptions& options);

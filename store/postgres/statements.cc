@@ -120,6 +120,16 @@ constexpr Statement kStatements[] = {
     {kSelectClassRules,
      "SELECT class_a, class_b, gpu_isolation, same_node FROM coexistence_rules"
      " ORDER BY class_a, class_b"},
+    {kInsertRoleBinding,
+     "INSERT INTO role_bindings (subject, role, scope_kind, scope) VALUES ($1, $2, $3, $4)"},
+    {kDeleteRoleBinding,
+     "DELETE FROM role_bindings WHERE subject = $1 AND role = $2 AND scope_kind = $3"
+     " AND scope = $4"},
+    {kSelectRoleBindings,
+     "SELECT subject, role, scope_kind, scope FROM role_bindings"
+     " ORDER BY subject, role, scope_kind, scope"},
+    {kInsertAccessDenial,
+     "INSERT INTO access_denials (principal, method, code, reason) VALUES ($1, $2, $3, $4)"},
     {kSelectPlacementsOf,
      "SELECT " ARBITER_PLACEMENT_COLUMNS
      " FROM placements WHERE request_id = ANY($1::bigint[]) ORDER BY request_id, member"},

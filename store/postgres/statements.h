@@ -51,6 +51,10 @@ inline constexpr const char* kSelectRequests = "select_requests";
 inline constexpr const char* kSelectPlacementsOf = "select_placements_of";
 inline constexpr const char* kUpsertClassRule = "upsert_class_rule";
 inline constexpr const char* kSelectClassRules = "select_class_rules";
+inline constexpr const char* kInsertRoleBinding = "insert_role_binding";
+inline constexpr const char* kDeleteRoleBinding = "delete_role_binding";
+inline constexpr const char* kSelectRoleBindings = "select_role_bindings";
+inline constexpr const char* kInsertAccessDenial = "insert_access_denial";
 
 // Prepares every statement above on `conn` and sets its session options.
 void PrepareAll(pqxx::connection& conn);

@@ -1,0 +1,191 @@
+#include "server/authz.h"
+
+#include <algorithm>
+#include <variant>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+#include "server/tls.h"
+
+namespace arbiter::server {
+namespace {
+
+using core::Role;
+using core::ScopeKind;
+
+// How a binding's scope must cover the call.
+enum class Match {
+  kOrg,   // Only org-wide bindings (platform admins).
+  kAny,   // A binding of an allowed role at any scope: reads.
+  kTeam,  // Org, or the call's team or a team above it.
+  kPool,  // Org, or the call's pool.
+};
+
+struct Rule {
+  const char* method;
+  std::vector<Role> roles;  // Besides platform admins, who may always call.
+  Match match;
+};
+
+// Everyone with a role, except telemetry agents.
+const std::vector<Role> kReaders = {Role::kPoolAuthority, Role::kTeamAdmin, Role::kTeamMember,
+                                    Role::kFinance, Role::kAuditor};
+const std::vector<Role> kTeamWriters = {Role::kTeamAdmin, Role::kTeamMember};
+
+// THE TABLE. Every RPC of arbiter.v1 is listed; anything else is refused.
+const std::vector<Rule>& Rules() {
+  static const std::vector<Rule>* rules = new std::vector<Rule>{
+      {"InventoryService.ListGpuModels", kReaders, Match::kAny},
+      {"InventoryService.ListClusters", kReaders, Match::kAny},
+      {"InventoryService.ListPools", kReaders, Match::kAny},
+      {"InventoryService.ListNodes", kReaders, Match::kAny},
+      {"InventoryService.CreateCluster", {}, Match::kOrg},
+      {"InventoryService.CreatePool", {}, Match::kOrg},
+      {"InventoryService.RegisterNode", {}, Match::kOrg},
+      {"GovernanceService.ListTeams", kReaders, Match::kAny},
+      // A team admin creates teams under its own (resource: the parent).
+      {"GovernanceService.CreateTeam", {Role::kTeamAdmin}, Match::kTeam},
+      {"GovernanceService.ListQuotas", kReaders, Match::kAny},
+      {"GovernanceService.SetQuota", {Role::kPoolAuthority}, Match::kPool},
+      {"GovernanceService.ListCoexistenceRules", kReaders, Match::kAny},
+      {"GovernanceService.SetCoexistenceRule", {}, Match::kOrg},
+      {"GovernanceService.ListRoleBindings", {Role::kAuditor}, Match::kAny},
+      // A team admin grants and revokes team roles within its team
+      // (resource: the binding's team, set only for team roles at team scope).
+      {"GovernanceService.GrantRole", {Role::kTeamAdmin}, Match::kTeam},
+      {"GovernanceService.RevokeRole", {Role::kTeamAdmin}, Match::kTeam},
+      {"AllocationService.RequestCapacity", kTeamWriters, Match::kTeam},
+      {"AllocationService.ReleaseAllocation", kTeamWriters, Match::kTeam},
+      {"AllocationService.GetRequest", kReaders, Match::kAny},
+      {"AllocationService.ListRequests", kReaders, Match::kAny},
+      {"AllocationService.WatchAllocations", kReaders, Match::kAny},
+  };
+  return *rules;
+}
+
+const Rule* FindRule(absl::string_view method) {
+  for (const Rule& r : Rules()) {
+    if (method == r.method) return &r;
+  }
+  return nullptr;
+}
+
+// The OU values of an RFC 2253 subject such as "CN=alice,OU=ml,O=Arbiter".
+std::vector<std::string> OrganizationalUnits(absl::string_view subject) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(subject, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (absl::ConsumePrefix(&part, "OU=") && !part.empty()) out.emplace_back(part);
+  }
+  return out;
+}
+
+}  // namespace
+
+Caller CallerOf(const grpc::ServerContextBase& ctx, bool insecure) {
+  Caller caller;
+  caller.insecure = insecure;
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr) return caller;
+  caller.principal = PrincipalOf(*auth);
+  if (caller.principal.empty()) return caller;
+  for (const grpc::string_ref& s : auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+    for (std::string& ou : OrganizationalUnits(absl::string_view(s.data(), s.size()))) {
+      caller.groups.push_back(std::move(ou));
+    }
+  }
+  return caller;
+}
+
+Authorizer::Authorizer(std::vector<std::string> admins) : admins_(admins.begin(), admins.end()) {}
+
+void Authorizer::Reset(const core::State& state) {
+  absl::MutexLock lock(&mu_);
+  bindings_ = state.role_bindings();
+  parents_.clear();
+  for (const auto& [name, team] : state.teams()) parents_[name] = team.parent;
+}
+
+void Authorizer::Apply(const core::Change& change) {
+  absl::MutexLock lock(&mu_);
+  if (const auto* w = std::get_if<core::RoleBindingWrite>(&change)) {
+    if (w->revoke) {
+      bindings_.erase(w->binding);
+    } else {
+      bindings_.insert(w->binding);
+    }
+  } else if (const auto* team = std::get_if<core::Team>(&change)) {
+    parents_[team->name] = team->parent;
+  }
+}
+
+bool Authorizer::Within(const std::string& team, const std::string& scope) const {
+  std::string at = team;
+  for (size_t depth = 0; !at.empty() && depth <= parents_.size(); ++depth) {
+    if (at == scope) return true;
+    auto it = parents_.find(at);
+    if (it == parents_.end()) return false;
+    at = it->second;
+  }
+  return false;
+}
+
+absl::Status Authorizer::Check(const Caller& caller, absl::string_view method,
+                               const Resource& resource) const {
+  if (caller.insecure) return absl::OkStatus();
+  if (caller.principal.empty()) {
+    return absl::UnauthenticatedError(
+        "a client certificate signed by the Arbiter CA is required for this call");
+  }
+  const Rule* rule = FindRule(method);
+  if (rule == nullptr) {
+    return absl::PermissionDeniedError(absl::StrCat(method, " is not in the access table"));
+  }
+  if (admins_.contains(caller.principal)) return absl::OkStatus();
+  absl::ReaderMutexLock lock(&mu_);
+  auto is_subject = [&](const std::string& subject) {
+    if (subject == caller.principal) return true;
+    absl::string_view group = subject;
+    return absl::ConsumePrefix(&group, "group:") &&
+           std::find(caller.groups.begin(), caller.groups.end(), group) != caller.groups.end();
+  };
+  for (const core::RoleBinding& b : bindings_) {
+    if (!is_subject(b.subject)) continue;
+    if (b.role == Role::kPlatformAdmin && b.scope_kind == ScopeKind::kOrg) return absl::OkStatus();
+    if (std::find(rule->roles.begin(), rule->roles.end(), b.role) == rule->roles.end()) continue;
+    const bool org = b.scope_kind == ScopeKind::kOrg;
+    switch (rule->match) {
+      case Match::kOrg:
+        break;
+      case Match::kAny:
+        return absl::OkStatus();
+      case Match::kTeam:
+        if (org || (b.scope_kind == ScopeKind::kTeam && !resource.team.empty() &&
+                    (resource.team == kAnyTeam || Within(resource.team, b.scope)))) {
+          return absl::OkStatus();
+        }
+        break;
+      case Match::kPool:
+        if (org || (b.scope_kind == ScopeKind::kPool && b.scope == resource.pool)) {
+          return absl::OkStatus();
+        }
+        break;
+    }
+  }
+  std::string what(method);
+  if (!resource.team.empty()) absl::StrAppend(&what, " on team ", resource.team);
+  if (!resource.pool.empty()) absl::StrAppend(&what, " on pool ", resource.pool);
+  return absl::PermissionDeniedError(
+      absl::StrCat(caller.principal, " has no role that allows ", what));
+}
+
+std::vector<std::string> Authorizer::Methods() {
+  std::vector<std::string> out;
+  for (const Rule& r : Rules()) out.emplace_back(r.method);
+  return out;
+}
+
+}  // namespace arbiter::server

@@ -1,0 +1,78 @@
+// Authorization: who is calling, and whether they may call a method on what
+// it touches. One declarative table (authz.cc) lists every RPC with the roles
+// that may call it and how a role binding's scope must cover the call; a
+// method not in the table is refused. Platform admins (by binding at org
+// scope, or by --admin) may call everything.
+//
+// Thread-safe.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include <grpcpp/server_context.h>
+
+#include "core/model.h"
+#include "core/state.h"
+
+namespace arbiter::server {
+
+// Who is calling.
+struct Caller {
+  // As the verified client certificate names it; empty without one.
+  std::string principal;
+  // The certificate's OU values; bindings to "group:NAME" apply.
+  std::vector<std::string> groups;
+  // A plaintext loopback server (--insecure-loopback, development only):
+  // every caller may do everything.
+  bool insecure = false;
+};
+Caller CallerOf(const grpc::ServerContextBase& ctx, bool insecure);
+
+// A Resource::team that any team matches: "has a team role somewhere".
+inline constexpr char kAnyTeam[] = "*";
+
+// What a call touches, for scope checks. Empty fields: not applicable.
+struct Resource {
+  std::string team;
+  std::string pool;
+};
+
+class Authorizer {
+ public:
+  // `admins`: principals that are platform admins by configuration.
+  explicit Authorizer(std::vector<std::string> admins);
+
+  // Takes the bindings and the team tree from `state` (start-up, reload).
+  void Reset(const core::State& state) ABSL_LOCKS_EXCLUDED(mu_);
+  // Follows a committed change (role bindings, teams); ignores the rest.
+  void Apply(const core::Change& change) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // OK; UNAUTHENTICATED when the caller has no verified identity;
+  // PERMISSION_DENIED when no binding of the caller covers `method` on
+  // `resource`, or `method` is not in the table. `method` is
+  // "Service.Method", e.g. "AllocationService.RequestCapacity".
+  absl::Status Check(const Caller& caller, absl::string_view method, const Resource& resource) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every method in the table.
+  static std::vector<std::string> Methods();
+
+ private:
+  // Whether `team` is `scope` or under it.
+  bool Within(const std::string& team, const std::string& scope) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const std::set<std::string> admins_;
+  mutable absl::Mutex mu_;
+  std::set<core::RoleBinding> bindings_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> parents_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace arbiter::server
