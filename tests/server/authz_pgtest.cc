@@ -1,0 +1,388 @@
+// Every RPC, called as every kind of caller over real TLS: with no, expired,
+// wrong-CA and self-signed certificates, without a role, and with each role
+// that matters. Each call gets exactly the expected class of status, and a
+// refused call changes nothing.
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/credentials.h>
+#include <unistd.h>
+
+#include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/governance.grpc.pb.h"
+#include "arbiter/v1/inventory.grpc.pb.h"
+#include "server/authz.h"
+#include "server/server.h"
+#include "tests/testing/api_seed.h"
+#include "tests/testing/pg_harness.h"
+#include "tests/testing/simulated_clock.h"
+#include "tests/testing/status_matchers.h"
+
+namespace arbiter::server {
+namespace {
+
+using ::arbiter::testing::IsOk;
+using ::arbiter::testing::TestDatabase;
+using Code = grpc::StatusCode;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Stubs {
+  std::unique_ptr<v1::InventoryService::Stub> inventory;
+  std::unique_ptr<v1::GovernanceService::Stub> governance;
+  std::unique_ptr<v1::AllocationService::Stub> allocation;
+  std::shared_ptr<grpc::Channel> channel;
+};
+
+// The callers. "allowed" lists the methods the caller may call; others must
+// be refused with `refusal`.
+struct Identity {
+  std::string name;  // Certificate file stem; "" for no certificate.
+  Code refusal;
+  std::set<std::string> allowed;
+};
+
+const std::set<std::string> kReads = {"InventoryService.ListGpuModels",
+                                      "InventoryService.ListClusters",
+                                      "InventoryService.ListPools",
+                                      "InventoryService.ListNodes",
+                                      "GovernanceService.ListTeams",
+                                      "GovernanceService.ListQuotas",
+                                      "GovernanceService.ListCoexistenceRules",
+                                      "AllocationService.GetRequest",
+                                      "AllocationService.ListRequests",
+                                      "AllocationService.WatchAllocations"};
+
+std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
+  a.insert(b.begin(), b.end());
+  return a;
+}
+
+class AuthzTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(absl::StrCat(::testing::TempDir(), "/authz-certs-", getpid()));
+    const std::string cmd =
+        absl::StrCat(ARBITER_SOURCE_DIR, "/tests/testing/make_test_certs ", ARBITER_SOURCE_DIR, " ",
+                     *dir_, " admin member auditor authority nobody");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+
+  void SetUp() override {
+    auto db = TestDatabase::Create();
+    ASSERT_THAT(db, IsOk());
+    db_ = std::move(*db);
+    ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.dsn = db_->dsn();
+    options.tls = TlsFiles{*dir_ + "/server.pem", *dir_ + "/server.key", *dir_ + "/ca.pem"};
+    options.admins = {"spiffe://arbiter.local/admin"};
+    auto server = ArbiterServer::Start(options, &clock_);
+    ASSERT_THAT(server, IsOk());
+    server_ = std::move(*server);
+  }
+
+  Stubs Connect(const std::string& name) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(*dir_ + "/ca.pem");
+    if (!name.empty()) {
+      ssl.pem_cert_chain = ReadFile(*dir_ + "/" + name + ".pem");
+      ssl.pem_private_key = ReadFile(*dir_ + "/" + name + ".key");
+    }
+    Stubs s;
+    // A fresh channel per identity: subchannels are not shared between them.
+    grpc::ChannelArguments args;
+    args.SetString("arbiter.test.identity", name);
+    s.channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                          grpc::SslCredentials(ssl), args);
+    s.inventory = v1::InventoryService::NewStub(s.channel);
+    s.governance = v1::GovernanceService::NewStub(s.channel);
+    s.allocation = v1::AllocationService::NewStub(s.channel);
+    return s;
+  }
+
+  // Row counts of every table a call could write (not access_denials).
+  std::string RowCounts() {
+    auto counts = db_->QueryValue(
+        "SELECT concat_ws(',', (SELECT count(*) FROM clusters), (SELECT count(*) FROM pools),"
+        " (SELECT count(*) FROM nodes), (SELECT count(*) FROM teams),"
+        " (SELECT count(*) FROM quotas), (SELECT sum(nominal_milli) FROM quotas),"
+        " (SELECT count(*) FROM requests), (SELECT string_agg(state, '') FROM requests),"
+        " (SELECT count(*) FROM role_bindings), (SELECT count(*) FROM coexistence_rules))");
+    EXPECT_THAT(counts, IsOk());
+    return counts.value_or("");
+  }
+
+  static std::string* dir_;
+  testing::SimulatedClock clock_;
+  std::unique_ptr<TestDatabase> db_;
+  std::unique_ptr<ArbiterServer> server_;
+};
+
+std::string* AuthzTest::dir_ = nullptr;
+
+template <typename Stub, typename Req, typename Resp>
+Code Unary(Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+           const Req& req) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  Resp resp;
+  return (stub.*method)(&ctx, req, &resp).error_code();
+}
+
+v1::RoleBinding TeamMember(const std::string& subject, const std::string& team) {
+  v1::RoleBinding b;
+  b.set_subject(subject);
+  b.set_role(v1::ROLE_TEAM_MEMBER);
+  b.set_scope_kind(v1::SCOPE_KIND_TEAM);
+  b.set_scope(team);
+  return b;
+}
+
+// Every RPC, with arguments an allowed caller could make (they may still
+// fail validation or find nothing: that is not what is tested here).
+std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
+  using Inv = v1::InventoryService::Stub;
+  using Gov = v1::GovernanceService::Stub;
+  using Alloc = v1::AllocationService::Stub;
+  std::map<std::string, std::function<Code(Stubs&, int)>> calls;
+  calls["InventoryService.ListGpuModels"] = [](Stubs& s, int) {
+    return Unary(*s.inventory, &Inv::ListGpuModels, v1::ListGpuModelsRequest());
+  };
+  calls["InventoryService.ListClusters"] = [](Stubs& s, int) {
+    return Unary(*s.inventory, &Inv::ListClusters, v1::ListClustersRequest());
+  };
+  calls["InventoryService.ListPools"] = [](Stubs& s, int) {
+    return Unary(*s.inventory, &Inv::ListPools, v1::ListPoolsRequest());
+  };
+  calls["InventoryService.ListNodes"] = [](Stubs& s, int) {
+    return Unary(*s.inventory, &Inv::ListNodes, v1::ListNodesRequest());
+  };
+  calls["InventoryService.CreateCluster"] = [](Stubs& s, int n) {
+    v1::CreateClusterRequest r;
+    r.mutable_cluster()->set_name(absl::StrCat("c", n));
+    return Unary(*s.inventory, &Inv::CreateCluster, r);
+  };
+  calls["InventoryService.CreatePool"] = [](Stubs& s, int n) {
+    v1::CreatePoolRequest r;
+    r.mutable_pool()->set_name(absl::StrCat("p", n));
+    r.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+    return Unary(*s.inventory, &Inv::CreatePool, r);
+  };
+  calls["InventoryService.RegisterNode"] = [](Stubs& s, int n) {
+    v1::RegisterNodeRequest r;
+    v1::Node* node = r.mutable_node();
+    node->set_cluster("east");
+    node->set_name(absl::StrCat("extra", n));
+    node->set_pool("serving");
+    node->set_cpu_milli(1000);
+    node->set_memory_mib(1000);
+    node->add_gpus()->set_model("L4");
+    return Unary(*s.inventory, &Inv::RegisterNode, r);
+  };
+  calls["GovernanceService.ListTeams"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListTeams, v1::ListTeamsRequest());
+  };
+  calls["GovernanceService.CreateTeam"] = [](Stubs& s, int n) {
+    v1::CreateTeamRequest r;
+    r.mutable_team()->set_name(absl::StrCat("sub", n));
+    r.mutable_team()->set_parent("inference");
+    return Unary(*s.governance, &Gov::CreateTeam, r);
+  };
+  calls["GovernanceService.ListQuotas"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListQuotas, v1::ListQuotasRequest());
+  };
+  calls["GovernanceService.SetQuota"] = [](Stubs& s, int n) {
+    v1::SetQuotaRequest r;
+    r.mutable_quota()->set_team("inference");
+    r.mutable_quota()->set_pool("serving");
+    r.mutable_quota()->set_nominal_milli(3000 + n);
+    return Unary(*s.governance, &Gov::SetQuota, r);
+  };
+  calls["GovernanceService.ListCoexistenceRules"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListCoexistenceRules, v1::ListCoexistenceRulesRequest());
+  };
+  calls["GovernanceService.SetCoexistenceRule"] = [](Stubs& s, int) {
+    v1::SetCoexistenceRuleRequest r;
+    r.mutable_rule()->set_class_a(v1::WORKLOAD_CLASS_TRAINING);
+    r.mutable_rule()->set_class_b(v1::WORKLOAD_CLASS_TRAINING);
+    r.mutable_rule()->set_gpu_isolation(v1::GPU_ISOLATION_MIG_ONLY);
+    r.mutable_rule()->set_same_node(true);
+    return Unary(*s.governance, &Gov::SetCoexistenceRule, r);
+  };
+  calls["GovernanceService.GrantRole"] = [](Stubs& s, int n) {
+    v1::GrantRoleRequest r;
+    *r.mutable_binding() = TeamMember(absl::StrCat("spiffe://arbiter.local/new", n), "inference");
+    return Unary(*s.governance, &Gov::GrantRole, r);
+  };
+  calls["GovernanceService.RevokeRole"] = [](Stubs& s, int n) {
+    v1::RevokeRoleRequest r;
+    *r.mutable_binding() = TeamMember(absl::StrCat("spiffe://arbiter.local/gone", n), "inference");
+    return Unary(*s.governance, &Gov::RevokeRole, r);
+  };
+  calls["GovernanceService.ListRoleBindings"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListRoleBindings, v1::ListRoleBindingsRequest());
+  };
+  calls["AllocationService.RequestCapacity"] = [](Stubs& s, int n) {
+    v1::RequestCapacityRequest r;
+    r.set_idempotency_key(absl::StrCat("k", n));
+    r.set_team("inference");
+    r.set_pool("serving");
+    r.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    r.set_members(1);
+    r.mutable_shape()->mutable_fraction()->set_gpu_milli(10);
+    r.mutable_shape()->mutable_fraction()->set_memory_mib(100);
+    return Unary(*s.allocation, &Alloc::RequestCapacity, r);
+  };
+  calls["AllocationService.ReleaseAllocation"] = [](Stubs& s, int) {
+    v1::ReleaseAllocationRequest r;
+    r.set_id(999'999);
+    return Unary(*s.allocation, &Alloc::ReleaseAllocation, r);
+  };
+  calls["AllocationService.GetRequest"] = [](Stubs& s, int) {
+    v1::GetRequestRequest r;
+    r.set_id(1);
+    return Unary(*s.allocation, &Alloc::GetRequest, r);
+  };
+  calls["AllocationService.ListRequests"] = [](Stubs& s, int) {
+    return Unary(*s.allocation, &Alloc::ListRequests, v1::ListRequestsRequest());
+  };
+  calls["AllocationService.WatchAllocations"] = [](Stubs& s, int) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    auto reader = s.allocation->WatchAllocations(&ctx, v1::WatchAllocationsRequest());
+    v1::WatchAllocationsResponse event;
+    while (reader->Read(&event)) {
+    }
+    return reader->Finish().error_code();
+  };
+  return calls;
+}
+
+TEST(AuthzTableTest, EveryRpcOfTheApiIsInTheAccessTable) {
+  std::set<std::string> table;
+  for (const std::string& m : Authorizer::Methods()) table.insert(m);
+  std::set<std::string> api;
+  const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
+  for (const char* name : {"arbiter.v1.InventoryService", "arbiter.v1.GovernanceService",
+                           "arbiter.v1.AllocationService"}) {
+    const google::protobuf::ServiceDescriptor* service = pool->FindServiceByName(name);
+    ASSERT_NE(service, nullptr) << name;
+    for (int i = 0; i < service->method_count(); ++i) {
+      api.insert(absl::StrCat(service->name(), ".", service->method(i)->name()));
+    }
+  }
+  EXPECT_EQ(table, api);
+  std::set<std::string> called;
+  for (const auto& [name, call] : Calls()) called.insert(name);
+  EXPECT_EQ(called, api) << "the matrix below must call every RPC";
+}
+
+TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
+  Stubs admin = Connect("admin");
+  testing::SeedSpec seed;
+  ASSERT_THAT(testing::SeedOrganisation(*admin.inventory, *admin.governance, seed), IsOk());
+  auto grant = [&](const std::string& subject, v1::Role role, v1::ScopeKind kind,
+                   const std::string& scope) {
+    v1::GrantRoleRequest r;
+    r.mutable_binding()->set_subject(subject);
+    r.mutable_binding()->set_role(role);
+    r.mutable_binding()->set_scope_kind(kind);
+    r.mutable_binding()->set_scope(scope);
+    EXPECT_EQ(Unary(*admin.governance, &v1::GovernanceService::Stub::GrantRole, r), Code::OK);
+  };
+  grant("spiffe://arbiter.local/member", v1::ROLE_TEAM_MEMBER, v1::SCOPE_KIND_TEAM, "inference");
+  grant("group:ml", v1::ROLE_TEAM_MEMBER, v1::SCOPE_KIND_TEAM, "inference");
+  grant("spiffe://arbiter.local/auditor", v1::ROLE_AUDITOR, v1::SCOPE_KIND_ORG, "");
+  grant("spiffe://arbiter.local/authority", v1::ROLE_POOL_AUTHORITY, v1::SCOPE_KIND_POOL,
+        "serving");
+
+  const std::set<std::string> team_writes = {"AllocationService.RequestCapacity",
+                                             "AllocationService.ReleaseAllocation"};
+  std::set<std::string> everything;
+  for (const auto& [name, call] : Calls()) everything.insert(name);
+  const std::vector<Identity> identities = {
+      {"admin", Code::PERMISSION_DENIED, everything},
+      {"member", Code::PERMISSION_DENIED, Plus(kReads, team_writes)},
+      {"grouped", Code::PERMISSION_DENIED, Plus(kReads, team_writes)},
+      {"auditor", Code::PERMISSION_DENIED, Plus(kReads, {"GovernanceService.ListRoleBindings"})},
+      {"authority", Code::PERMISSION_DENIED, Plus(kReads, {"GovernanceService.SetQuota"})},
+      {"nobody", Code::PERMISSION_DENIED, {}},
+      {"", Code::UNAUTHENTICATED, {}},
+      {"expired", Code::UNAVAILABLE, {}},
+      {"selfsigned", Code::UNAVAILABLE, {}},
+      {"wrongca", Code::UNAVAILABLE, {}},
+  };
+  int n = 0;
+  for (const Identity& who : identities) {
+    Stubs stubs = Connect(who.name);
+    for (const auto& [method, call] : Calls()) {
+      SCOPED_TRACE(absl::StrCat(who.name.empty() ? "no certificate" : who.name, " -> ", method));
+      const std::string before = RowCounts();
+      const Code code = call(stubs, ++n);
+      if (who.allowed.contains(method)) {
+        EXPECT_NE(code, Code::PERMISSION_DENIED);
+        EXPECT_NE(code, Code::UNAUTHENTICATED);
+        EXPECT_NE(code, Code::UNAVAILABLE);
+      } else {
+        EXPECT_EQ(code, who.refusal);
+        EXPECT_EQ(RowCounts(), before) << "a refused call wrote something";
+      }
+    }
+  }
+  // Refusals by identity are recorded, with the principal (the ones the
+  // handshake refused never reach arbiterd).
+  auto recorded = db_->QueryValue(
+      "SELECT count(*) FROM access_denials WHERE principal = 'spiffe://arbiter.local/nobody'");
+  ASSERT_THAT(recorded, IsOk());
+  EXPECT_EQ(*recorded, absl::StrCat(Calls().size()));
+}
+
+TEST_F(AuthzTest, HealthAnswersWithoutACertificate) {
+  Stubs anonymous = Connect("");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Slice empty_message("", 0);
+  grpc::ByteBuffer request(&empty_message, 1), response;
+  // grpc.health.v1.Health/Check with an empty HealthCheckRequest.
+  grpc::GenericStub generic(anonymous.channel);
+  grpc::Status status;
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string body;
+  for (const grpc::Slice& s : slices)
+    body.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(body, std::string("\x08\x01", 2)) << "status SERVING";
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+}  // namespace
+}  // namespace arbiter::server
