@@ -91,8 +91,10 @@ std::string RandomKey() {
   return absl::StrCat("arbctl-", absl::Hex(rd()), absl::Hex(rd()));
 }
 
-// The file's text, or "" with a message on stderr.
+// The file's text; "" for no path, or with a message on stderr when it
+// cannot be read.
 std::string ReadFileOrWarn(const std::string& path, const char* what) {
+  if (path.empty()) return "";
   std::ifstream in(path);
   if (!in.good()) {
     std::cerr << "arbctl: cannot read " << what << " " << path << "\n";

@@ -129,9 +129,33 @@ int Commands::LoadDemo() {
     v1::SetQuotaResponse resp;
     ok &= Present(governance_->SetQuota(&ctx, req, &resp), absl::StrCat(q.team, "@", q.pool));
   }
+  // Demo principals (deploy/local/up issues their certificates).
+  const struct {
+    const char* who;
+    v1::Role role;
+    v1::ScopeKind kind;
+    const char* scope;
+  } bindings[] = {
+      {"alice", v1::ROLE_TEAM_MEMBER, v1::SCOPE_KIND_TEAM, "training"},
+      {"bob", v1::ROLE_TEAM_MEMBER, v1::SCOPE_KIND_TEAM, "inference"},
+      {"carol", v1::ROLE_POOL_AUTHORITY, v1::SCOPE_KIND_POOL, "serving"},
+      {"dave", v1::ROLE_AUDITOR, v1::SCOPE_KIND_ORG, ""},
+      {"erin", v1::ROLE_FINANCE, v1::SCOPE_KIND_ORG, ""},
+  };
+  for (const auto& b : bindings) {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::GrantRoleRequest req;
+    req.mutable_binding()->set_subject(absl::StrCat("spiffe://arbiter.local/", b.who));
+    req.mutable_binding()->set_role(b.role);
+    req.mutable_binding()->set_scope_kind(b.kind);
+    req.mutable_binding()->set_scope(b.scope);
+    v1::GrantRoleResponse resp;
+    ok &= Present(governance_->GrantRole(&ctx, req, &resp), b.who);
+  }
   if (!ok) return 1;
   std::cout << "demo organisation loaded: 2 clusters, 4 pools, 13 nodes (104 GPUs), 5 teams, "
-               "8 quotas\n";
+               "8 quotas, 5 role bindings\n";
   return 0;
 }
 

@@ -1,14 +1,45 @@
 // arbctl: the command-line client of Arbiter. Run `arbctl --help`.
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/str_cat.h"
+
 #include "clients/arbctl/commands.h"
+
+namespace {
+
+// Reads "key=value" lines of an arbctl configuration file (written by
+// deploy/local/up) into `global`; `certs_dir` receives where --as looks.
+// A missing file is not an error.
+void LoadConfig(const std::string& path, arbiter::arbctl::GlobalOptions& global,
+                std::string& certs_dir) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    if (key == "endpoint") global.endpoint = value;
+    if (key == "tls_ca") global.ca_file = value;
+    if (key == "tls_cert") global.cert_file = value;
+    if (key == "tls_key") global.key_file = value;
+    if (key == "certs_dir") certs_dir = value;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using arbiter::arbctl::Commands;
   arbiter::arbctl::GlobalOptions global;
+  // Precedence: flags, then environment, then the configuration file.
+  std::string certs_dir;
+  const char* config = std::getenv("ARBITER_CONFIG");
+  LoadConfig(config != nullptr ? config : ".arbiter/arbctl.conf", global, certs_dir);
   if (const char* env = std::getenv("ARBITER_ENDPOINT")) global.endpoint = env;
   if (const char* env = std::getenv("ARBITER_CA_FILE")) global.ca_file = env;
   if (const char* env = std::getenv("ARBITER_CERT_FILE")) global.cert_file = env;
@@ -28,10 +59,16 @@ int main(int argc, char** argv) {
       "  arbctl release 42\n"
       "  arbctl watch --team inference\n"
       "Environment: ARBITER_ENDPOINT (default 127.0.0.1:50051); for TLS, ARBITER_CA_FILE,\n"
-      "ARBITER_CERT_FILE and ARBITER_KEY_FILE (deploy/local/up writes .arbiter/arbctl.env).");
+      "ARBITER_CERT_FILE and ARBITER_KEY_FILE. Defaults come from ARBITER_CONFIG or\n"
+      ".arbiter/arbctl.conf, which deploy/local/up writes.");
   app.require_subcommand(1);
   app.add_option("--endpoint", global.endpoint, "arbiterd address host:port")
       ->capture_default_str();
+  std::string as;
+  app.add_option("--as", as,
+                 "act as this principal: use NAME.pem and NAME.key from the configured "
+                 "certificate directory (deploy/local/up makes admin, alice, bob, carol, dave, "
+                 "erin)");
   app.add_option("--tls-ca", global.ca_file, "CA certificate that signed arbiterd's (PEM)");
   app.add_option("--tls-cert", global.cert_file, "your client certificate (PEM)");
   app.add_option("--tls-key", global.key_file, "your client certificate's key (PEM)");
@@ -40,7 +77,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   int rc = 0;
-  auto commands = [&] { return Commands(global); };
+  auto commands = [&] {
+    if (!as.empty()) {
+      global.cert_file = absl::StrCat(certs_dir.empty() ? "." : certs_dir, "/", as, ".pem");
+      global.key_file = absl::StrCat(certs_dir.empty() ? "." : certs_dir, "/", as, ".key");
+    }
+    return Commands(global);
+  };
 
   CLI::App* models = app.add_subcommand("models", "the GPU catalog");
   models->add_subcommand("list", "list GPU models")->callback([&] {

@@ -11,8 +11,13 @@ cluster_dsn=$(cat "$ARBITER_TEST_PG_DSN_FILE")
 db="tour_$$_$RANDOM"
 work=$(mktemp -d)
 psql -Xq "$cluster_dsn dbname=postgres" -c "CREATE DATABASE $db TEMPLATE arbiter_template"
+# As deploy/local/up does: a private CA, TLS 1.3 with client certificates,
+# and arbctl configured to act as the platform admin.
+"$src/deploy/local/make-certs" "$work/tls" admin alice >/dev/null
 "$build/server/arbiterd" --log-level warn serve --dsn "$cluster_dsn dbname=$db" \
-  --insecure-loopback --listen 127.0.0.1:0 --port-file "$work/port" &
+  --tls-cert "$work/tls/server.pem" --tls-key "$work/tls/server.key" \
+  --tls-client-ca "$work/tls/ca.pem" --admin spiffe://arbiter.local/admin \
+  --listen 127.0.0.1:0 --port-file "$work/port" &
 pid=$!
 cleanup() {
   kill "$pid" 2>/dev/null || true
@@ -22,7 +27,14 @@ cleanup() {
 }
 trap cleanup EXIT
 for _ in $(seq 1 300); do [ -s "$work/port" ] && break; sleep 0.1; done
-export ARBITER_ENDPOINT="127.0.0.1:$(cat "$work/port")"
+cat > "$work/arbctl.conf" <<CONF
+endpoint=127.0.0.1:$(cat "$work/port")
+tls_ca=$work/tls/ca.pem
+tls_cert=$work/tls/admin.pem
+tls_key=$work/tls/admin.key
+certs_dir=$work/tls
+CONF
+export ARBITER_CONFIG="$work/arbctl.conf"
 arbctl="$build/clients/arbctl"
 "$arbctl" demo load | grep -q "demo organisation loaded"
 
@@ -60,4 +72,15 @@ sleep 1
 for _ in $(seq 1 50); do grep -q admitted "$work/watch" && break; sleep 0.1; done
 kill "$watcher" 2>/dev/null || true
 grep -q "admitted" "$work/watch"
+# Identities: alice (team member of training) may not ask for inference's
+# capacity; without a certificate nothing but health answers.
+if "$arbctl" --as alice request --team inference --pool serving --class inference --gpus 1 \
+    2> "$work/denied"; then
+  echo "alice was allowed to act for team inference" >&2; exit 1
+fi
+grep -q "PERMISSION_DENIED" "$work/denied"
+if "$arbctl" --tls-cert "" --tls-key "" teams list 2> "$work/anonymous"; then
+  echo "a call without a client certificate was answered" >&2; exit 1
+fi
+grep -q "UNAUTHENTICATED" "$work/anonymous"
 echo "readme tour: ${#commands[@]} commands and a watch ran as written"
