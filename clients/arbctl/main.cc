@@ -4,9 +4,8 @@
 #include <iostream>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "absl/strings/str_cat.h"
+#include <CLI/CLI.hpp>
 
 #include "clients/arbctl/commands.h"
 
