@@ -143,7 +143,8 @@ grpc::ServerUnaryReactor* AllocationService::RequestCapacity(grpc::CallbackServe
           reactor->Finish(
               ToGrpcStatus(absl::ResourceExhaustedError("too busy; retry"), "RequestCapacity"));
         }
-      });
+      },
+      ActorOf(*ctx));
   return reactor;
 }
 

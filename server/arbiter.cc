@@ -67,11 +67,11 @@ Arbiter::~Arbiter() {
   thread_.join();
 }
 
-void Arbiter::Submit(Decide decide, Done done) {
+void Arbiter::Submit(Decide decide, Done done, std::string actor) {
   {
     absl::MutexLock lock(&mu_);
     if (!stopping_ && queue_.size() < options_.max_queued) {
-      queue_.push_back(Command{std::move(decide), std::move(done)});
+      queue_.push_back(Command{std::move(decide), std::move(done), std::move(actor)});
       return;
     }
   }
@@ -135,13 +135,19 @@ bool Arbiter::TimerDue() const {
 void Arbiter::ProcessBatch(std::deque<Command>& batch) {
   const absl::Time now = clock_->TimeNow();
   core::ChangeSet changes;
+  store::CommitContext context;
+  context.at = now;
   // What is due first: deadlines and reservations come before the commands.
   core::Tick(state_, now, changes);
+  context.actors.assign(changes.changes.size(), "arbiter");
   std::vector<absl::Status> results;
   results.reserve(batch.size());
-  for (Command& c : batch) results.push_back(c.decide(state_, now, changes));
+  for (Command& c : batch) {
+    results.push_back(c.decide(state_, now, changes));
+    context.actors.resize(changes.changes.size(), c.actor);
+  }
 
-  const absl::Status commit = store_->Commit(changes);
+  const absl::Status commit = store_->Commit(changes, context);
   {
     absl::MutexLock lock(&mu_);
     stats_.batches++;

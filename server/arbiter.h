@@ -69,8 +69,9 @@ class Arbiter {
   // Answers every waiting command UNAVAILABLE and joins the thread.
   ~Arbiter();
 
-  // Queues a command. `done` is always called exactly once.
-  void Submit(Decide decide, Done done) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues a command made by `actor` (the principal, for the ledger).
+  // `done` is always called exactly once.
+  void Submit(Decide decide, Done done, std::string actor = "system") ABSL_LOCKS_EXCLUDED(mu_);
 
   ArbiterStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -78,6 +79,7 @@ class Arbiter {
   struct Command {
     Decide decide;
     Done done;
+    std::string actor;
   };
 
   Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,

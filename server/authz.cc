@@ -62,6 +62,8 @@ const std::vector<Rule>& Rules() {
       {"AllocationService.GetRequest", kReaders, Match::kAny},
       {"AllocationService.ListRequests", kReaders, Match::kAny},
       {"AllocationService.WatchAllocations", kReaders, Match::kAny},
+      {"LedgerService.ListLedgerEntries", {Role::kAuditor, Role::kFinance}, Match::kAny},
+      {"LedgerService.ListCheckpoints", {Role::kAuditor, Role::kFinance}, Match::kAny},
   };
   return *rules;
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -110,6 +111,14 @@ int main(int argc, char** argv) {
                         "CA bundle that client certificates must chain to (PEM)");
   serve_cmd->add_option("--admin", options.admins,
                         "principal that is a platform admin by configuration (repeatable)");
+  std::string ledger_key_file;
+  serve_cmd->add_option("--ledger-key", ledger_key_file,
+                        "Ed25519 private key (PEM) that signs ledger checkpoints; keep it "
+                        "outside the database");
+  serve_cmd
+      ->add_option("--checkpoint-every", options.checkpoint_every,
+                   "sign a ledger checkpoint every this many entries")
+      ->capture_default_str();
   serve_cmd->add_flag("--migrate", migrate, "apply pending migrations before serving");
   serve_cmd->add_option("--port-file", port_file, "write the bound port to this file");
   serve_cmd
@@ -130,5 +139,15 @@ int main(int argc, char** argv) {
   }
   if (*migrate_cmd) return Migrate(dsn);
   options.dsn = dsn;
+  if (!ledger_key_file.empty()) {
+    std::ifstream in(ledger_key_file);
+    std::stringstream key;
+    key << in.rdbuf();
+    if (!in.good() && key.str().empty()) {
+      spdlog::error("--ledger-key: cannot read {}", ledger_key_file);
+      return 2;
+    }
+    options.ledger_key_pem = key.str();
+  }
   return Serve(options, migrate, port_file);
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
@@ -13,6 +14,11 @@
 #include "server/worker_pool.h"
 
 namespace arbiter::server {
+
+// The actor recorded in the ledger for a call: its principal, or
+// kUnidentifiedActor on a plaintext (development) server.
+inline constexpr char kUnidentifiedActor[] = "unidentified";
+std::string ActorOf(const grpc::ServerContextBase& ctx);
 
 // Finishes at once with `status` (an error found before any work was queued).
 grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx, const absl::Status& status,

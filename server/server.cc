@@ -37,6 +37,8 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   store::PgStoreOptions store_options;
   store_options.dsn = options.dsn;
   store_options.read_connections = options.read_connections;
+  store_options.ledger_key_pem = options.ledger_key_pem;
+  store_options.checkpoint_every = options.checkpoint_every;
   ARBITER_ASSIGN_OR_RETURN(server->store_, store::PgStore::Create(store_options));
   server->reads_ = std::make_unique<WorkerPool>(options.read_threads, 4096);
   server->authz_ = std::make_unique<Authorizer>(options.admins);
@@ -49,6 +51,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   server->inventory_ = std::make_unique<InventoryService>(ctx);
   server->governance_ = std::make_unique<GovernanceService>(ctx);
   server->allocation_ = std::make_unique<AllocationService>(ctx);
+  server->ledger_ = std::make_unique<LedgerService>(ctx);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection answers without an identity, so it is served only in the
@@ -59,6 +62,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   builder.RegisterService(server->inventory_.get());
   builder.RegisterService(server->governance_.get());
   builder.RegisterService(server->allocation_.get());
+  builder.RegisterService(server->ledger_.get());
   builder.SetMaxReceiveMessageSize(4 << 20);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {

@@ -34,6 +34,10 @@ struct ServerOptions {
   // Principals that are platform admins by configuration (bootstrap: they
   // grant the first role bindings).
   std::vector<std::string> admins;
+  // Ed25519 private key (PEM text) that signs ledger checkpoints every
+  // `checkpoint_every` entries; empty: no checkpoints.
+  std::string ledger_key_pem;
+  int64_t checkpoint_every = 1000;
   // PostgreSQL connection string.
   std::string dsn;
   // Database connections for reads. Default: 4.
@@ -70,6 +74,7 @@ class ArbiterServer {
   std::unique_ptr<InventoryService> inventory_;
   std::unique_ptr<GovernanceService> governance_;
   std::unique_ptr<AllocationService> allocation_;
+  std::unique_ptr<LedgerService> ledger_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
 };

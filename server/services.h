@@ -9,6 +9,7 @@
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
+#include "arbiter/v1/ledger.grpc.pb.h"
 #include "server/arbiter.h"
 #include "server/authz.h"
 #include "server/node_directory.h"
@@ -119,6 +120,21 @@ class AllocationService final : public v1::AllocationService::CallbackService {
                                               v1::ReleaseAllocationResponse* resp) override;
   grpc::ServerWriteReactor<v1::WatchAllocationsResponse>* WatchAllocations(
       grpc::CallbackServerContext* ctx, const v1::WatchAllocationsRequest* req) override;
+
+ private:
+  ServiceContext ctx_;
+};
+
+class LedgerService final : public v1::LedgerService::CallbackService {
+ public:
+  explicit LedgerService(ServiceContext ctx) : ctx_(ctx) {}
+
+  grpc::ServerUnaryReactor* ListLedgerEntries(grpc::CallbackServerContext* ctx,
+                                              const v1::ListLedgerEntriesRequest* req,
+                                              v1::ListLedgerEntriesResponse* resp) override;
+  grpc::ServerUnaryReactor* ListCheckpoints(grpc::CallbackServerContext* ctx,
+                                            const v1::ListCheckpointsRequest* req,
+                                            v1::ListCheckpointsResponse* resp) override;
 
  private:
   ServiceContext ctx_;

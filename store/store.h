@@ -17,6 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ledger/chain.h"
 
 #include "core/model.h"
 #include "core/state.h"
@@ -26,6 +28,28 @@ namespace arbiter::store {
 struct QuotaUsage {
   core::Quota quota;
   int64_t used_milli = 0;
+};
+
+// Who made a batch of changes, and when: each change gets a ledger entry.
+struct CommitContext {
+  absl::Time at = absl::UnixEpoch();
+  // actors[i] made changes.changes[i]; "system" past its end.
+  std::vector<std::string> actors;
+};
+
+struct LedgerFilter {
+  int64_t after_seq = 0;  // Only entries after this (paging); 0: from genesis.
+  int32_t limit = 1000;
+  std::string subject;  // Exact; empty: all.
+  std::string actor;    // Exact; empty: all.
+  std::string action;   // Exact; empty: all.
+};
+
+struct LedgerCheckpoint {
+  int64_t seq = 0;
+  std::string hash;
+  std::string signature;  // Hex Ed25519.
+  absl::Time at;
 };
 
 struct RequestFilter {
@@ -44,10 +68,16 @@ class Store {
   // FAILED_PRECONDITION if the stored data breaks a core invariant.
   virtual absl::StatusOr<core::State> LoadState() = 0;
 
-  // Makes `changes` durable in one transaction. Returns OK only after COMMIT.
-  // On any error nothing of `changes` is written (or, for an UNAVAILABLE
-  // during COMMIT, the outcome is unknown): the caller must reload state.
-  [[nodiscard]] virtual absl::Status Commit(const core::ChangeSet& changes) = 0;
+  // Makes `changes` durable in one transaction, each with its ledger entry
+  // (chained to the previous one; see ledger/chain.h). Returns OK only after
+  // COMMIT. On any error nothing of `changes` is written (or, for an
+  // UNAVAILABLE during COMMIT, the outcome is unknown): the caller must
+  // reload state. REQUIRES: one writer at a time (the arbiter thread).
+  [[nodiscard]] virtual absl::Status Commit(const core::ChangeSet& changes,
+                                            const CommitContext& context) = 0;
+  [[nodiscard]] absl::Status Commit(const core::ChangeSet& changes) {
+    return Commit(changes, CommitContext());
+  }
 
   // --- Reads (served straight from the database, by any replica).
   virtual absl::StatusOr<std::vector<core::GpuModel>> ListGpuModels() = 0;
@@ -68,6 +98,9 @@ class Store {
   // over them.
   virtual absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() = 0;
   virtual absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() = 0;
+  // Ledger entries in sequence order, and the signed checkpoints.
+  virtual absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) = 0;
+  virtual absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() = 0;
 
   // Records a refused call (not a decision: written on its own, at once).
   virtual absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,

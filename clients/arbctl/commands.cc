@@ -123,6 +123,7 @@ Commands::Commands(GlobalOptions options) : options_(std::move(options)) {
   inventory_ = v1::InventoryService::NewStub(channel);
   governance_ = v1::GovernanceService::NewStub(channel);
   allocation_ = v1::AllocationService::NewStub(channel);
+  ledger_ = v1::LedgerService::NewStub(channel);
 }
 
 void Commands::Deadline(grpc::ClientContext& ctx) const {

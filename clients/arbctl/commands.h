@@ -10,6 +10,7 @@
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
+#include "arbiter/v1/ledger.grpc.pb.h"
 
 namespace arbiter::arbctl {
 
@@ -26,6 +27,8 @@ struct GlobalOptions {
   std::string ca_file;
   std::string cert_file;
   std::string key_file;
+  // The ledger's Ed25519 public key (PEM file) for `ledger verify`.
+  std::string ledger_public_key;
 };
 
 struct RequestOptions {
@@ -79,6 +82,13 @@ class Commands {
   int GetRequest(int64_t id);
   int Release(int64_t id);
   int Watch(const std::string& team, const std::string& pool);
+  // Ledger (clients/arbctl/ledger.cc).
+  int LedgerList(int64_t after_seq, int limit, const std::string& subject);
+  // Recomputes the chain from genesis and checks every checkpoint's
+  // signature with `public_key_file` (Ed25519 PEM; empty: signatures are
+  // not checked). Exit 0 and "OK ..." when intact; 3 and the first bad entry
+  // otherwise.
+  int LedgerVerify(const std::string& public_key_file);
   // Loads the demo organisation; what already exists is left as it is.
   int LoadDemo();
 
@@ -103,6 +113,7 @@ class Commands {
   std::unique_ptr<v1::InventoryService::Stub> inventory_;
   std::unique_ptr<v1::GovernanceService::Stub> governance_;
   std::unique_ptr<v1::AllocationService::Stub> allocation_;
+  std::unique_ptr<v1::LedgerService::Stub> ledger_;
 };
 
 }  // namespace arbiter::arbctl

@@ -27,6 +27,7 @@ void LoadConfig(const std::string& path, arbiter::arbctl::GlobalOptions& global,
     if (key == "tls_cert") global.cert_file = value;
     if (key == "tls_key") global.key_file = value;
     if (key == "certs_dir") certs_dir = value;
+    if (key == "ledger_public_key") global.ledger_public_key = value;
   }
 }
 
@@ -210,6 +211,25 @@ int main(int argc, char** argv) {
   watch->add_option("--team", team, "only this team");
   watch->add_option("--pool", pool, "only this pool");
   watch->callback([&] { rc = commands().Watch(team, pool); });
+
+  CLI::App* ledger = app.add_subcommand("ledger", "the append-only, hash-chained ledger");
+  CLI::App* ledger_list = ledger->add_subcommand("list", "list entries in sequence order");
+  int64_t after_seq = 0;
+  int ledger_limit = 100;
+  std::string subject;
+  ledger_list->add_option("--after", after_seq, "entries after this sequence number");
+  ledger_list->add_option("--limit", ledger_limit, "at most this many")->capture_default_str();
+  ledger_list->add_option("--subject", subject, "only this subject, e.g. request/42");
+  ledger_list->callback([&] { rc = commands().LedgerList(after_seq, ledger_limit, subject); });
+  CLI::App* ledger_verify =
+      ledger->add_subcommand("verify", "recompute the chain from genesis and check checkpoints");
+  std::string public_key;
+  ledger_verify->add_option(
+      "--public-key", public_key,
+      "Ed25519 public key of the ledger (PEM) to check checkpoint signatures");
+  ledger_verify->callback([&] {
+    rc = commands().LedgerVerify(public_key.empty() ? global.ledger_public_key : public_key);
+  });
 
   CLI::App* demo = app.add_subcommand("demo", "demo data");
   demo->add_subcommand("load", "load the demo organisation (idempotent)")->callback([&] {

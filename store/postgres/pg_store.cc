@@ -10,6 +10,7 @@
 #include <pqxx/pqxx>
 
 #include "core/status_macros.h"
+#include "store/postgres/ledger_entries.h"
 #include "store/postgres/pg_errors.h"
 #include "store/postgres/pg_rows.h"
 #include "store/postgres/statements.h"
@@ -242,7 +243,9 @@ auto PgStore::WithConnection(absl::string_view operation, Fn&& fn)
 
 PgStore::PgStore(const PgStoreOptions& options)
     : reads_(options.dsn, options.read_connections, sql::PrepareAll),
-      writer_(options.dsn, 1, sql::PrepareAll) {}
+      writer_(options.dsn, 1, sql::PrepareAll),
+      ledger_key_pem_(options.ledger_key_pem),
+      checkpoint_every_(std::max<int64_t>(1, options.checkpoint_every)) {}
 
 PgStore::~PgStore() = default;
 
@@ -255,30 +258,68 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const PgStoreOptions& o
 }
 
 absl::StatusOr<core::State> PgStore::LoadState() {
-  return WithConnection("load state", [](pqxx::connection& c) -> absl::StatusOr<core::State> {
+  return WithConnection("load state", [this](pqxx::connection& c) -> absl::StatusOr<core::State> {
     pqxx::work tx(c);
     // One consistent snapshot of everything.
     tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
     core::State state;
     ARBITER_RETURN_IF_ERROR(LoadCatalogAndInventory(tx, state));
     ARBITER_RETURN_IF_ERROR(LoadGovernanceAndRequests(tx, state));
+    // The chain continues from the stored head.
+    head_seq_ = 0;
+    head_hash_ = ledger::kGenesisHash;
+    for (const pqxx::row& row : tx.exec_prepared(sql::kSelectLedgerHead)) {
+      head_seq_ = row[0].as<int64_t>();
+      head_hash_ = row[1].as<std::string>();
+    }
+    checkpoint_seq_ = 0;
+    for (const pqxx::row& row : tx.exec_prepared(sql::kSelectLastCheckpoint)) {
+      checkpoint_seq_ = row[0].as<int64_t>();
+    }
     tx.commit();
     return state;
   });
 }
 
-absl::Status PgStore::Commit(const core::ChangeSet& changes) {
+absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext& context) {
   if (changes.empty()) return absl::OkStatus();
   ARBITER_ASSIGN_OR_RETURN(auto lease, writer_.Acquire());
+  // The chain advances in memory only once the transaction commits.
+  int64_t seq = head_seq_;
+  std::string hash = head_hash_;
+  bool checkpointed = false;
   bool broken = false;
   absl::Status status = Guarded("commit", &broken, [&]() -> absl::Status {
     pqxx::work tx(*lease);
     ChangeWriter writer{tx};
-    for (const core::Change& change : changes.changes) std::visit(writer, change);
+    for (size_t i = 0; i < changes.changes.size(); ++i) {
+      const core::Change& change = changes.changes[i];
+      std::visit(writer, change);
+      ledger::Entry e = LedgerEntryFor(change);
+      e.seq = ++seq;
+      e.at = absl::FromUnixMicros(absl::ToUnixMicros(context.at));
+      e.actor = i < context.actors.size() ? context.actors[i] : "system";
+      e.prev_hash = hash;
+      e.hash = ledger::HashOf(e.prev_hash, e);
+      hash = e.hash;
+      tx.exec_prepared(sql::kInsertLedger, e.seq, rows::ToMicros(e.at), e.actor, e.action,
+                       e.subject, e.payload, e.prev_hash, e.hash);
+    }
+    if (!ledger_key_pem_.empty() && seq - checkpoint_seq_ >= checkpoint_every_) {
+      ARBITER_ASSIGN_OR_RETURN(std::string signature,
+                               ledger::Sign(ledger_key_pem_, ledger::CheckpointMessage(seq, hash)));
+      tx.exec_prepared(sql::kInsertCheckpoint, seq, hash, signature, rows::ToMicros(context.at));
+      checkpointed = true;
+    }
     tx.commit();
     return absl::OkStatus();
   });
   if (broken) lease.Discard();
+  if (status.ok()) {
+    head_seq_ = seq;
+    head_hash_ = hash;
+    if (checkpointed) checkpoint_seq_ = seq;
+  }
   return status;
 }
 
@@ -430,6 +471,43 @@ absl::Status PgStore::RecordAccessDenial(const std::string& principal, const std
     tx.commit();
     return absl::OkStatus();
   });
+}
+
+absl::StatusOr<std::vector<ledger::Entry>> PgStore::ListLedger(const LedgerFilter& filter) {
+  return WithConnection("list ledger",
+                        [&](pqxx::connection& c) -> absl::StatusOr<std::vector<ledger::Entry>> {
+                          pqxx::read_transaction tx(c);
+                          std::vector<ledger::Entry> out;
+                          for (const pqxx::row& row :
+                               tx.exec_prepared(sql::kSelectLedger, filter.after_seq, filter.limit,
+                                                filter.subject, filter.actor, filter.action)) {
+                            ledger::Entry e;
+                            e.seq = row[0].as<int64_t>();
+                            e.at = absl::FromUnixMicros(row[1].as<int64_t>());
+                            e.actor = row[2].as<std::string>();
+                            e.action = row[3].as<std::string>();
+                            e.subject = row[4].as<std::string>();
+                            e.payload = row[5].as<std::string>();
+                            e.prev_hash = row[6].as<std::string>();
+                            e.hash = row[7].as<std::string>();
+                            out.push_back(std::move(e));
+                          }
+                          return out;
+                        });
+}
+
+absl::StatusOr<std::vector<LedgerCheckpoint>> PgStore::ListCheckpoints() {
+  return WithConnection(
+      "list checkpoints", [](pqxx::connection& c) -> absl::StatusOr<std::vector<LedgerCheckpoint>> {
+        pqxx::read_transaction tx(c);
+        std::vector<LedgerCheckpoint> out;
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectCheckpoints)) {
+          out.push_back(LedgerCheckpoint{row[0].as<int64_t>(), row[1].as<std::string>(),
+                                         row[2].as<std::string>(),
+                                         absl::FromUnixMicros(row[3].as<int64_t>())});
+        }
+        return out;
+      });
 }
 
 }  // namespace arbiter::store

@@ -21,6 +21,12 @@ struct PgStoreOptions {
   std::string dsn;
   // Connections for reads. Default: 4.
   int read_connections = 4;
+  // Ed25519 private key (PEM) that signs ledger checkpoints; empty: no
+  // checkpoints are made.
+  std::string ledger_key_pem;
+  // A checkpoint is signed once this many entries were added since the last.
+  // Default: 1000.
+  int64_t checkpoint_every = 1000;
 };
 
 class PgStore final : public Store {
@@ -30,7 +36,8 @@ class PgStore final : public Store {
   ~PgStore() override;
 
   absl::StatusOr<core::State> LoadState() override;
-  absl::Status Commit(const core::ChangeSet& changes) override;
+  using Store::Commit;
+  absl::Status Commit(const core::ChangeSet& changes, const CommitContext& context) override;
 
   absl::StatusOr<std::vector<core::GpuModel>> ListGpuModels() override;
   absl::StatusOr<std::vector<core::Cluster>> ListClusters() override;
@@ -44,6 +51,8 @@ class PgStore final : public Store {
       const RequestFilter& filter) override;
   absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() override;
   absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() override;
+  absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) override;
+  absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() override;
   absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,
                                   const std::string& code, const std::string& reason) override;
 
@@ -57,6 +66,13 @@ class PgStore final : public Store {
 
   ConnectionPool reads_;
   ConnectionPool writer_;
+  const std::string ledger_key_pem_;
+  const int64_t checkpoint_every_;
+  // The chain head and the last checkpoint: read by LoadState, advanced by
+  // Commit. Touched only by the one writer (the arbiter thread).
+  int64_t head_seq_ = 0;
+  std::string head_hash_ = ledger::kGenesisHash;
+  int64_t checkpoint_seq_ = 0;
 };
 
 }  // namespace arbiter::store

@@ -130,6 +130,21 @@ constexpr Statement kStatements[] = {
      " ORDER BY subject, role, scope_kind, scope"},
     {kInsertAccessDenial,
      "INSERT INTO access_denials (principal, method, code, reason) VALUES ($1, $2, $3, $4)"},
+    {kInsertLedger,
+     "INSERT INTO ledger (seq, at, actor, action, subject, payload, prev_hash, hash)"
+     " VALUES ($1, " TS(2) ", $3, $4, $5, $6, $7, $8)"},
+    {kSelectLedgerHead, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"},
+    // $1 after seq, $2 limit, $3 subject, $4 actor, $5 action ('' = any).
+    {kSelectLedger,
+     "SELECT seq, (extract(epoch FROM at) * 1000000)::bigint, actor, action, subject, payload,"
+     " prev_hash, hash FROM ledger WHERE seq > $1 AND ($3 = '' OR subject = $3)"
+     " AND ($4 = '' OR actor = $4) AND ($5 = '' OR action = $5) ORDER BY seq LIMIT $2"},
+    {kInsertCheckpoint,
+     "INSERT INTO ledger_checkpoints (seq, hash, signature, at) VALUES ($1, $2, $3, " TS(4) ")"},
+    {kSelectLastCheckpoint, "SELECT seq FROM ledger_checkpoints ORDER BY seq DESC LIMIT 1"},
+    {kSelectCheckpoints,
+     "SELECT seq, hash, signature, (extract(epoch FROM at) * 1000000)::bigint"
+     " FROM ledger_checkpoints ORDER BY seq"},
     {kSelectPlacementsOf,
      "SELECT " ARBITER_PLACEMENT_COLUMNS
      " FROM placements WHERE request_id = ANY($1::bigint[]) ORDER BY request_id, member"},

@@ -55,6 +55,12 @@ inline constexpr const char* kInsertRoleBinding = "insert_role_binding";
 inline constexpr const char* kDeleteRoleBinding = "delete_role_binding";
 inline constexpr const char* kSelectRoleBindings = "select_role_bindings";
 inline constexpr const char* kInsertAccessDenial = "insert_access_denial";
+inline constexpr const char* kInsertLedger = "insert_ledger";
+inline constexpr const char* kSelectLedgerHead = "select_ledger_head";
+inline constexpr const char* kSelectLedger = "select_ledger";
+inline constexpr const char* kInsertCheckpoint = "insert_checkpoint";
+inline constexpr const char* kSelectLastCheckpoint = "select_last_checkpoint";
+inline constexpr const char* kSelectCheckpoints = "select_checkpoints";
 
 // Prepares every statement above on `conn` and sets its session options.
 void PrepareAll(pqxx::connection& conn);

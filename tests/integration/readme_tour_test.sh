@@ -14,9 +14,12 @@ psql -Xq "$cluster_dsn dbname=postgres" -c "CREATE DATABASE $db TEMPLATE arbiter
 # As deploy/local/up does: a private CA, TLS 1.3 with client certificates,
 # and arbctl configured to act as the platform admin.
 "$src/deploy/local/make-certs" "$work/tls" admin alice >/dev/null
+openssl genpkey -algorithm ED25519 -out "$work/ledger.key"
+openssl pkey -in "$work/ledger.key" -pubout -out "$work/ledger.pub"
 "$build/server/arbiterd" --log-level warn serve --dsn "$cluster_dsn dbname=$db" \
   --tls-cert "$work/tls/server.pem" --tls-key "$work/tls/server.key" \
   --tls-client-ca "$work/tls/ca.pem" --admin spiffe://arbiter.local/admin \
+  --ledger-key "$work/ledger.key" --checkpoint-every 20 \
   --listen 127.0.0.1:0 --port-file "$work/port" &
 pid=$!
 cleanup() {
@@ -33,6 +36,7 @@ tls_ca=$work/tls/ca.pem
 tls_cert=$work/tls/admin.pem
 tls_key=$work/tls/admin.key
 certs_dir=$work/tls
+ledger_public_key=$work/ledger.pub
 CONF
 export ARBITER_CONFIG="$work/arbctl.conf"
 arbctl="$build/clients/arbctl"
@@ -60,6 +64,7 @@ for line in "${commands[@]}"; do
     request*) grep -q "admitted" <<<"$out" ;;
     "quotas list"*) grep -q "unlimited\|8" <<<"$out" ;;
     "coexistence list"*) grep -q "soft_sharing" <<<"$out" ;;
+    "ledger verify"*) grep -q "^OK: .*signed by the ledger key" <<<"$out" ;;
     release*) grep -q "released" <<<"$out" ;;
   esac
 done

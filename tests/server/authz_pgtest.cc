@@ -24,6 +24,7 @@
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
+#include "arbiter/v1/ledger.grpc.pb.h"
 #include "server/authz.h"
 #include "server/server.h"
 #include "tests/testing/api_seed.h"
@@ -49,6 +50,7 @@ struct Stubs {
   std::unique_ptr<v1::InventoryService::Stub> inventory;
   std::unique_ptr<v1::GovernanceService::Stub> governance;
   std::unique_ptr<v1::AllocationService::Stub> allocation;
+  std::unique_ptr<v1::LedgerService::Stub> ledger;
   std::shared_ptr<grpc::Channel> channel;
 };
 
@@ -116,6 +118,7 @@ class AuthzTest : public ::testing::Test {
     s.inventory = v1::InventoryService::NewStub(s.channel);
     s.governance = v1::GovernanceService::NewStub(s.channel);
     s.allocation = v1::AllocationService::NewStub(s.channel);
+    s.ledger = v1::LedgerService::NewStub(s.channel);
     return s;
   }
 
@@ -265,6 +268,14 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   calls["AllocationService.ListRequests"] = [](Stubs& s, int) {
     return Unary(*s.allocation, &Alloc::ListRequests, v1::ListRequestsRequest());
   };
+  calls["LedgerService.ListLedgerEntries"] = [](Stubs& s, int) {
+    return Unary(*s.ledger, &v1::LedgerService::Stub::ListLedgerEntries,
+                 v1::ListLedgerEntriesRequest());
+  };
+  calls["LedgerService.ListCheckpoints"] = [](Stubs& s, int) {
+    return Unary(*s.ledger, &v1::LedgerService::Stub::ListCheckpoints,
+                 v1::ListCheckpointsRequest());
+  };
   calls["AllocationService.WatchAllocations"] = [](Stubs& s, int) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -283,7 +294,7 @@ TEST(AuthzTableTest, EveryRpcOfTheApiIsInTheAccessTable) {
   std::set<std::string> api;
   const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
   for (const char* name : {"arbiter.v1.InventoryService", "arbiter.v1.GovernanceService",
-                           "arbiter.v1.AllocationService"}) {
+                           "arbiter.v1.AllocationService", "arbiter.v1.LedgerService"}) {
     const google::protobuf::ServiceDescriptor* service = pool->FindServiceByName(name);
     ASSERT_NE(service, nullptr) << name;
     for (int i = 0; i < service->method_count(); ++i) {
@@ -323,7 +334,9 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
       {"admin", Code::PERMISSION_DENIED, everything},
       {"member", Code::PERMISSION_DENIED, Plus(kReads, team_writes)},
       {"grouped", Code::PERMISSION_DENIED, Plus(kReads, team_writes)},
-      {"auditor", Code::PERMISSION_DENIED, Plus(kReads, {"GovernanceService.ListRoleBindings"})},
+      {"auditor", Code::PERMISSION_DENIED,
+       Plus(kReads, {"GovernanceService.ListRoleBindings", "LedgerService.ListLedgerEntries",
+                     "LedgerService.ListCheckpoints"})},
       {"authority", Code::PERMISSION_DENIED, Plus(kReads, {"GovernanceService.SetQuota"})},
       {"nobody", Code::PERMISSION_DENIED, {}},
       {"", Code::UNAUTHENTICATED, {}},

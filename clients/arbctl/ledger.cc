@@ -1,0 +1,124 @@
+// arbctl ledger list | verify.
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "ledger/chain.h"
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+
+#include "clients/arbctl/commands.h"
+#include "clients/arbctl/table.h"
+
+namespace arbiter::arbctl {
+namespace {
+
+constexpr int kVerifyPage = 5000;
+
+ledger::Entry FromProto(const v1::LedgerEntry& e) {
+  ledger::Entry out;
+  out.seq = e.seq();
+  out.at = absl::FromUnixMicros(google::protobuf::util::TimeUtil::TimestampToMicroseconds(e.at()));
+  out.actor = e.actor();
+  out.action = e.action();
+  out.subject = e.subject();
+  out.payload = e.payload();
+  out.prev_hash = e.prev_hash();
+  out.hash = e.hash();
+  return out;
+}
+
+}  // namespace
+
+int Commands::LedgerList(int64_t after_seq, int limit, const std::string& subject) {
+  v1::ListLedgerEntriesRequest req;
+  req.set_after_seq(after_seq);
+  req.set_page_size(limit);
+  req.set_subject(subject);
+  v1::ListLedgerEntriesResponse resp;
+  if (!Call(*ledger_, &v1::LedgerService::Stub::ListLedgerEntries, req, &resp)) return 1;
+  if (options_.json) {
+    std::string out;
+    (void)google::protobuf::util::MessageToJsonString(resp, &out);
+    std::cout << out << "\n";
+    return 0;
+  }
+  Table t({"SEQ", "AT", "ACTOR", "ACTION", "SUBJECT", "PAYLOAD"});
+  for (const v1::LedgerEntry& e : resp.entries()) {
+    t.AddRow({absl::StrCat(e.seq()), google::protobuf::util::TimeUtil::ToString(e.at()), e.actor(),
+              e.action(), e.subject(), e.payload()});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::LedgerVerify(const std::string& public_key_file) {
+  std::string public_key;
+  if (!public_key_file.empty()) {
+    std::ifstream in(public_key_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in.good() && text.str().empty()) {
+      std::cerr << "arbctl: cannot read --public-key " << public_key_file << "\n";
+      return 2;
+    }
+    public_key = text.str();
+  }
+  // The chain, page by page, from genesis.
+  ledger::Verdict verdict = ledger::VerifyChain({}, 0, ledger::kGenesisHash);
+  std::map<int64_t, std::string> hash_at;  // For the checkpoints.
+  int64_t after = 0;
+  for (;;) {
+    v1::ListLedgerEntriesRequest req;
+    req.set_after_seq(after);
+    req.set_page_size(kVerifyPage);
+    v1::ListLedgerEntriesResponse resp;
+    if (!Call(*ledger_, &v1::LedgerService::Stub::ListLedgerEntries, req, &resp)) return 1;
+    std::vector<ledger::Entry> page;
+    for (const v1::LedgerEntry& e : resp.entries()) {
+      page.push_back(FromProto(e));
+      hash_at[e.seq()] = e.hash();
+    }
+    ledger::Continue(verdict, page);
+    if (!verdict.ok || resp.next_after_seq() == 0) break;
+    after = resp.next_after_seq();
+  }
+  if (!verdict.ok) {
+    std::cout << "BAD at seq " << verdict.first_bad_seq << ": " << verdict.problem << "\n"
+              << "(entries 1.." << verdict.head_seq << " verify)\n";
+    return 3;
+  }
+  // Checkpoints: each names an entry that exists with that hash, and is
+  // signed by the ledger key.
+  v1::ListCheckpointsResponse checkpoints;
+  if (!Call(*ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
+            &checkpoints)) {
+    return 1;
+  }
+  for (const v1::LedgerCheckpoint& c : checkpoints.checkpoints()) {
+    auto it = hash_at.find(c.seq());
+    if (it == hash_at.end() || it->second != c.hash()) {
+      std::cout << "BAD at seq " << c.seq() << ": the checkpoint of entry " << c.seq()
+                << " does not match the chain (entries removed or rewritten)\n";
+      return 3;
+    }
+    if (!public_key.empty()) {
+      absl::Status signed_ok = ledger::VerifySignature(
+          public_key, ledger::CheckpointMessage(c.seq(), c.hash()), c.signature());
+      if (!signed_ok.ok()) {
+        std::cout << "BAD at seq " << c.seq() << ": " << signed_ok.message() << "\n";
+        return 3;
+      }
+    }
+  }
+  std::cout << "OK: " << verdict.count << " entries, head seq " << verdict.head_seq << " hash "
+            << verdict.head_hash << "; " << checkpoints.checkpoints_size() << " checkpoint(s) "
+            << (public_key.empty() ? "match the chain (signatures not checked: no --public-key)"
+                                   : "match the chain and are signed by the ledger key")
+            << "\n";
+  return 0;
+}
+
+}  // namespace arbiter::arbctl

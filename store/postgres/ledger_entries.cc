@@ -1,0 +1,99 @@
+#include "store/postgres/ledger_entries.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace arbiter::store {
+namespace {
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+ledger::Entry Make(std::string action, std::string subject, Fields fields) {
+  ledger::Entry e;
+  e.action = std::move(action);
+  e.subject = std::move(subject);
+  e.payload = ledger::Payload(std::move(fields));
+  return e;
+}
+
+std::string Str(absl::string_view s) { return std::string(s); }
+
+struct EntryOf {
+  ledger::Entry operator()(const core::Cluster& c) const {
+    return Make("cluster.create", absl::StrCat("cluster/", c.name),
+                {{"description", c.description}});
+  }
+  ledger::Entry operator()(const core::Pool& p) const {
+    std::vector<std::string> lends;
+    for (core::WorkloadClass c : p.lends_to) lends.push_back(Str(core::WorkloadClassName(c)));
+    return Make("pool.create", absl::StrCat("pool/", p.name),
+                {{"latency_class", Str(core::LatencyClassName(p.latency_class))},
+                 {"lends_to", absl::StrJoin(lends, ",")},
+                 {"reclaim_grace_seconds", absl::StrCat(p.reclaim_grace_seconds)}});
+  }
+  ledger::Entry operator()(const core::Node& n) const {
+    std::vector<std::string> models;
+    for (const core::Gpu& g : n.gpus) models.push_back(g.model);
+    return Make("node.register", absl::StrCat("node/", n.cluster, "/", n.name),
+                {{"id", absl::StrCat(n.id)},
+                 {"pool", n.pool},
+                 {"gpus", absl::StrJoin(models, ",")},
+                 {"cpu_milli", absl::StrCat(n.cpu_milli)},
+                 {"memory_mib", absl::StrCat(n.memory_mib)},
+                 {"topology_domain", n.topology_domain}});
+  }
+  ledger::Entry operator()(const core::Team& t) const {
+    return Make("team.create", absl::StrCat("team/", t.name),
+                {{"parent", t.parent}, {"weight_milli", absl::StrCat(t.weight_milli)}});
+  }
+  ledger::Entry operator()(const core::Quota& q) const {
+    return Make("quota.set", absl::StrCat("quota/", q.team, "/", q.pool, "/", q.gpu_model),
+                {{"nominal_milli", absl::StrCat(q.nominal_milli)},
+                 {"borrowing_limit_milli", absl::StrCat(q.borrowing_limit_milli)},
+                 {"lending_limit_milli", absl::StrCat(q.lending_limit_milli)}});
+  }
+  ledger::Entry operator()(const core::RequestWrite& w) const {
+    const core::CapacityRequest& r = w.request;
+    std::vector<std::string> where;
+    for (const core::Placement& p : r.placements) {
+      where.push_back(absl::StrCat(p.node_id, ":", absl::StrJoin(p.gpu_indices, "+")));
+    }
+    Fields f = {{"team", r.spec.team},
+                {"pool", r.spec.pool},
+                {"class", Str(core::WorkloadClassName(r.spec.workload_class))},
+                {"members", absl::StrCat(r.spec.members)},
+                {"gpu_milli", absl::StrCat(r.spec.total_gpu_milli())},
+                {"priority", absl::StrCat(r.spec.priority)},
+                {"reason_code", r.reason_code},
+                {"placements", absl::StrJoin(where, ",")}};
+    if (r.spec.guaranteed) f.emplace_back("guaranteed", "true");
+    if (r.state == core::RequestState::kPreempting || r.state == core::RequestState::kPreempted) {
+      f.emplace_back("preempted_by", absl::StrCat(r.preempted_by));
+      f.emplace_back("deadline_us", absl::StrCat(absl::ToUnixMicros(r.preempt_deadline)));
+    }
+    return Make(absl::StrCat("request.", core::RequestStateName(r.state)),
+                absl::StrCat("request/", r.id), std::move(f));
+  }
+  ledger::Entry operator()(const core::ClassRule& c) const {
+    return Make("coexistence.set",
+                absl::StrCat("coexistence/", core::WorkloadClassName(c.a), "/",
+                             core::WorkloadClassName(c.b)),
+                {{"gpu", Str(core::IsolationName(c.rule.gpu))},
+                 {"same_node", c.rule.same_node ? "true" : "false"}});
+  }
+  ledger::Entry operator()(const core::RoleBindingWrite& w) const {
+    return Make(w.revoke ? "role.revoke" : "role.grant", absl::StrCat("role/", w.binding.subject),
+                {{"role", Str(core::RoleName(w.binding.role))},
+                 {"scope_kind", Str(core::ScopeKindName(w.binding.scope_kind))},
+                 {"scope", w.binding.scope}});
+  }
+};
+
+}  // namespace
+
+ledger::Entry LedgerEntryFor(const core::Change& change) { return std::visit(EntryOf{}, change); }
+
+}  // namespace arbiter::store
