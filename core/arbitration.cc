@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 
+#include "core/approval.h"
 #include "core/fingerprint.h"
 #include "core/model_sizing.h"
 #include "core/placement.h"
@@ -162,6 +163,47 @@ void WithdrawPreemption(State& state, const CapacityRequest& preemptor, absl::Ti
   }
 }
 
+// Holds `request` for the approvals it still needs: PENDING_APPROVAL naming
+// who may give them (deadline set when it starts waiting), or DENIED when
+// nobody may. Returns true when nothing is missing.
+bool ApprovalGate(const State& state, CapacityRequest& request, const std::vector<Flavor>& flavors,
+                  absl::Time now) {
+  const int64_t need = request.spec.total_gpu_milli();
+  bool borrowing = true;
+  for (const Flavor& f : flavors) {
+    if (WithinNominal(state, request.spec, *f.quota, need)) borrowing = false;
+  }
+  const std::vector<ApprovalNeed> needs = ApprovalsNeeded(state, request, borrowing);
+  request.approvers.clear();
+  if (needs.empty()) return true;
+  std::vector<std::string> actions;
+  for (const ApprovalNeed& n : needs) {
+    actions.emplace_back(ApprovalActionName(n.action));
+    if (n.approvers.empty()) {
+      SetOutcome(request, RequestState::kDenied, kReasonNoAuthority,
+                 absl::StrCat("needs approval (", ApprovalActionName(n.action), ") for ", need,
+                              " milli-GPU in pool ", request.spec.pool,
+                              ", and no declared authority may give it"));
+      return false;
+    }
+    for (const std::string& a : n.approvers) {
+      if (std::find(request.approvers.begin(), request.approvers.end(), a) ==
+          request.approvers.end()) {
+        request.approvers.push_back(a);
+      }
+    }
+  }
+  if (request.state != RequestState::kPendingApproval) {
+    request.approval_deadline = now + state.approval_timeout();
+  }
+  SetOutcome(request, RequestState::kPendingApproval, kReasonNeedsApproval,
+             absl::StrCat("needs approval (", absl::StrJoin(actions, ", "),
+                          ") by one of: ", absl::StrJoin(request.approvers, ", "), "; until ",
+                          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", request.approval_deadline,
+                                           absl::UTCTimeZone())));
+  return false;
+}
+
 // Decides a request that is new or waiting, running from `now`: ADMITTED
 // (placements charged to `state`), QUEUED (with the first reason that holds
 // it back, possibly after telling victims to vacate), or DENIED (when no
@@ -188,6 +230,7 @@ void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& c
                                 : absl::StrCat(" for ", absl::StrJoin(spec.gpu_models, "|"))));
     return;
   }
+  if (!ApprovalGate(state, request, flavors, now)) return;
   const int64_t need = spec.total_gpu_milli();
   const Window window = RunWindow(spec, now);
   // The first reason found, preferring one that may pass over one that never will.
@@ -278,7 +321,7 @@ void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSe
 
 // Holds GPUs for a request that starts later: RESERVED, or DENIED when no
 // quota could take it or the pool has no room for the window.
-void Reserve(State& state, CapacityRequest& request) {
+void Reserve(State& state, CapacityRequest& request, absl::Time now) {
   const CapacityRequestSpec& spec = request.spec;
   if (!PoolAdmitsClass(state, request)) return;
   const std::vector<Flavor> flavors = FlavorsOf(state, spec);
@@ -287,6 +330,7 @@ void Reserve(State& state, CapacityRequest& request) {
                absl::StrCat("team ", spec.team, " has no quota in pool ", spec.pool));
     return;
   }
+  if (!ApprovalGate(state, request, flavors, now)) return;
   std::vector<std::string> models;
   std::string never_why;
   for (const Flavor& flavor : flavors) {
@@ -379,7 +423,7 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   // Victims of a preemption are written before the request that caused it.
   ChangeSet victims;
   if (spec.start_at > now) {
-    Reserve(state, request);
+    Reserve(state, request, now);
   } else {
     Decide(state, request, now, victims);
   }
@@ -435,6 +479,103 @@ absl::Status SetCoexistenceRule(State& state, const ClassRule& rule, absl::Time 
   return absl::OkStatus();
 }
 
+absl::Status SetAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidateAuthorityRule(rule));
+  if (!rule.pool.empty() && state.FindPool(rule.pool) == nullptr) {
+    return NotFound("rule.pool", "pool", rule.pool);
+  }
+  if (state.authority_rules().contains(rule)) {
+    return absl::AlreadyExistsError("rule: this authority rule exists");
+  }
+  ARBITER_RETURN_IF_ERROR(state.LoadAuthorityRule(rule));
+  changes.changes.emplace_back(AuthorityRuleWrite{rule, /*remove=*/false});
+  return absl::OkStatus();
+}
+
+absl::Status RemoveAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidateAuthorityRule(rule));
+  if (!state.RemoveAuthorityRule(rule)) return absl::NotFoundError("rule: no such authority rule");
+  changes.changes.emplace_back(AuthorityRuleWrite{rule, /*remove=*/true});
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The PENDING_APPROVAL request `id`, or the error for it.
+absl::StatusOr<CapacityRequest> PendingApproval(const State& state, int64_t id) {
+  if (id <= 0) return absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", id));
+  if (id >= state.next_request_id()) {
+    return absl::NotFoundError(absl::StrCat("id: no request ", id));
+  }
+  const CapacityRequest* live = state.FindLiveRequest(id);
+  if (live == nullptr || live->state != RequestState::kPendingApproval) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("id: request ", id, " is not waiting for approval"));
+  }
+  return *live;
+}
+
+// The approvals `request` still needs that `who` may give.
+std::vector<ApprovalAction> GivableBy(const State& state, const CapacityRequest& request,
+                                      const Approver& who) {
+  std::vector<ApprovalAction> out;
+  const std::vector<Flavor> flavors = FlavorsOf(state, request.spec);
+  bool borrowing = true;
+  for (const Flavor& f : flavors) {
+    if (WithinNominal(state, request.spec, *f.quota, request.spec.total_gpu_milli())) {
+      borrowing = false;
+    }
+  }
+  for (const ApprovalNeed& n : ApprovalsNeeded(state, request, borrowing)) {
+    if (MayApprove(state, request, n.action, who)) out.push_back(n.action);
+  }
+  return out;
+}
+
+absl::Status NotAnApprover(const CapacityRequest& request, const Approver& who) {
+  return absl::PermissionDeniedError(
+      absl::StrCat(who.principal, " may not approve request ", request.id,
+                   "; it waits for one of: ", absl::StrJoin(request.approvers, ", ")));
+}
+
+}  // namespace
+
+absl::StatusOr<CapacityRequest> ApproveRequest(State& state, int64_t id, const Approver& who,
+                                               absl::Time now, ChangeSet& changes) {
+  ARBITER_ASSIGN_OR_RETURN(CapacityRequest request, PendingApproval(state, id));
+  const std::vector<ApprovalAction> givable = GivableBy(state, request, who);
+  if (givable.empty()) return NotAnApprover(request, who);
+  for (ApprovalAction a : givable) {
+    request.approvals.push_back(absl::StrCat(ApprovalActionName(a), ":", who.principal));
+  }
+  ChangeSet victims;
+  if (request.spec.start_at > now) {
+    Reserve(state, request, now);
+  } else {
+    Decide(state, request, now, victims);
+  }
+  request.updated_at = now;
+  state.PutRequest(request);
+  changes.changes.emplace_back(RequestWrite{request, /*is_new=*/false});
+  for (Change& c : victims.changes) changes.changes.push_back(std::move(c));
+  return request;
+}
+
+absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Approver& who,
+                                            const std::string& reason, absl::Time now,
+                                            ChangeSet& changes) {
+  ARBITER_ASSIGN_OR_RETURN(CapacityRequest request, PendingApproval(state, id));
+  if (reason.empty()) return absl::InvalidArgumentError("reason: must say why");
+  ARBITER_RETURN_IF_ERROR(ValidateDescription("reason", reason));
+  if (GivableBy(state, request, who).empty()) return NotAnApprover(request, who);
+  SetOutcome(request, RequestState::kDenied, kReasonDeniedByAuthority,
+             absl::StrCat("denied by ", who.principal, ": ", reason));
+  request.updated_at = now;
+  state.PutRequest(request);
+  changes.changes.emplace_back(RequestWrite{request, /*is_new=*/false});
+  return request;
+}
+
 absl::Status GrantRole(State& state, const RoleBinding& binding, ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidateRoleBinding(binding));
   if (binding.scope_kind == ScopeKind::kTeam && state.FindTeam(binding.scope) == nullptr) {
@@ -470,6 +611,13 @@ void Tick(State& state, absl::Time now, ChangeSet& changes) {
       for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
       request.state = RequestState::kPreempted;
       state.PutRequest(request);
+    } else if (request.state == RequestState::kPendingApproval) {
+      SetOutcome(request, RequestState::kDenied, kReasonApprovalExpired,
+                 absl::StrCat("no approval by ", absl::StrJoin(request.approvers, ", "),
+                              " before the deadline"));
+      state.PutRequest(request);
+      changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
+      continue;
     } else {
       // A reservation starts: its holds go, and it is decided like a new
       // request (it may take back GPUs from work past its declared end).

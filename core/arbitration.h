@@ -26,7 +26,8 @@ struct RequestOutcome {
   bool replayed = false;
 };
 
-// Decides a capacity request: ADMITTED (placed and charged), QUEUED (may fit
+// Decides a capacity request: PENDING_APPROVAL (it needs approvals that
+// declared authority may give; see core/approval.h), ADMITTED (placed and charged), QUEUED (may fit
 // later; the reason says which limit holds it back, and when it waits for
 // victims of a preemption it started, WAITING_FOR_PREEMPTION), RESERVED
 // (starts later; its GPUs are held for its window) or DENIED (no quota could
@@ -59,9 +60,28 @@ absl::Status GrantRole(State& state, const RoleBinding& binding, ChangeSet& chan
 // Revokes a role binding. Errors: INVALID_ARGUMENT, NOT_FOUND (binding).
 absl::Status RevokeRole(State& state, const RoleBinding& binding, ChangeSet& changes);
 
+// Declares or removes an authority rule. Errors: INVALID_ARGUMENT (rule.*),
+// NOT_FOUND (rule.pool; on removal, rule), ALREADY_EXISTS.
+absl::Status SetAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes);
+absl::Status RemoveAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes);
+
+// Gives `who`'s approval to a PENDING_APPROVAL request, for every approval
+// it still needs that `who` may give; when none is left missing, the
+// request is decided at once (admitted, queued, reserved or denied).
+// Errors: INVALID_ARGUMENT (id), NOT_FOUND (id), FAILED_PRECONDITION (not
+// pending approval), PERMISSION_DENIED (`who` may give none of them).
+absl::StatusOr<CapacityRequest> ApproveRequest(State& state, int64_t id, const Approver& who,
+                                               absl::Time now, ChangeSet& changes);
+// Refuses a PENDING_APPROVAL request: DENIED, with `who` and `reason`.
+// Errors: as ApproveRequest, and INVALID_ARGUMENT (reason: empty or too long).
+absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Approver& who,
+                                            const std::string& reason, absl::Time now,
+                                            ChangeSet& changes);
+
 // Runs what is due at `now`: preempting requests past their deadline become
-// PREEMPTED (their capacity is freed), and reservations whose start has come
-// are decided as requests; then the pools they touched admit what waits.
+// PREEMPTED (their capacity is freed), reservations whose start has come
+// are decided as requests, and approvals not given in time deny their
+// requests; then the pools they touched admit what waits.
 // Call it whenever `now` reaches the first of state.timers().
 void Tick(State& state, absl::Time now, ChangeSet& changes);
 

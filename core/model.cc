@@ -35,7 +35,12 @@ constexpr std::array<std::pair<WorkloadClass, absl::string_view>, 4> kWorkloadNa
     {WorkloadClass::kBatchAnalytics, "batch_analytics"},
     {WorkloadClass::kExperimentation, "experimentation"},
 }};
-constexpr std::array<std::pair<RequestState, absl::string_view>, 8> kStateNames = {{
+constexpr std::array<std::pair<ApprovalAction, absl::string_view>, 3> kApprovalNames = {{
+    {ApprovalAction::kBorrow, "borrow"},
+    {ApprovalAction::kGuaranteed, "guaranteed"},
+    {ApprovalAction::kLarge, "large"},
+}};
+constexpr std::array<std::pair<RequestState, absl::string_view>, 9> kStateNames = {{
     {RequestState::kAdmitted, "admitted"},
     {RequestState::kQueued, "queued"},
     {RequestState::kDenied, "denied"},
@@ -44,6 +49,7 @@ constexpr std::array<std::pair<RequestState, absl::string_view>, 8> kStateNames 
     {RequestState::kPreempting, "preempting"},
     {RequestState::kPreempted, "preempted"},
     {RequestState::kReserved, "reserved"},
+    {RequestState::kPendingApproval, "pending_approval"},
 }};
 
 constexpr std::array<std::pair<Role, absl::string_view>, 7> kRoleNames = {{
@@ -90,6 +96,8 @@ LatencyClass LatencyClassFromName(absl::string_view n) { return FromName(kLatenc
 WorkloadClass WorkloadClassFromName(absl::string_view n) { return FromName(kWorkloadNames, n); }
 RequestState RequestStateFromName(absl::string_view n) { return FromName(kStateNames, n); }
 absl::string_view RoleName(Role r) { return NameOf(kRoleNames, r); }
+absl::string_view ApprovalActionName(ApprovalAction a) { return NameOf(kApprovalNames, a); }
+ApprovalAction ApprovalActionFromName(absl::string_view n) { return FromName(kApprovalNames, n); }
 absl::string_view ScopeKindName(ScopeKind k) { return NameOf(kScopeNames, k); }
 Role RoleFromName(absl::string_view n) { return FromName(kRoleNames, n); }
 ScopeKind ScopeKindFromName(absl::string_view n) { return FromName(kScopeNames, n); }

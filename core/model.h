@@ -47,6 +47,9 @@ enum class RequestState {
   // An advance reservation: holds its GPUs for [start_at, start_at +
   // duration) and is decided as a new request when start_at comes.
   kReserved = 8,
+  // Needs an approval that an eligible authority has not given yet; holds
+  // nothing. Expires at `approval_deadline`.
+  kPendingApproval = 9,
 };
 
 // Stable lower-case names, used in the database and in logs.
@@ -322,6 +325,38 @@ struct RoleBinding {
   auto operator<=>(const RoleBinding&) const = default;
 };
 
+// Actions that declared authority rules may put under approval.
+enum class ApprovalAction {
+  kUnspecified = 0,
+  kBorrow = 1,      // Using quota beyond nominal (borrowing from the cohort).
+  kGuaranteed = 2,  // Executive-sponsored, never-preempted work (org authority only).
+  kLarge = 3,       // Requests above a size.
+};
+absl::string_view ApprovalActionName(ApprovalAction a);  // "borrow", "guaranteed", "large".
+ApprovalAction ApprovalActionFromName(absl::string_view name);
+
+// Declares that `action` in `pool` ("" for every pool) needs approval, and
+// that `approver` (a principal or "group:NAME") may give it for requests of
+// up to `limit_milli` (kUnlimited: any size). For kLarge, requests of more
+// than `threshold_milli` need approval. Guaranteed work always needs
+// approval, and only org-wide (pool "") rules may give it: with no such
+// rule, guaranteed requests are denied.
+struct AuthorityRule {
+  std::string pool;
+  ApprovalAction action = ApprovalAction::kUnspecified;
+  std::string approver;
+  int64_t limit_milli = kUnlimited;
+  int64_t threshold_milli = 0;
+  bool operator==(const AuthorityRule&) const = default;
+  auto operator<=>(const AuthorityRule&) const = default;
+};
+
+// Who gives or refuses an approval.
+struct Approver {
+  std::string principal;
+  std::vector<std::string> groups;
+};
+
 // Machine-readable reasons for QUEUED and DENIED.
 inline constexpr char kReasonQuotaExceeded[] = "QUOTA_EXCEEDED";
 inline constexpr char kReasonNoQuota[] = "NO_QUOTA";
@@ -336,6 +371,10 @@ inline constexpr char kReasonReclaimed[] = "RECLAIMED";
 inline constexpr char kReasonPreemptedByPriority[] = "PREEMPTED_BY_PRIORITY";
 inline constexpr char kReasonReservationConflict[] = "RESERVATION_CONFLICT";
 inline constexpr char kReasonReserved[] = "RESERVED";
+inline constexpr char kReasonNeedsApproval[] = "NEEDS_APPROVAL";
+inline constexpr char kReasonNoAuthority[] = "NO_AUTHORITY";
+inline constexpr char kReasonDeniedByAuthority[] = "DENIED_BY_AUTHORITY";
+inline constexpr char kReasonApprovalExpired[] = "APPROVAL_EXPIRED";
 
 // One GPU held by an advance reservation.
 struct GpuHold {
@@ -366,6 +405,11 @@ struct CapacityRequest {
   // GPUs held whole: for its window while kReserved; while kQueued waiting
   // for victims to vacate, the GPUs it will take (its claim).
   std::vector<GpuHold> holds;
+  // Approvals given, as "action:principal" (e.g. "borrow:spiffe://.../carol").
+  std::vector<std::string> approvals;
+  // kPendingApproval: who may still approve, and until when.
+  std::vector<std::string> approvers;
+  absl::Time approval_deadline = absl::InfinitePast();
 
   // The declared end (InfiniteFuture when open-ended or not admitted).
   absl::Time declared_end() const;

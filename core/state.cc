@@ -140,6 +140,20 @@ absl::Status State::LoadRoleBinding(RoleBinding binding) {
   return absl::OkStatus();
 }
 
+absl::Status State::LoadAuthorityRule(AuthorityRule rule) {
+  if (!rule.pool.empty() && !pools_.contains(rule.pool)) {
+    return Conflict(absl::StrCat("authority rule for unknown pool ", rule.pool));
+  }
+  if (!authority_rules_.insert(std::move(rule)).second) {
+    return Conflict("duplicate authority rule");
+  }
+  return absl::OkStatus();
+}
+
+bool State::RemoveAuthorityRule(const AuthorityRule& rule) {
+  return authority_rules_.erase(rule) > 0;
+}
+
 bool State::RemoveRoleBinding(const RoleBinding& binding) {
   return role_bindings_.erase(binding) > 0;
 }
@@ -430,6 +444,9 @@ void State::PutRequest(const CapacityRequest& request) {
     victims_[request.preempted_by].insert(id);
   }
   if (request.state == RequestState::kReserved) timers_.insert({request.spec.start_at, id});
+  if (request.state == RequestState::kPendingApproval) {
+    timers_.insert({request.approval_deadline, id});
+  }
   SetHolds(request, +1);
   live_requests_[id] = request;
 }
@@ -458,6 +475,9 @@ void State::Unindex(const CapacityRequest& old) {
     }
   }
   if (old.state == RequestState::kReserved) timers_.erase({old.spec.start_at, old.id});
+  if (old.state == RequestState::kPendingApproval) {
+    timers_.erase({old.approval_deadline, old.id});
+  }
   SetHolds(old, -1);
 }
 

@@ -34,6 +34,12 @@ struct RequestWrite {
   bool is_new = false;
 };
 
+// An authority rule declared (`remove` false) or removed.
+struct AuthorityRuleWrite {
+  AuthorityRule rule;
+  bool remove = false;
+};
+
 // A role binding granted (`revoke` false) or revoked.
 struct RoleBindingWrite {
   RoleBinding binding;
@@ -42,8 +48,8 @@ struct RoleBindingWrite {
 
 // One durable change. Cluster, Pool, Node and Team are inserts; Quota and
 // ClassRule are upserts.
-using Change =
-    std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule, RoleBindingWrite>;
+using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule,
+                            RoleBindingWrite, AuthorityRuleWrite>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {
@@ -80,6 +86,13 @@ class State {
   // Removes a binding; false when there was none.
   bool RemoveRoleBinding(const RoleBinding& binding);
   const std::set<RoleBinding>& role_bindings() const { return role_bindings_; }
+  // FAILED_PRECONDITION for a duplicate or an unknown pool.
+  [[nodiscard]] absl::Status LoadAuthorityRule(AuthorityRule rule);
+  bool RemoveAuthorityRule(const AuthorityRule& rule);
+  const std::set<AuthorityRule>& authority_rules() const { return authority_rules_; }
+  // How long a request may wait for approval. Default: 24 hours.
+  absl::Duration approval_timeout() const { return approval_timeout_; }
+  void set_approval_timeout(absl::Duration d) { approval_timeout_ = d; }
   // Indexes a request of any state; live ones (queued, admitted) are kept in
   // full and admitted ones charge their placements to the inventory.
   [[nodiscard]] absl::Status LoadRequest(CapacityRequest request);
@@ -125,8 +138,8 @@ class State {
   const std::set<int64_t>& HoldingIn(const std::string& pool) const;
   // Ids of the PREEMPTING requests that vacate for `preemptor`.
   const std::set<int64_t>& VictimsOf(int64_t preemptor) const;
-  // Timed events, earliest first: preemption deadlines and reservation
-  // starts, as (time, request id).
+  // Timed events, earliest first: preemption deadlines, reservation starts
+  // and approval deadlines, as (time, request id).
   const std::set<std::pair<absl::Time, int64_t>>& timers() const { return timers_; }
 
   // Identifier the next new request (node) will get; ids are dense from 1.
@@ -199,6 +212,8 @@ class State {
   std::map<std::string, std::set<int64_t>> holding_;
   std::set<std::pair<absl::Time, int64_t>> timers_;
   std::set<RoleBinding> role_bindings_;
+  std::set<AuthorityRule> authority_rules_;
+  absl::Duration approval_timeout_ = absl::Hours(24);
   absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
   int64_t next_request_id_ = 1;

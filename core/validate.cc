@@ -291,20 +291,37 @@ absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
   return ValidateScheduling(spec);
 }
 
-absl::Status ValidateRoleBinding(const RoleBinding& binding) {
-  const absl::string_view subject = binding.subject;
+absl::Status ValidateSubject(absl::string_view field, absl::string_view subject) {
   if (subject.empty() || subject.size() > kMaxSubjectLength) {
-    return Invalid("binding.subject",
-                   absl::StrCat("must be 1..", kMaxSubjectLength, " characters"));
+    return Invalid(field, absl::StrCat("must be 1..", kMaxSubjectLength, " characters"));
   }
   for (char c : subject) {
-    if (c < 0x21 || c > 0x7e) {
-      return Invalid("binding.subject", "must be printable ASCII without spaces");
-    }
+    if (c < 0x21 || c > 0x7e) return Invalid(field, "must be printable ASCII without spaces");
   }
   if (absl::StartsWith(subject, "group:")) {
-    ARBITER_RETURN_IF_ERROR(ValidateName("binding.subject", subject.substr(6)));
+    ARBITER_RETURN_IF_ERROR(ValidateName(field, subject.substr(6)));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAuthorityRule(const AuthorityRule& rule) {
+  if (!rule.pool.empty()) ARBITER_RETURN_IF_ERROR(ValidateName("rule.pool", rule.pool));
+  if (rule.action == ApprovalAction::kUnspecified) {
+    return Invalid("rule.action", "must be BORROW, GUARANTEED or LARGE");
+  }
+  if (rule.action == ApprovalAction::kGuaranteed && !rule.pool.empty()) {
+    return Invalid("rule.pool",
+                   "guaranteed work is approved by org-wide authority only; leave "
+                   "the pool empty");
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateSubject("rule.approver", rule.approver));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("rule.limit_milli", rule.limit_milli, kUnlimited, kMaxQuotaMilli));
+  return ValidateRange("rule.threshold_milli", rule.threshold_milli, 0, kMaxQuotaMilli);
+}
+
+absl::Status ValidateRoleBinding(const RoleBinding& binding) {
+  ARBITER_RETURN_IF_ERROR(ValidateSubject("binding.subject", binding.subject));
   if (binding.role == Role::kUnspecified) {
     return Invalid("binding.role", "must be set");
   }

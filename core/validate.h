@@ -48,5 +48,9 @@ inline constexpr size_t kMaxSubjectLength = 256;
 // A subject is 1..256 printable ASCII characters without spaces; "group:"
 // must be followed by a valid name. Fields under "binding.".
 [[nodiscard]] absl::Status ValidateRoleBinding(const RoleBinding& binding);
+// A principal or "group:NAME", as for role bindings; `field` names it.
+[[nodiscard]] absl::Status ValidateSubject(absl::string_view field, absl::string_view subject);
+// Fields under "rule.".
+[[nodiscard]] absl::Status ValidateAuthorityRule(const AuthorityRule& rule);
 
 }  // namespace arbiter::core

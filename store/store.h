@@ -98,6 +98,7 @@ class Store {
   // over them.
   virtual absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() = 0;
   virtual absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() = 0;
+  virtual absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() = 0;
   // Ledger entries in sequence order, and the signed checkpoints.
   virtual absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) = 0;
   virtual absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() = 0;

@@ -70,6 +70,9 @@ struct EntryOf {
                 {"reason_code", r.reason_code},
                 {"placements", absl::StrJoin(where, ",")}};
     if (r.spec.guaranteed) f.emplace_back("guaranteed", "true");
+    if (!r.approvals.empty()) f.emplace_back("approvals", absl::StrJoin(r.approvals, ","));
+    if (!r.approvers.empty()) f.emplace_back("approvers", absl::StrJoin(r.approvers, ","));
+    if (r.state == core::RequestState::kDenied) f.emplace_back("reason", r.reason);
     if (r.state == core::RequestState::kPreempting || r.state == core::RequestState::kPreempted) {
       f.emplace_back("preempted_by", absl::StrCat(r.preempted_by));
       f.emplace_back("deadline_us", absl::StrCat(absl::ToUnixMicros(r.preempt_deadline)));
@@ -83,6 +86,14 @@ struct EntryOf {
                              core::WorkloadClassName(c.b)),
                 {{"gpu", Str(core::IsolationName(c.rule.gpu))},
                  {"same_node", c.rule.same_node ? "true" : "false"}});
+  }
+  ledger::Entry operator()(const core::AuthorityRuleWrite& w) const {
+    const core::AuthorityRule& r = w.rule;
+    return Make(w.remove ? "authority.remove" : "authority.set",
+                absl::StrCat("authority/", r.pool, "/", core::ApprovalActionName(r.action)),
+                {{"approver", r.approver},
+                 {"limit_milli", absl::StrCat(r.limit_milli)},
+                 {"threshold_milli", absl::StrCat(r.threshold_milli)}});
   }
   ledger::Entry operator()(const core::RoleBindingWrite& w) const {
     return Make(w.revoke ? "role.revoke" : "role.grant", absl::StrCat("role/", w.binding.subject),

@@ -23,6 +23,12 @@ std::vector<std::string> ArrayElements(const pqxx::field& field) {
   return out;
 }
 
+// "a,b" -> {"a", "b"}; "" -> {}.
+std::vector<std::string> SplitList(const std::string& text) {
+  if (text.empty()) return {};
+  return absl::StrSplit(text, ',');
+}
+
 }  // namespace
 
 absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
@@ -83,6 +89,9 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": ", holds.status().message()));
   }
   r.holds = std::move(*holds);
+  r.approvals = SplitList(row[42].as<std::string>());
+  r.approvers = SplitList(row[43].as<std::string>());
+  r.approval_deadline = FromMicrosOrMin(row[44].as<int64_t>());
   if (r.state == core::RequestState::kUnspecified ||
       r.spec.workload_class == core::WorkloadClass::kUnspecified) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": unknown state or class"));

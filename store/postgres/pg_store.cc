@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include <pqxx/pqxx>
 
 #include "core/status_macros.h"
@@ -59,12 +60,14 @@ void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
         r.spec.checkpoint_seconds, r.spec.checkpoint_interval_seconds, r.spec.guaranteed,
         rows::ToMicrosOrMin(r.spec.start_at), absl::ToInt64Seconds(r.spec.duration),
         rows::ToMicrosOrMin(r.admitted_at), r.quota_model, rows::ToMicrosOrMin(r.preempt_deadline),
-        r.preempted_by, rows::FormatHolds(r.holds));
+        r.preempted_by, rows::FormatHolds(r.holds), absl::StrJoin(r.approvals, ","),
+        absl::StrJoin(r.approvers, ","), rows::ToMicrosOrMin(r.approval_deadline));
   } else {
     tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
                      rows::ToMicros(r.updated_at), rows::ToMicrosOrMin(r.admitted_at),
                      r.quota_model, rows::ToMicrosOrMin(r.preempt_deadline), r.preempted_by,
-                     rows::FormatHolds(r.holds));
+                     rows::FormatHolds(r.holds), absl::StrJoin(r.approvals, ","),
+                     absl::StrJoin(r.approvers, ","), rows::ToMicrosOrMin(r.approval_deadline));
   }
   // Placements are written when a request is admitted (again, with the same
   // placements, if a preemption of it is withdrawn; the insert skips those).
@@ -101,6 +104,12 @@ struct ChangeWriter {
     tx.exec_prepared(w.revoke ? sql::kDeleteRoleBinding : sql::kInsertRoleBinding, b.subject,
                      std::string(core::RoleName(b.role)),
                      std::string(core::ScopeKindName(b.scope_kind)), b.scope);
+  }
+  void operator()(const core::AuthorityRuleWrite& w) const {
+    const core::AuthorityRule& r = w.rule;
+    tx.exec_prepared(w.remove ? sql::kDeleteAuthorityRule : sql::kInsertAuthorityRule, r.pool,
+                     std::string(core::ApprovalActionName(r.action)), r.approver, r.limit_milli,
+                     r.threshold_milli);
   }
   void operator()(const core::ClassRule& r) const {
     tx.exec_prepared(sql::kUpsertClassRule, std::string(core::WorkloadClassName(r.a)),
@@ -201,6 +210,20 @@ std::vector<core::RoleBinding> RoleBindingsFrom(pqxx::transaction_base& tx) {
   return out;
 }
 
+std::vector<core::AuthorityRule> AuthorityRulesFrom(pqxx::transaction_base& tx) {
+  std::vector<core::AuthorityRule> out;
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectAuthorityRules)) {
+    core::AuthorityRule r;
+    r.pool = row[0].as<std::string>();
+    r.action = core::ApprovalActionFromName(row[1].as<std::string>());
+    r.approver = row[2].as<std::string>();
+    r.limit_milli = row[3].as<int64_t>();
+    r.threshold_milli = row[4].as<int64_t>();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& state) {
   state.set_coexistence(CoexistenceFrom(tx));
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectTeams)) {
@@ -212,6 +235,9 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
   }
   for (core::RoleBinding& b : RoleBindingsFrom(tx)) {
     ARBITER_RETURN_IF_ERROR(state.LoadRoleBinding(std::move(b)));
+  }
+  for (core::AuthorityRule& r : AuthorityRulesFrom(tx)) {
+    ARBITER_RETURN_IF_ERROR(state.LoadAuthorityRule(std::move(r)));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
     core::CapacityRequest r;
@@ -507,6 +533,15 @@ absl::StatusOr<std::vector<LedgerCheckpoint>> PgStore::ListCheckpoints() {
                                          absl::FromUnixMicros(row[3].as<int64_t>())});
         }
         return out;
+      });
+}
+
+absl::StatusOr<std::vector<core::AuthorityRule>> PgStore::ListAuthorityRules() {
+  return WithConnection(
+      "list authority rules",
+      [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::AuthorityRule>> {
+        pqxx::read_transaction tx(c);
+        return AuthorityRulesFrom(tx);
       });
 }
 

@@ -40,20 +40,32 @@ constexpr Statement kStatements[] = {
      "model_head_dim, model_kv_bytes_per_element_milli, model_token_budget, model_overhead_mib, "
      "gpu_milli_per_member, priority, preemptible, checkpoint_seconds, "
      "checkpoint_interval_seconds, guaranteed, start_at, duration_seconds, admitted_at, "
-     "quota_model, preempt_deadline, preempted_by, holds) "
-     "VALUES ($1, "
-     "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text[], $14, $15, $16, $17, " TS(
-         18) ", " TS(19) ", $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, "
-                         "$33, $34, $35, " TSN(36) ", $37, " TSN(38) ", $39, " TSN(
-                             40) ", $41, $42)"},
+     "quota_model, preempt_deadline, preempted_by, holds, approvals, approvers, "
+     "approval_deadline) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+     "$13::text[], $14, $15, $16, $17, " TS(18) ", " TS(
+         19) ", $20, $21, $22, $23, $24, $25, "
+             "$26, $27, $28, $29, $30, $31, $32, $33, $34, $35, " TSN(36) ", $37, " TSN(
+                 38) ", $39, " TSN(40) ", $41, $42, $43, $44, " TSN(45) ")"},
     {kUpdateRequest,
      "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(
          5) ", admitted_at = " TSN(6) ", quota_model = $7, preempt_deadline = " TSN(8) ", "
                                                                                        "preempted_"
                                                                                        "by = $9, "
                                                                                        "holds = "
-                                                                                       "$10 WHERE "
-                                                                                       "id = $1"},
+                                                                                       "$10, "
+                                                                                       "approvals "
+                                                                                       "= $11, "
+                                                                                       "approvers "
+                                                                                       "= $12,"
+                                                                                       " approval_"
+                                                                                       "deadline "
+                                                                                       "= " TSN(
+                                                                                           13) " WH"
+                                                                                               "ERE"
+                                                                                               " id"
+                                                                                               " = "
+                                                                                               "$"
+                                                                                               "1"},
     {kInsertPlacement,
      "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
      ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9, $10, $11, $12, $13)"
@@ -96,10 +108,12 @@ constexpr Statement kStatements[] = {
      " GROUP BY q.team, q.pool, q.gpu_model ORDER BY q.team, q.pool, q.gpu_model"},
     {kSelectLiveRequests,
      "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests"
-     " WHERE state IN ('admitted', 'queued', 'preempting', 'reserved') ORDER BY id"},
+     " WHERE state IN ('admitted', 'queued', 'preempting', 'reserved', 'pending_approval')"
+     " ORDER BY id"},
     {kSelectFinishedKeys,
      "SELECT id, idempotency_key, body_hash, state FROM requests"
-     " WHERE state NOT IN ('admitted', 'queued', 'preempting', 'reserved') ORDER BY id"},
+     " WHERE state NOT IN ('admitted', 'queued', 'preempting', 'reserved', 'pending_approval')"
+     " ORDER BY id"},
     {kSelectLivePlacements,
      "SELECT p.request_id, p.member, p.node_id, p.gpu_indices, p.gpu_milli, p.gpu_memory_mib,"
      " p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, p.mig_new_layout,"
@@ -133,6 +147,15 @@ constexpr Statement kStatements[] = {
     {kInsertLedger,
      "INSERT INTO ledger (seq, at, actor, action, subject, payload, prev_hash, hash)"
      " VALUES ($1, " TS(2) ", $3, $4, $5, $6, $7, $8)"},
+    {kInsertAuthorityRule,
+     "INSERT INTO authority_rules (pool, action, approver, limit_milli, threshold_milli)"
+     " VALUES ($1, $2, $3, $4, $5)"},
+    {kDeleteAuthorityRule,
+     "DELETE FROM authority_rules WHERE pool = $1 AND action = $2 AND approver = $3"
+     " AND limit_milli = $4 AND threshold_milli = $5"},
+    {kSelectAuthorityRules,
+     "SELECT pool, action, approver, limit_milli, threshold_milli FROM authority_rules"
+     " ORDER BY pool, action, approver"},
     {kSelectLedgerHead, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"},
     // $1 after seq, $2 limit, $3 subject, $4 actor, $5 action ('' = any).
     {kSelectLedger,

@@ -1,0 +1,32 @@
+// Declared authority: which approvals a request needs before it is decided,
+// and who may give them (AuthorityRule in core/model.h).
+//
+// Pure functions over `State`; thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/state.h"
+
+namespace arbiter::core {
+
+struct ApprovalNeed {
+  ApprovalAction action = ApprovalAction::kUnspecified;
+  // Subjects that may give it (principals or "group:NAME"); empty when
+  // nobody may, which denies the request.
+  std::vector<std::string> approvers;
+};
+
+// The approvals `request` still needs: guaranteed work always; large
+// requests and borrowing where a rule of the pool (or org-wide) says so.
+// `borrowing`: whether admitting it now would take its team beyond nominal.
+std::vector<ApprovalNeed> ApprovalsNeeded(const State& state, const CapacityRequest& request,
+                                          bool borrowing);
+
+// Whether `who` may approve `action` for `request` under some rule.
+bool MayApprove(const State& state, const CapacityRequest& request, ApprovalAction action,
+                const Approver& who);
+
+}  // namespace arbiter::core
