@@ -201,6 +201,76 @@ grpc::ServerUnaryReactor* AllocationService::ListRequests(grpc::CallbackServerCo
   });
 }
 
+namespace {
+
+core::Approver ApproverOf(const Caller& caller) {
+  return core::Approver{caller.principal, caller.groups};
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* AllocationService::ApproveRequest(grpc::CallbackServerContext* ctx,
+                                                            const v1::ApproveRequestRequest* req,
+                                                            v1::ApproveRequestResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.ApproveRequest", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ApproveRequest");
+  }
+  const Caller caller = CallerOf(*ctx, ctx_.insecure);
+  auto approved = std::make_shared<core::CapacityRequest>();
+  const int64_t id = req->id();
+  return RunCommand(
+      ctx, *ctx_.arbiter, "ApproveRequest",
+      [this, caller, id, approved](core::State& state, absl::Time now,
+                                   core::ChangeSet& changes) -> absl::Status {
+        absl::StatusOr<core::CapacityRequest> out =
+            core::ApproveRequest(state, id, ApproverOf(caller), now, changes);
+        if (!out.ok()) {
+          if (absl::IsPermissionDenied(out.status())) {
+            RecordRefusal(ctx_, caller.principal, "AllocationService.ApproveRequest", out.status());
+          }
+          return out.status();
+        }
+        *approved = *std::move(out);
+        return absl::OkStatus();
+      },
+      [this, approved, resp] {
+        ToProto(*approved, *ctx_.nodes, resp->mutable_request());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* AllocationService::DenyRequest(grpc::CallbackServerContext* ctx,
+                                                         const v1::DenyRequestRequest* req,
+                                                         v1::DenyRequestResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.DenyRequest", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "DenyRequest");
+  }
+  const Caller caller = CallerOf(*ctx, ctx_.insecure);
+  auto denied = std::make_shared<core::CapacityRequest>();
+  const int64_t id = req->id();
+  return RunCommand(
+      ctx, *ctx_.arbiter, "DenyRequest",
+      [this, caller, id, reason = req->reason(), denied](core::State& state, absl::Time now,
+                                                         core::ChangeSet& changes) -> absl::Status {
+        absl::StatusOr<core::CapacityRequest> out =
+            core::DenyRequest(state, id, ApproverOf(caller), reason, now, changes);
+        if (!out.ok()) {
+          if (absl::IsPermissionDenied(out.status())) {
+            RecordRefusal(ctx_, caller.principal, "AllocationService.DenyRequest", out.status());
+          }
+          return out.status();
+        }
+        *denied = *std::move(out);
+        return absl::OkStatus();
+      },
+      [this, denied, resp] {
+        ToProto(*denied, *ctx_.nodes, resp->mutable_request());
+        return absl::OkStatus();
+      });
+}
+
 grpc::ServerUnaryReactor* AllocationService::ReleaseAllocation(
     grpc::CallbackServerContext* ctx, const v1::ReleaseAllocationRequest* req,
     v1::ReleaseAllocationResponse* resp) {

@@ -30,6 +30,8 @@ EventType EventTypeOf(const core::RequestWrite& write) {
       return EventType::kPreempted;
     case core::RequestState::kReserved:
       return EventType::kReserved;
+    case core::RequestState::kPendingApproval:
+      return EventType::kPendingApproval;
     default:
       return EventType::kAdmitted;
   }

@@ -18,10 +18,11 @@ using core::ScopeKind;
 
 // How a binding's scope must cover the call.
 enum class Match {
-  kOrg,   // Only org-wide bindings (platform admins).
-  kAny,   // A binding of an allowed role at any scope: reads.
-  kTeam,  // Org, or the call's team or a team above it.
-  kPool,  // Org, or the call's pool.
+  kOrg,            // Only org-wide bindings (platform admins).
+  kAuthenticated,  // Any verified principal; the core decides (approvals).
+  kAny,            // A binding of an allowed role at any scope: reads.
+  kTeam,           // Org, or the call's team or a team above it.
+  kPool,           // Org, or the call's pool.
 };
 
 struct Rule {
@@ -59,6 +60,12 @@ const std::vector<Rule>& Rules() {
       {"GovernanceService.RevokeRole", {Role::kTeamAdmin}, Match::kTeam},
       {"AllocationService.RequestCapacity", kTeamWriters, Match::kTeam},
       {"AllocationService.ReleaseAllocation", kTeamWriters, Match::kTeam},
+      // Who may approve is declared by authority rules, checked by the core.
+      {"AllocationService.ApproveRequest", {}, Match::kAuthenticated},
+      {"AllocationService.DenyRequest", {}, Match::kAuthenticated},
+      {"GovernanceService.SetAuthorityRule", {}, Match::kOrg},
+      {"GovernanceService.RemoveAuthorityRule", {}, Match::kOrg},
+      {"GovernanceService.ListAuthorityRules", kReaders, Match::kAny},
       {"AllocationService.GetRequest", kReaders, Match::kAny},
       {"AllocationService.ListRequests", kReaders, Match::kAny},
       {"AllocationService.WatchAllocations", kReaders, Match::kAny},
@@ -147,6 +154,7 @@ absl::Status Authorizer::Check(const Caller& caller, absl::string_view method,
     return absl::PermissionDeniedError(absl::StrCat(method, " is not in the access table"));
   }
   if (admins_.contains(caller.principal)) return absl::OkStatus();
+  if (rule->match == Match::kAuthenticated) return absl::OkStatus();
   absl::ReaderMutexLock lock(&mu_);
   auto is_subject = [&](const std::string& subject) {
     if (subject == caller.principal) return true;
@@ -161,6 +169,7 @@ absl::Status Authorizer::Check(const Caller& caller, absl::string_view method,
     const bool org = b.scope_kind == ScopeKind::kOrg;
     switch (rule->match) {
       case Match::kOrg:
+      case Match::kAuthenticated:
         break;
       case Match::kAny:
         return absl::OkStatus();

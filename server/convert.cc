@@ -224,6 +224,25 @@ void ToProto(const core::RoleBinding& b, v1::RoleBinding* out) {
   out->set_scope(b.scope);
 }
 
+absl::StatusOr<core::AuthorityRule> AuthorityRuleFromProto(const v1::AuthorityRule& r) {
+  if (!v1::ApprovalAction_IsValid(r.action())) return UnknownEnum("rule.action", r.action());
+  core::AuthorityRule rule;
+  rule.pool = r.pool();
+  rule.action = static_cast<core::ApprovalAction>(r.action());
+  rule.approver = r.approver();
+  rule.limit_milli = r.has_limit_milli() ? r.limit_milli() : core::kUnlimited;
+  rule.threshold_milli = r.threshold_milli();
+  return rule;
+}
+
+void ToProto(const core::AuthorityRule& r, v1::AuthorityRule* out) {
+  out->set_pool(r.pool);
+  out->set_action(static_cast<v1::ApprovalAction>(r.action));
+  out->set_approver(r.approver);
+  out->set_limit_milli(r.limit_milli);
+  out->set_threshold_milli(r.threshold_milli);
+}
+
 void ToProto(const core::Cluster& c, v1::Cluster* out) {
   out->set_name(c.name);
   out->set_description(c.description);
@@ -351,6 +370,11 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
     *out->mutable_preempt_deadline() = TimestampOf(r.preempt_deadline);
   }
   out->set_preempted_by(r.preempted_by);
+  for (const std::string& a : r.approvals) out->add_approvals(a);
+  for (const std::string& a : r.approvers) out->add_approvers(a);
+  if (r.approval_deadline != absl::InfinitePast()) {
+    *out->mutable_approval_deadline() = TimestampOf(r.approval_deadline);
+  }
   for (const core::GpuHold& h : r.holds) {
     v1::HeldGpu* held = out->add_holds();
     auto [cluster, node] = nodes.Get(h.node_id);
@@ -378,6 +402,8 @@ v1::AllocationEventType ToProto(EventType type) {
       return v1::ALLOCATION_EVENT_TYPE_PREEMPTED;
     case EventType::kReserved:
       return v1::ALLOCATION_EVENT_TYPE_RESERVED;
+    case EventType::kPendingApproval:
+      return v1::ALLOCATION_EVENT_TYPE_PENDING_APPROVAL;
   }
   return v1::ALLOCATION_EVENT_TYPE_UNSPECIFIED;
 }

@@ -33,6 +33,9 @@ void ToProto(const core::ClassRule& r, v1::CoexistenceRule* out);
 // INVALID_ARGUMENT (binding.role, binding.scope_kind) for an unknown enum.
 absl::StatusOr<core::RoleBinding> RoleBindingFromProto(const v1::RoleBinding& b);
 void ToProto(const core::RoleBinding& b, v1::RoleBinding* out);
+// INVALID_ARGUMENT (rule.action) for an unknown enum.
+absl::StatusOr<core::AuthorityRule> AuthorityRuleFromProto(const v1::AuthorityRule& r);
+void ToProto(const core::AuthorityRule& r, v1::AuthorityRule* out);
 // UNSPECIFIED maps to kUnspecified (no filter); an unknown number is an error.
 absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field);
 

@@ -170,4 +170,50 @@ grpc::ServerUnaryReactor* GovernanceService::ListRoleBindings(grpc::CallbackServ
   });
 }
 
+grpc::ServerUnaryReactor* GovernanceService::SetAuthorityRule(
+    grpc::CallbackServerContext* ctx, const v1::SetAuthorityRuleRequest* req,
+    v1::SetAuthorityRuleResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.SetAuthorityRule", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "SetAuthorityRule");
+  }
+  absl::StatusOr<core::AuthorityRule> rule = AuthorityRuleFromProto(req->rule());
+  if (!rule.ok()) return FinishWith(ctx, rule.status(), "SetAuthorityRule");
+  ToProto(*rule, resp->mutable_rule());
+  return RunCommand(ctx, *ctx_.arbiter, "SetAuthorityRule",
+                    [r = *rule](core::State& state, absl::Time, core::ChangeSet& changes) {
+                      return core::SetAuthorityRule(state, r, changes);
+                    });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::RemoveAuthorityRule(
+    grpc::CallbackServerContext* ctx, const v1::RemoveAuthorityRuleRequest* req,
+    v1::RemoveAuthorityRuleResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.RemoveAuthorityRule", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "RemoveAuthorityRule");
+  }
+  absl::StatusOr<core::AuthorityRule> rule = AuthorityRuleFromProto(req->rule());
+  if (!rule.ok()) return FinishWith(ctx, rule.status(), "RemoveAuthorityRule");
+  ToProto(*rule, resp->mutable_rule());
+  return RunCommand(ctx, *ctx_.arbiter, "RemoveAuthorityRule",
+                    [r = *rule](core::State& state, absl::Time, core::ChangeSet& changes) {
+                      return core::RemoveAuthorityRule(state, r, changes);
+                    });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::ListAuthorityRules(
+    grpc::CallbackServerContext* ctx, const v1::ListAuthorityRulesRequest*,
+    v1::ListAuthorityRulesResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.ListAuthorityRules", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListAuthorityRules");
+  }
+  return RunRead(ctx, *ctx_.reads, "ListAuthorityRules", [this, resp]() -> absl::Status {
+    ARBITER_ASSIGN_OR_RETURN(auto rules, ctx_.store->ListAuthorityRules());
+    for (const auto& r : rules) ToProto(r, resp->add_rules());
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace arbiter::server

@@ -35,6 +35,10 @@ struct ServiceContext {
 // recorded in access_denials off the calling thread.
 absl::Status CheckAccess(const grpc::ServerContextBase& call, const ServiceContext& ctx,
                          absl::string_view method, const Resource& resource);
+// Records a refusal made after the access check (e.g. by the core: an
+// approver the authority rules do not name), off the calling thread.
+void RecordRefusal(const ServiceContext& ctx, const std::string& principal,
+                   absl::string_view method, const absl::Status& status);
 
 class InventoryService final : public v1::InventoryService::CallbackService {
  public:
@@ -97,6 +101,15 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   grpc::ServerUnaryReactor* ListRoleBindings(grpc::CallbackServerContext* ctx,
                                              const v1::ListRoleBindingsRequest* req,
                                              v1::ListRoleBindingsResponse* resp) override;
+  grpc::ServerUnaryReactor* SetAuthorityRule(grpc::CallbackServerContext* ctx,
+                                             const v1::SetAuthorityRuleRequest* req,
+                                             v1::SetAuthorityRuleResponse* resp) override;
+  grpc::ServerUnaryReactor* RemoveAuthorityRule(grpc::CallbackServerContext* ctx,
+                                                const v1::RemoveAuthorityRuleRequest* req,
+                                                v1::RemoveAuthorityRuleResponse* resp) override;
+  grpc::ServerUnaryReactor* ListAuthorityRules(grpc::CallbackServerContext* ctx,
+                                               const v1::ListAuthorityRulesRequest* req,
+                                               v1::ListAuthorityRulesResponse* resp) override;
 
  private:
   ServiceContext ctx_;
@@ -115,6 +128,12 @@ class AllocationService final : public v1::AllocationService::CallbackService {
   grpc::ServerUnaryReactor* ListRequests(grpc::CallbackServerContext* ctx,
                                          const v1::ListRequestsRequest* req,
                                          v1::ListRequestsResponse* resp) override;
+  grpc::ServerUnaryReactor* ApproveRequest(grpc::CallbackServerContext* ctx,
+                                           const v1::ApproveRequestRequest* req,
+                                           v1::ApproveRequestResponse* resp) override;
+  grpc::ServerUnaryReactor* DenyRequest(grpc::CallbackServerContext* ctx,
+                                        const v1::DenyRequestRequest* req,
+                                        v1::DenyRequestResponse* resp) override;
   grpc::ServerUnaryReactor* ReleaseAllocation(grpc::CallbackServerContext* ctx,
                                               const v1::ReleaseAllocationRequest* req,
                                               v1::ReleaseAllocationResponse* resp) override;

@@ -27,6 +27,7 @@ enum class EventType {
   kPreempting,  // A preemption notice: vacate by request.preempt_deadline.
   kPreempted,
   kReserved,
+  kPendingApproval,
 };
 
 struct AllocationEvent {

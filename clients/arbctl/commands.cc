@@ -408,6 +408,13 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
     std::cout << "  must vacate by "
               << google::protobuf::util::TimeUtil::ToString(r.preempt_deadline()) << "\n";
   }
+  if (r.state() == v1::REQUEST_STATE_PENDING_APPROVAL) {
+    std::cout << "  approvers: " << absl::StrJoin(r.approvers(), ", ") << " (until "
+              << google::protobuf::util::TimeUtil::ToString(r.approval_deadline()) << ")\n";
+  }
+  if (r.approvals_size() > 0) {
+    std::cout << "  approved: " << absl::StrJoin(r.approvals(), ", ") << "\n";
+  }
   if (r.holds_size() > 0) {
     std::vector<std::string> held;
     for (const auto& h : r.holds()) {
@@ -509,5 +516,7 @@ int Commands::Watch(const std::string& team, const std::string& pool) {
   grpc::Status s = reader->Finish();
   return s.ok() ? 0 : Fail(s);
 }
+
+void Commands::PrintJsonMessage(const google::protobuf::Message& m) { PrintJson(m); }
 
 }  // namespace arbiter::arbctl

@@ -82,6 +82,13 @@ class Commands {
   int GetRequest(int64_t id);
   int Release(int64_t id);
   int Watch(const std::string& team, const std::string& pool);
+  // Approvals and authority rules (clients/arbctl/authority.cc).
+  int Approve(int64_t id);
+  int Deny(int64_t id, const std::string& reason);
+  int ListAuthority();
+  // `action`: borrow, guaranteed or large; `pool` empty for every pool.
+  int SetAuthority(const std::string& pool, const std::string& action, const std::string& approver,
+                   int64_t limit_milli, int64_t threshold_milli, bool remove);
   // Ledger (clients/arbctl/ledger.cc).
   int LedgerList(int64_t after_seq, int limit, const std::string& subject);
   // Recomputes the chain from genesis and checks every checkpoint's
@@ -108,6 +115,8 @@ class Commands {
     return status.ok();
   }
   void PrintRequest(const v1::CapacityRequest& r) const;
+  // Prints a response as JSON (proto3 JSON mapping).
+  static void PrintJsonMessage(const google::protobuf::Message& m);
 
   GlobalOptions options_;
   std::unique_ptr<v1::InventoryService::Stub> inventory_;

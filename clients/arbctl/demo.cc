@@ -153,9 +153,27 @@ int Commands::LoadDemo() {
     v1::GrantRoleResponse resp;
     ok &= Present(governance_->GrantRole(&ctx, req, &resp), b.who);
   }
+  // Declared authority: borrowing on the serving pool needs carol; guaranteed
+  // work needs the platform admin (the org authority).
+  const struct {
+    const char* pool;
+    v1::ApprovalAction action;
+    const char* approver;
+  } rules[] = {{"serving", v1::APPROVAL_ACTION_BORROW, "spiffe://arbiter.local/carol"},
+               {"", v1::APPROVAL_ACTION_GUARANTEED, "spiffe://arbiter.local/admin"}};
+  for (const auto& r : rules) {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::SetAuthorityRuleRequest req;
+    req.mutable_rule()->set_pool(r.pool);
+    req.mutable_rule()->set_action(r.action);
+    req.mutable_rule()->set_approver(r.approver);
+    v1::SetAuthorityRuleResponse resp;
+    ok &= Present(governance_->SetAuthorityRule(&ctx, req, &resp), r.approver);
+  }
   if (!ok) return 1;
   std::cout << "demo organisation loaded: 2 clusters, 4 pools, 13 nodes (104 GPUs), 5 teams, "
-               "8 quotas, 5 role bindings\n";
+               "8 quotas, 5 role bindings, 2 authority rules\n";
   return 0;
 }
 

@@ -212,6 +212,36 @@ int main(int argc, char** argv) {
   watch->add_option("--pool", pool, "only this pool");
   watch->callback([&] { rc = commands().Watch(team, pool); });
 
+  CLI::App* approve = app.add_subcommand("approve", "approve a request that waits for you");
+  approve->add_option("id", id, "request id")->required();
+  approve->callback([&] { rc = commands().Approve(id); });
+  CLI::App* deny = app.add_subcommand("deny", "refuse a request that waits for your approval");
+  std::string deny_reason;
+  deny->add_option("id", id, "request id")->required();
+  deny->add_option("--reason", deny_reason, "why (recorded in the ledger)")->required();
+  deny->callback([&] { rc = commands().Deny(id, deny_reason); });
+  CLI::App* authority = app.add_subcommand("authority", "who must approve what");
+  authority->add_subcommand("list", "list authority rules")->callback([&] {
+    rc = commands().ListAuthority();
+  });
+  std::string rule_pool, rule_action, rule_approver;
+  int64_t rule_limit = -1, rule_threshold = 0;
+  for (const char* verb : {"set", "remove"}) {
+    CLI::App* cmd = authority->add_subcommand(verb, std::string(verb) == "set"
+                                                        ? "declare that an action needs an approver"
+                                                        : "remove an authority rule");
+    cmd->add_option("--pool", rule_pool, "pool (default: every pool)");
+    cmd->add_option("--action", rule_action, "borrow, guaranteed or large")->required();
+    cmd->add_option("--approver", rule_approver, "principal or group:NAME")->required();
+    cmd->add_option("--limit-milli", rule_limit, "largest request it may approve; -1: any");
+    cmd->add_option("--threshold-milli", rule_threshold, "large: requests above this");
+    const bool remove = std::string(verb) == "remove";
+    cmd->callback([&, remove] {
+      rc = commands().SetAuthority(rule_pool, rule_action, rule_approver, rule_limit,
+                                   rule_threshold, remove);
+    });
+  }
+
   CLI::App* ledger = app.add_subcommand("ledger", "the append-only, hash-chained ledger");
   CLI::App* ledger_list = ledger->add_subcommand("list", "list entries in sequence order");
   int64_t after_seq = 0;

@@ -13,7 +13,7 @@ work=$(mktemp -d)
 psql -Xq "$cluster_dsn dbname=postgres" -c "CREATE DATABASE $db TEMPLATE arbiter_template"
 # As deploy/local/up does: a private CA, TLS 1.3 with client certificates,
 # and arbctl configured to act as the platform admin.
-"$src/deploy/local/make-certs" "$work/tls" admin alice >/dev/null
+"$src/deploy/local/make-certs" "$work/tls" admin alice carol >/dev/null
 openssl genpkey -algorithm ED25519 -out "$work/ledger.key"
 openssl pkey -in "$work/ledger.key" -pubout -out "$work/ledger.pub"
 "$build/server/arbiterd" --log-level warn serve --dsn "$cluster_dsn dbname=$db" \
@@ -59,6 +59,8 @@ for line in "${commands[@]}"; do
     *--start*) grep -q "reserved" <<<"$out" ;;
     "request --team inference --pool serving --class inference --members 2"*)
       grep -q "WAITING_FOR_PREEMPTION" <<<"$out" ;;
+    "request --team training --pool serving"*) grep -q "pending_approval" <<<"$out" ;;
+    "--as carol approve"*) grep -q "admitted" <<<"$out" ;;
     "requests list --state preempting"*) grep -q "preempting" <<<"$out" ;;
     "requests list"*) grep -q "admitted" <<<"$out" ;;
     request*) grep -q "admitted" <<<"$out" ;;

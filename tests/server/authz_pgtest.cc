@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -62,16 +63,19 @@ struct Identity {
   std::set<std::string> allowed;
 };
 
-const std::set<std::string> kReads = {"InventoryService.ListGpuModels",
-                                      "InventoryService.ListClusters",
-                                      "InventoryService.ListPools",
-                                      "InventoryService.ListNodes",
-                                      "GovernanceService.ListTeams",
-                                      "GovernanceService.ListQuotas",
-                                      "GovernanceService.ListCoexistenceRules",
-                                      "AllocationService.GetRequest",
-                                      "AllocationService.ListRequests",
-                                      "AllocationService.WatchAllocations"};
+// Approving is open to every identified caller at the door; the authority
+// rules decide (a caller they do not name gets PERMISSION_DENIED from the
+// core, tested below with a real pending request).
+const std::set<std::string> kApprovals = {"AllocationService.ApproveRequest",
+                                          "AllocationService.DenyRequest"};
+
+const std::set<std::string> kReads = {
+    "GovernanceService.ListAuthorityRules", "InventoryService.ListGpuModels",
+    "InventoryService.ListClusters",        "InventoryService.ListPools",
+    "InventoryService.ListNodes",           "GovernanceService.ListTeams",
+    "GovernanceService.ListQuotas",         "GovernanceService.ListCoexistenceRules",
+    "AllocationService.GetRequest",         "AllocationService.ListRequests",
+    "AllocationService.WatchAllocations"};
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -268,6 +272,35 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   calls["AllocationService.ListRequests"] = [](Stubs& s, int) {
     return Unary(*s.allocation, &Alloc::ListRequests, v1::ListRequestsRequest());
   };
+  calls["AllocationService.ApproveRequest"] = [](Stubs& s, int) {
+    v1::ApproveRequestRequest r;
+    r.set_id(999'999);
+    return Unary(*s.allocation, &Alloc::ApproveRequest, r);
+  };
+  calls["AllocationService.DenyRequest"] = [](Stubs& s, int) {
+    v1::DenyRequestRequest r;
+    r.set_id(999'999);
+    r.set_reason("no");
+    return Unary(*s.allocation, &Alloc::DenyRequest, r);
+  };
+  calls["GovernanceService.SetAuthorityRule"] = [](Stubs& s, int n) {
+    v1::SetAuthorityRuleRequest r;
+    r.mutable_rule()->set_pool("serving");
+    r.mutable_rule()->set_action(v1::APPROVAL_ACTION_LARGE);
+    r.mutable_rule()->set_approver(absl::StrCat("spiffe://arbiter.local/a", n));
+    r.mutable_rule()->set_threshold_milli(1'000'000);
+    return Unary(*s.governance, &Gov::SetAuthorityRule, r);
+  };
+  calls["GovernanceService.RemoveAuthorityRule"] = [](Stubs& s, int n) {
+    v1::RemoveAuthorityRuleRequest r;
+    r.mutable_rule()->set_pool("serving");
+    r.mutable_rule()->set_action(v1::APPROVAL_ACTION_LARGE);
+    r.mutable_rule()->set_approver(absl::StrCat("spiffe://arbiter.local/gone", n));
+    return Unary(*s.governance, &Gov::RemoveAuthorityRule, r);
+  };
+  calls["GovernanceService.ListAuthorityRules"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListAuthorityRules, v1::ListAuthorityRulesRequest());
+  };
   calls["LedgerService.ListLedgerEntries"] = [](Stubs& s, int) {
     return Unary(*s.ledger, &v1::LedgerService::Stub::ListLedgerEntries,
                  v1::ListLedgerEntriesRequest());
@@ -332,13 +365,15 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
   for (const auto& [name, call] : Calls()) everything.insert(name);
   const std::vector<Identity> identities = {
       {"admin", Code::PERMISSION_DENIED, everything},
-      {"member", Code::PERMISSION_DENIED, Plus(kReads, team_writes)},
-      {"grouped", Code::PERMISSION_DENIED, Plus(kReads, team_writes)},
+      {"member", Code::PERMISSION_DENIED, Plus(Plus(kReads, team_writes), kApprovals)},
+      {"grouped", Code::PERMISSION_DENIED, Plus(Plus(kReads, team_writes), kApprovals)},
       {"auditor", Code::PERMISSION_DENIED,
-       Plus(kReads, {"GovernanceService.ListRoleBindings", "LedgerService.ListLedgerEntries",
-                     "LedgerService.ListCheckpoints"})},
-      {"authority", Code::PERMISSION_DENIED, Plus(kReads, {"GovernanceService.SetQuota"})},
-      {"nobody", Code::PERMISSION_DENIED, {}},
+       Plus(Plus(kReads, {"GovernanceService.ListRoleBindings", "LedgerService.ListLedgerEntries",
+                          "LedgerService.ListCheckpoints"}),
+            kApprovals)},
+      {"authority", Code::PERMISSION_DENIED,
+       Plus(Plus(kReads, {"GovernanceService.SetQuota"}), kApprovals)},
+      {"nobody", Code::PERMISSION_DENIED, kApprovals},
       {"", Code::UNAUTHENTICATED, {}},
       {"expired", Code::UNAVAILABLE, {}},
       {"selfsigned", Code::UNAVAILABLE, {}},
@@ -366,7 +401,94 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
   auto recorded = db_->QueryValue(
       "SELECT count(*) FROM access_denials WHERE principal = 'spiffe://arbiter.local/nobody'");
   ASSERT_THAT(recorded, IsOk());
-  EXPECT_EQ(*recorded, absl::StrCat(Calls().size()));
+  EXPECT_EQ(*recorded, absl::StrCat(Calls().size() - kApprovals.size()));
+}
+
+// A team asks for more than its quota: the request waits in
+// PENDING_APPROVAL naming the pool's authority; a team member's approval is
+// refused (and recorded); the authority approves and the allocation is
+// admitted; every step is in the ledger with its actor.
+TEST_F(AuthzTest, BorrowingWaitsForThePoolAuthority) {
+  Stubs admin = Connect("admin");
+  ASSERT_THAT(testing::SeedOrganisation(*admin.inventory, *admin.governance, testing::SeedSpec()),
+              IsOk());
+  using Gov = v1::GovernanceService::Stub;
+  using Alloc = v1::AllocationService::Stub;
+  v1::CreateTeamRequest team;
+  team.mutable_team()->set_name("sub");
+  team.mutable_team()->set_parent("inference");
+  ASSERT_EQ(Unary(*admin.governance, &Gov::CreateTeam, team), Code::OK);
+  v1::SetQuotaRequest quota;
+  quota.mutable_quota()->set_team("sub");
+  quota.mutable_quota()->set_pool("serving");
+  quota.mutable_quota()->set_nominal_milli(0);
+  quota.mutable_quota()->set_borrowing_limit_milli(-1);
+  ASSERT_EQ(Unary(*admin.governance, &Gov::SetQuota, quota), Code::OK);
+  v1::SetAuthorityRuleRequest rule;
+  rule.mutable_rule()->set_pool("serving");
+  rule.mutable_rule()->set_action(v1::APPROVAL_ACTION_BORROW);
+  rule.mutable_rule()->set_approver("spiffe://arbiter.local/authority");
+  ASSERT_EQ(Unary(*admin.governance, &Gov::SetAuthorityRule, rule), Code::OK);
+  v1::GrantRoleRequest grant;
+  *grant.mutable_binding() = TeamMember("spiffe://arbiter.local/member", "inference");
+  ASSERT_EQ(Unary(*admin.governance, &Gov::GrantRole, grant), Code::OK);
+
+  Stubs member = Connect("member");
+  v1::RequestCapacityRequest ask;
+  ask.set_idempotency_key("borrow-1");
+  ask.set_team("sub");
+  ask.set_pool("serving");
+  ask.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+  ask.set_members(1);
+  ask.set_preemptible(true);
+  ask.mutable_shape()->set_whole_gpus(1);
+  v1::RequestCapacityResponse asked;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(member.allocation->RequestCapacity(&ctx, ask, &asked).ok());
+  }
+  const int64_t id = asked.request().id();
+  EXPECT_EQ(asked.request().state(), v1::REQUEST_STATE_PENDING_APPROVAL);
+  ASSERT_EQ(asked.request().approvers_size(), 1);
+  EXPECT_EQ(asked.request().approvers(0), "spiffe://arbiter.local/authority");
+
+  v1::ApproveRequestRequest approve;
+  approve.set_id(id);
+  EXPECT_EQ(Unary(*member.allocation, &Alloc::ApproveRequest, approve), Code::PERMISSION_DENIED);
+  Stubs authority = Connect("authority");
+  v1::ApproveRequestResponse approved;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(authority.allocation->ApproveRequest(&ctx, approve, &approved).ok());
+  }
+  EXPECT_EQ(approved.request().state(), v1::REQUEST_STATE_ADMITTED);
+  ASSERT_EQ(approved.request().approvals_size(), 1);
+  EXPECT_EQ(approved.request().approvals(0), "borrow:spiffe://arbiter.local/authority");
+
+  auto steps = db_->QueryValue(
+      absl::StrCat("SELECT string_agg(action || ' by ' || actor, ', ' ORDER BY seq) FROM ledger"
+                   " WHERE subject = 'request/",
+                   id, "'"));
+  ASSERT_THAT(steps, IsOk());
+  EXPECT_EQ(*steps,
+            "request.pending_approval by spiffe://arbiter.local/member, "
+            "request.admitted by spiffe://arbiter.local/authority");
+  auto rule_entry = db_->QueryValue(
+      "SELECT actor FROM ledger WHERE action = 'authority.set' AND subject = "
+      "'authority/serving/borrow'");
+  ASSERT_THAT(rule_entry, IsOk());
+  EXPECT_EQ(*rule_entry, "spiffe://arbiter.local/admin");
+  // The refused approval is recorded too (asynchronously).
+  std::string refusals;
+  for (int i = 0; i < 50 && refusals != "1"; ++i) {
+    refusals = db_->QueryValue(
+                      "SELECT count(*) FROM access_denials WHERE method ="
+                      " 'AllocationService.ApproveRequest' AND principal ="
+                      " 'spiffe://arbiter.local/member'")
+                   .value_or("");
+    if (refusals != "1") std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(refusals, "1");
 }
 
 TEST_F(AuthzTest, HealthAnswersWithoutACertificate) {

@@ -1,0 +1,85 @@
+// arbctl approve | deny | authority list | set | remove.
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+#include "clients/arbctl/commands.h"
+#include "clients/arbctl/table.h"
+
+namespace arbiter::arbctl {
+
+int Commands::Approve(int64_t id) {
+  v1::ApproveRequestRequest req;
+  req.set_id(id);
+  v1::ApproveRequestResponse resp;
+  if (!Call(*allocation_, &v1::AllocationService::Stub::ApproveRequest, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  PrintRequest(resp.request());
+  return 0;
+}
+
+int Commands::Deny(int64_t id, const std::string& reason) {
+  v1::DenyRequestRequest req;
+  req.set_id(id);
+  req.set_reason(reason);
+  v1::DenyRequestResponse resp;
+  if (!Call(*allocation_, &v1::AllocationService::Stub::DenyRequest, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  PrintRequest(resp.request());
+  return 0;
+}
+
+int Commands::ListAuthority() {
+  v1::ListAuthorityRulesResponse resp;
+  if (!Call(*governance_, &v1::GovernanceService::Stub::ListAuthorityRules,
+            v1::ListAuthorityRulesRequest(), &resp)) {
+    return 1;
+  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"POOL", "ACTION", "APPROVER", "UP_TO_MILLI", "ABOVE_MILLI"});
+  for (const v1::AuthorityRule& r : resp.rules()) {
+    t.AddRow({r.pool().empty() ? "*" : r.pool(),
+              absl::AsciiStrToLower(v1::ApprovalAction_Name(r.action()).substr(16)), r.approver(),
+              r.limit_milli() < 0 ? "any" : absl::StrCat(r.limit_milli()),
+              r.action() == v1::APPROVAL_ACTION_LARGE ? absl::StrCat(r.threshold_milli()) : "-"});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::SetAuthority(const std::string& pool, const std::string& action,
+                           const std::string& approver, int64_t limit_milli,
+                           int64_t threshold_milli, bool remove) {
+  v1::AuthorityRule rule;
+  v1::ApprovalAction a = v1::APPROVAL_ACTION_UNSPECIFIED;
+  if (!v1::ApprovalAction_Parse("APPROVAL_ACTION_" + absl::AsciiStrToUpper(action), &a)) {
+    std::cerr << "arbctl: --action must be borrow, guaranteed or large\n";
+    return 2;
+  }
+  rule.set_pool(pool);
+  rule.set_action(a);
+  rule.set_approver(approver);
+  rule.set_limit_milli(limit_milli);
+  rule.set_threshold_milli(threshold_milli);
+  if (remove) {
+    v1::RemoveAuthorityRuleRequest req;
+    *req.mutable_rule() = rule;
+    v1::RemoveAuthorityRuleResponse resp;
+    if (!Call(*governance_, &v1::GovernanceService::Stub::RemoveAuthorityRule, req, &resp)) {
+      return 1;
+    }
+    std::cout << "removed\n";
+    return 0;
+  }
+  v1::SetAuthorityRuleRequest req;
+  *req.mutable_rule() = rule;
+  v1::SetAuthorityRuleResponse resp;
+  if (!Call(*governance_, &v1::GovernanceService::Stub::SetAuthorityRule, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << action << " in " << (pool.empty() ? "every pool" : pool) << " needs approval by "
+            << approver << "\n";
+  return 0;
+}
+
+}  // namespace arbiter::arbctl
