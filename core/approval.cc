@@ -49,8 +49,9 @@ bool IsSubject(const std::string& subject, const Approver& who) {
 }  // namespace
 
 std::vector<ApprovalNeed> ApprovalsNeeded(const State& state, const CapacityRequest& request,
-                                          bool borrowing) {
+                                          bool borrowing, bool over_budget) {
   std::vector<ApprovalAction> actions;
+  if (over_budget) actions.push_back(ApprovalAction::kOverBudget);
   if (request.spec.guaranteed) actions.push_back(ApprovalAction::kGuaranteed);
   if (Governed(state, request, ApprovalAction::kLarge)) actions.push_back(ApprovalAction::kLarge);
   if (borrowing && Governed(state, request, ApprovalAction::kBorrow)) {

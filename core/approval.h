@@ -20,10 +20,12 @@ struct ApprovalNeed {
 };
 
 // The approvals `request` still needs: guaranteed work always; large
-// requests and borrowing where a rule of the pool (or org-wide) says so.
-// `borrowing`: whether admitting it now would take its team beyond nominal.
+// requests and borrowing where a rule of the pool (or org-wide) says so;
+// going beyond the hard budget limit when the team's budget asks for
+// approval. `borrowing`: whether admitting it now would take its team beyond
+// nominal; `over_budget`: whether it would take it beyond its hard limit.
 std::vector<ApprovalNeed> ApprovalsNeeded(const State& state, const CapacityRequest& request,
-                                          bool borrowing);
+                                          bool borrowing, bool over_budget);
 
 // Whether `who` may approve `action` for `request` under some rule.
 bool MayApprove(const State& state, const CapacityRequest& request, ApprovalAction action,

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 
 #include "core/approval.h"
+#include "core/budget.h"
 #include "core/fingerprint.h"
 #include "core/model_sizing.h"
 #include "core/placement.h"
@@ -146,6 +147,34 @@ void StartPreemption(State& state, const CapacityRequest& preemptor,
   }
 }
 
+// Charges the projected cost of newly admitted `request` to its team's
+// month; beyond the soft limit the decision carries a warning.
+void ChargeBudget(State& state, CapacityRequest& request, absl::Time now) {
+  const std::string& team = request.spec.team;
+  const int64_t spent = state.Spend(team, MonthStart(now));
+  request.cost_micros =
+      PlacedCost(state, request.spec, request.placements, now, ProjectedEnd(request.spec, now));
+  state.AddSpend(team, MonthStart(now), request.cost_micros);
+  const Budget* budget = state.FindBudget(team);
+  if (budget != nullptr && spent + request.cost_micros > budget->soft_limit_micros) {
+    request.reason =
+        absl::StrCat("budget warning: team ", team, " has spent ", spent + request.cost_micros,
+                     " micros this month, over its soft "
+                     "limit of ",
+                     budget->soft_limit_micros);
+  }
+}
+
+// Settles the cost of `request`, which stops holding capacity at `now`: the
+// projection charged at admission becomes the cost actually incurred.
+void SettleCost(State& state, CapacityRequest& request, absl::Time now) {
+  if (request.admitted_at == absl::InfinitePast()) return;
+  const int64_t actual =
+      PlacedCost(state, request.spec, request.placements, request.admitted_at, now);
+  state.AddSpend(request.spec.team, MonthStart(request.admitted_at), actual - request.cost_micros);
+  request.cost_micros = actual;
+}
+
 // Withdraws the notices of `preemptor`'s victims that still hold capacity:
 // it no longer needs them (it was admitted otherwise, or it is gone).
 void WithdrawPreemption(State& state, const CapacityRequest& preemptor, absl::Time now,
@@ -163,17 +192,50 @@ void WithdrawPreemption(State& state, const CapacityRequest& preemptor, absl::Ti
   }
 }
 
-// Holds `request` for the approvals it still needs: PENDING_APPROVAL naming
-// who may give them (deadline set when it starts waiting), or DENIED when
-// nobody may. Returns true when nothing is missing.
-bool ApprovalGate(const State& state, CapacityRequest& request, const std::vector<Flavor>& flavors,
-                  absl::Time now) {
+// Whether admitting `request` at `now` would take its team beyond its hard
+// budget limit (by the ceiling estimate); `why` says by how much.
+bool OverHardLimit(const State& state, const CapacityRequest& request, absl::Time now,
+                   std::string* why) {
+  const Budget* budget = state.FindBudget(request.spec.team);
+  if (budget == nullptr) return false;
+  const int64_t spent = state.Spend(request.spec.team, MonthStart(now));
+  const int64_t estimate = CeilingCost(state, request.spec, now);
+  if (spent + estimate <= budget->hard_limit_micros) return false;
+  if (why != nullptr) {
+    *why = absl::StrCat("team ", request.spec.team, " has spent ", spent, " of its hard limit ",
+                        budget->hard_limit_micros,
+                        " micros this month; the request projects up to ", estimate);
+  }
+  return true;
+}
+
+// The approvals `request` still needs at `now`.
+std::vector<ApprovalNeed> NeedsOf(const State& state, const CapacityRequest& request,
+                                  absl::Time now) {
   const int64_t need = request.spec.total_gpu_milli();
   bool borrowing = true;
-  for (const Flavor& f : flavors) {
+  for (const Flavor& f : FlavorsOf(state, request.spec)) {
     if (WithinNominal(state, request.spec, *f.quota, need)) borrowing = false;
   }
-  const std::vector<ApprovalNeed> needs = ApprovalsNeeded(state, request, borrowing);
+  const Budget* budget = state.FindBudget(request.spec.team);
+  const bool over_budget = budget != nullptr && budget->over == OverBudget::kApproval &&
+                           OverHardLimit(state, request, now, nullptr);
+  return ApprovalsNeeded(state, request, borrowing, over_budget);
+}
+
+// Holds `request` for the approvals it still needs: PENDING_APPROVAL naming
+// who may give them (deadline set when it starts waiting), or DENIED when
+// nobody may or the budget denies it. Returns true when nothing is missing.
+bool ApprovalGate(const State& state, CapacityRequest& request, absl::Time now) {
+  const int64_t need = request.spec.total_gpu_milli();
+  std::string budget_why;
+  const Budget* budget = state.FindBudget(request.spec.team);
+  if (budget != nullptr && budget->over == OverBudget::kDeny &&
+      OverHardLimit(state, request, now, &budget_why)) {
+    SetOutcome(request, RequestState::kDenied, kReasonBudgetExceeded, budget_why);
+    return false;
+  }
+  const std::vector<ApprovalNeed> needs = NeedsOf(state, request, now);
   request.approvers.clear();
   if (needs.empty()) return true;
   std::vector<std::string> actions;
@@ -230,7 +292,7 @@ void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& c
                                 : absl::StrCat(" for ", absl::StrJoin(spec.gpu_models, "|"))));
     return;
   }
-  if (!ApprovalGate(state, request, flavors, now)) return;
+  if (!ApprovalGate(state, request, now)) return;
   const int64_t need = spec.total_gpu_milli();
   const Window window = RunWindow(spec, now);
   // The first reason found, preferring one that may pass over one that never will.
@@ -257,6 +319,7 @@ void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& c
       request.placements = std::move(placed.placements);
       request.quota_model = flavor.quota->gpu_model;
       request.admitted_at = now;
+      ChargeBudget(state, request, now);
       WithdrawPreemption(state, request, now, changes);
       return;
     }
@@ -330,7 +393,7 @@ void Reserve(State& state, CapacityRequest& request, absl::Time now) {
                absl::StrCat("team ", spec.team, " has no quota in pool ", spec.pool));
     return;
   }
-  if (!ApprovalGate(state, request, flavors, now)) return;
+  if (!ApprovalGate(state, request, now)) return;
   std::vector<std::string> models;
   std::string never_why;
   for (const Flavor& flavor : flavors) {
@@ -447,6 +510,7 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
   CapacityRequest request = *live;
   if (HoldsCapacity(request.state)) {
     for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
+    SettleCost(state, request, now);
     request.state = RequestState::kReleased;
   } else {
     request.state = RequestState::kCancelled;
@@ -476,6 +540,30 @@ absl::Status SetCoexistenceRule(State& state, const ClassRule& rule, absl::Time 
     if (r.state == RequestState::kQueued) pools.insert(r.spec.pool);
   }
   for (const std::string& pool : pools) AdmitQueued(state, pool, now, changes);
+  return absl::OkStatus();
+}
+
+absl::Status SetPrice(State& state, const Price& price, ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidatePrice(price));
+  if (state.FindGpuModel(price.gpu_model) == nullptr) {
+    return NotFound("price.gpu_model", "GPU model", price.gpu_model);
+  }
+  const auto* history = state.PriceHistory(price.gpu_model, price.latency_class);
+  if (history != nullptr && history->contains(price.effective_from)) {
+    return absl::AlreadyExistsError(
+        "price.effective_from: a price of this model and class starts then; prices are "
+        "versioned, set a new one from another time");
+  }
+  ARBITER_RETURN_IF_ERROR(state.LoadPrice(price));
+  changes.changes.emplace_back(price);
+  return absl::OkStatus();
+}
+
+absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidateBudget(budget));
+  if (state.FindTeam(budget.team) == nullptr) return NotFound("budget.team", "team", budget.team);
+  ARBITER_RETURN_IF_ERROR(state.LoadBudget(budget));
+  changes.changes.emplace_back(budget);
   return absl::OkStatus();
 }
 
@@ -517,16 +605,9 @@ absl::StatusOr<CapacityRequest> PendingApproval(const State& state, int64_t id) 
 
 // The approvals `request` still needs that `who` may give.
 std::vector<ApprovalAction> GivableBy(const State& state, const CapacityRequest& request,
-                                      const Approver& who) {
+                                      const Approver& who, absl::Time now) {
   std::vector<ApprovalAction> out;
-  const std::vector<Flavor> flavors = FlavorsOf(state, request.spec);
-  bool borrowing = true;
-  for (const Flavor& f : flavors) {
-    if (WithinNominal(state, request.spec, *f.quota, request.spec.total_gpu_milli())) {
-      borrowing = false;
-    }
-  }
-  for (const ApprovalNeed& n : ApprovalsNeeded(state, request, borrowing)) {
+  for (const ApprovalNeed& n : NeedsOf(state, request, now)) {
     if (MayApprove(state, request, n.action, who)) out.push_back(n.action);
   }
   return out;
@@ -543,7 +624,7 @@ absl::Status NotAnApprover(const CapacityRequest& request, const Approver& who) 
 absl::StatusOr<CapacityRequest> ApproveRequest(State& state, int64_t id, const Approver& who,
                                                absl::Time now, ChangeSet& changes) {
   ARBITER_ASSIGN_OR_RETURN(CapacityRequest request, PendingApproval(state, id));
-  const std::vector<ApprovalAction> givable = GivableBy(state, request, who);
+  const std::vector<ApprovalAction> givable = GivableBy(state, request, who, now);
   if (givable.empty()) return NotAnApprover(request, who);
   for (ApprovalAction a : givable) {
     request.approvals.push_back(absl::StrCat(ApprovalActionName(a), ":", who.principal));
@@ -567,7 +648,7 @@ absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Appr
   ARBITER_ASSIGN_OR_RETURN(CapacityRequest request, PendingApproval(state, id));
   if (reason.empty()) return absl::InvalidArgumentError("reason: must say why");
   ARBITER_RETURN_IF_ERROR(ValidateDescription("reason", reason));
-  if (GivableBy(state, request, who).empty()) return NotAnApprover(request, who);
+  if (GivableBy(state, request, who, now).empty()) return NotAnApprover(request, who);
   SetOutcome(request, RequestState::kDenied, kReasonDeniedByAuthority,
              absl::StrCat("denied by ", who.principal, ": ", reason));
   request.updated_at = now;
@@ -609,6 +690,7 @@ void Tick(State& state, absl::Time now, ChangeSet& changes) {
     request.updated_at = now;
     if (request.state == RequestState::kPreempting) {
       for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
+      SettleCost(state, request, now);
       request.state = RequestState::kPreempted;
       state.PutRequest(request);
     } else if (request.state == RequestState::kPendingApproval) {

@@ -60,6 +60,14 @@ absl::Status GrantRole(State& state, const RoleBinding& binding, ChangeSet& chan
 // Revokes a role binding. Errors: INVALID_ARGUMENT, NOT_FOUND (binding).
 absl::Status RevokeRole(State& state, const RoleBinding& binding, ChangeSet& changes);
 
+// Adds a price to the book, in force from price.effective_from. Errors:
+// INVALID_ARGUMENT (price.*), NOT_FOUND (price.gpu_model), ALREADY_EXISTS (a
+// price of that model and class from that time).
+absl::Status SetPrice(State& state, const Price& price, ChangeSet& changes);
+// Sets (or replaces) a team's monthly budget. Errors: INVALID_ARGUMENT
+// (budget.*), NOT_FOUND (budget.team).
+absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes);
+
 // Declares or removes an authority rule. Errors: INVALID_ARGUMENT (rule.*),
 // NOT_FOUND (rule.pool; on removal, rule), ALREADY_EXISTS.
 absl::Status SetAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes);

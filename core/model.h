@@ -331,6 +331,7 @@ enum class ApprovalAction {
   kBorrow = 1,      // Using quota beyond nominal (borrowing from the cohort).
   kGuaranteed = 2,  // Executive-sponsored, never-preempted work (org authority only).
   kLarge = 3,       // Requests above a size.
+  kOverBudget = 4,  // Beyond the team's hard budget limit, where it asks for approval.
 };
 absl::string_view ApprovalActionName(ApprovalAction a);  // "borrow", "guaranteed", "large".
 ApprovalAction ApprovalActionFromName(absl::string_view name);
@@ -349,6 +350,33 @@ struct AuthorityRule {
   int64_t threshold_milli = 0;
   bool operator==(const AuthorityRule&) const = default;
   auto operator<=>(const AuthorityRule&) const = default;
+};
+
+// Money is in micros of the price book's currency (1'000'000 = one unit).
+// A price of one GPU-hour of `gpu_model` in pools of `latency_class`, in
+// force from `effective_from` until a later price of the same pair. MIG
+// instances and fractions pay pro rata to their milli-GPU (an instance's SM
+// share).
+struct Price {
+  std::string gpu_model;
+  LatencyClass latency_class = LatencyClass::kUnspecified;
+  int64_t micros_per_gpu_hour = 0;
+  absl::Time effective_from;
+  bool operator==(const Price&) const = default;
+};
+
+// What to do with a request that would take its team beyond the hard limit.
+enum class OverBudget { kUnspecified = 0, kDeny = 1, kApproval = 2 };
+
+// A team's budget per calendar month (UTC): beyond `soft_limit_micros` a
+// decision warns (recorded); beyond `hard_limit_micros` the request is
+// denied, or needs an over-budget approval (`over`).
+struct Budget {
+  std::string team;
+  int64_t soft_limit_micros = 0;
+  int64_t hard_limit_micros = 0;
+  OverBudget over = OverBudget::kDeny;
+  bool operator==(const Budget&) const = default;
 };
 
 // Who gives or refuses an approval.
@@ -375,6 +403,7 @@ inline constexpr char kReasonNeedsApproval[] = "NEEDS_APPROVAL";
 inline constexpr char kReasonNoAuthority[] = "NO_AUTHORITY";
 inline constexpr char kReasonDeniedByAuthority[] = "DENIED_BY_AUTHORITY";
 inline constexpr char kReasonApprovalExpired[] = "APPROVAL_EXPIRED";
+inline constexpr char kReasonBudgetExceeded[] = "BUDGET_EXCEEDED";
 
 // One GPU held by an advance reservation.
 struct GpuHold {
@@ -410,6 +439,10 @@ struct CapacityRequest {
   // kPendingApproval: who may still approve, and until when.
   std::vector<std::string> approvers;
   absl::Time approval_deadline = absl::InfinitePast();
+  // Cost charged to the team's budget: projected when admitted (to the
+  // declared end, or for open-ended work to the end of the month), the cost
+  // actually incurred once it ends. 0 without a price.
+  int64_t cost_micros = 0;
 
   // The declared end (InfiniteFuture when open-ended or not admitted).
   absl::Time declared_end() const;

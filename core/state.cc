@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/budget.h"
 #include "core/status_macros.h"
 
 namespace arbiter::core {
@@ -150,6 +151,46 @@ absl::Status State::LoadAuthorityRule(AuthorityRule rule) {
   return absl::OkStatus();
 }
 
+absl::Status State::LoadPrice(const Price& price) {
+  if (!gpu_models_.contains(price.gpu_model)) {
+    return Conflict(absl::StrCat("price of unknown GPU model ", price.gpu_model));
+  }
+  auto& history = prices_[{price.gpu_model, price.latency_class}];
+  if (!history.emplace(price.effective_from, price.micros_per_gpu_hour).second) {
+    return Conflict(absl::StrCat("a price of ", price.gpu_model, " from that time exists"));
+  }
+  return absl::OkStatus();
+}
+
+const std::map<absl::Time, int64_t>* State::PriceHistory(const std::string& model,
+                                                         LatencyClass latency_class) const {
+  auto it = prices_.find({model, latency_class});
+  return it == prices_.end() ? nullptr : &it->second;
+}
+
+absl::Status State::LoadBudget(Budget budget) {
+  if (!teams_.contains(budget.team)) {
+    return Conflict(absl::StrCat("budget of unknown team ", budget.team));
+  }
+  const std::string team = budget.team;
+  budgets_[team] = std::move(budget);
+  return absl::OkStatus();
+}
+
+const Budget* State::FindBudget(const std::string& team) const {
+  auto it = budgets_.find(team);
+  return it == budgets_.end() ? nullptr : &it->second;
+}
+
+int64_t State::Spend(const std::string& team, absl::Time month_start) const {
+  auto it = spend_.find({team, month_start});
+  return it == spend_.end() ? 0 : it->second;
+}
+
+void State::AddSpend(const std::string& team, absl::Time month_start, int64_t micros) {
+  spend_[{team, month_start}] += micros;
+}
+
 bool State::RemoveAuthorityRule(const AuthorityRule& rule) {
   return authority_rules_.erase(rule) > 0;
 }
@@ -172,6 +213,11 @@ absl::Status State::LoadRequest(CapacityRequest request) {
     std::get<MigShape>(request.spec.shape.gpu).milli = *milli;
   }
   if (request.id >= next_request_id_) next_request_id_ = request.id + 1;
+  // What the request cost (or, while it runs, is projected to) counts
+  // against the month it was admitted in.
+  if (request.cost_micros != 0 && request.admitted_at != absl::InfinitePast()) {
+    AddSpend(request.spec.team, MonthStart(request.admitted_at), request.cost_micros);
+  }
   if (!IsFinal(request.state)) ObserveDemand(request.spec);
   for (Placement& p : request.placements) p.workload_class = request.spec.workload_class;
   if (HoldsCapacity(request.state)) {

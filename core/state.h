@@ -46,10 +46,10 @@ struct RoleBindingWrite {
   bool revoke = false;
 };
 
-// One durable change. Cluster, Pool, Node and Team are inserts; Quota and
-// ClassRule are upserts.
+// One durable change. Cluster, Pool, Node, Team and Price are inserts;
+// Quota, ClassRule and Budget are upserts.
 using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule,
-                            RoleBindingWrite, AuthorityRuleWrite>;
+                            RoleBindingWrite, AuthorityRuleWrite, Price, Budget>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {
@@ -90,6 +90,19 @@ class State {
   [[nodiscard]] absl::Status LoadAuthorityRule(AuthorityRule rule);
   bool RemoveAuthorityRule(const AuthorityRule& rule);
   const std::set<AuthorityRule>& authority_rules() const { return authority_rules_; }
+  // The price book. FAILED_PRECONDITION for a second price of the same
+  // model and class from the same time, or an unknown model.
+  [[nodiscard]] absl::Status LoadPrice(const Price& price);
+  // Prices of `model` in `latency_class` pools by the time they take effect;
+  // nullptr when none.
+  const std::map<absl::Time, int64_t>* PriceHistory(const std::string& model,
+                                                    LatencyClass latency_class) const;
+  // Budgets, one per team (replaced when set again).
+  [[nodiscard]] absl::Status LoadBudget(Budget budget);
+  const Budget* FindBudget(const std::string& team) const;
+  // Spend charged to `team` for the month starting at `month_start`.
+  int64_t Spend(const std::string& team, absl::Time month_start) const;
+  void AddSpend(const std::string& team, absl::Time month_start, int64_t micros);
   // How long a request may wait for approval. Default: 24 hours.
   absl::Duration approval_timeout() const { return approval_timeout_; }
   void set_approval_timeout(absl::Duration d) { approval_timeout_ = d; }
@@ -213,6 +226,9 @@ class State {
   std::set<std::pair<absl::Time, int64_t>> timers_;
   std::set<RoleBinding> role_bindings_;
   std::set<AuthorityRule> authority_rules_;
+  std::map<std::pair<std::string, LatencyClass>, std::map<absl::Time, int64_t>> prices_;
+  std::map<std::string, Budget> budgets_;
+  std::map<std::pair<std::string, absl::Time>, int64_t> spend_;
   absl::Duration approval_timeout_ = absl::Hours(24);
   absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;

@@ -338,4 +338,30 @@ absl::Status ValidateRoleBinding(const RoleBinding& binding) {
   return Invalid("binding.scope_kind", "must be ORG, TEAM or POOL");
 }
 
+absl::Status ValidatePrice(const Price& price) {
+  ARBITER_RETURN_IF_ERROR(ValidateName("price.gpu_model", price.gpu_model));
+  if (price.latency_class == LatencyClass::kUnspecified) {
+    return Invalid("price.latency_class", "must be SERVING, BATCH, SPOT or DEV");
+  }
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("price.micros_per_gpu_hour", price.micros_per_gpu_hour, 0, kMaxMicros));
+  const int64_t from = absl::ToUnixSeconds(price.effective_from);
+  if (price.effective_from == absl::InfinitePast() || from < 0 || from > kMaxUnixSeconds) {
+    return Invalid("price.effective_from", "must be a time between 1970 and 2100");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBudget(const Budget& budget) {
+  ARBITER_RETURN_IF_ERROR(ValidateName("budget.team", budget.team));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("budget.hard_limit_micros", budget.hard_limit_micros, 0, kMaxMicros));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("budget.soft_limit_micros", budget.soft_limit_micros, 0,
+                                        budget.hard_limit_micros));
+  if (budget.over == OverBudget::kUnspecified) {
+    return Invalid("budget.over", "must be DENY or APPROVAL");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace arbiter::core

@@ -52,5 +52,9 @@ inline constexpr size_t kMaxSubjectLength = 256;
 [[nodiscard]] absl::Status ValidateSubject(absl::string_view field, absl::string_view subject);
 // Fields under "rule.".
 [[nodiscard]] absl::Status ValidateAuthorityRule(const AuthorityRule& rule);
+inline constexpr int64_t kMaxMicros = int64_t{1} << 53;
+// Fields under "price." and "budget.".
+[[nodiscard]] absl::Status ValidatePrice(const Price& price);
+[[nodiscard]] absl::Status ValidateBudget(const Budget& budget);
 
 }  // namespace arbiter::core

@@ -99,6 +99,9 @@ class Store {
   virtual absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() = 0;
   virtual absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() = 0;
   virtual absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() = 0;
+  // The price book, every version, by model, class and time.
+  virtual absl::StatusOr<std::vector<core::Price>> ListPrices() = 0;
+  virtual absl::StatusOr<std::vector<core::Budget>> ListBudgets() = 0;
   // Ledger entries in sequence order, and the signed checkpoints.
   virtual absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) = 0;
   virtual absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() = 0;

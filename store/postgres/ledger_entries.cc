@@ -72,7 +72,8 @@ struct EntryOf {
     if (r.spec.guaranteed) f.emplace_back("guaranteed", "true");
     if (!r.approvals.empty()) f.emplace_back("approvals", absl::StrJoin(r.approvals, ","));
     if (!r.approvers.empty()) f.emplace_back("approvers", absl::StrJoin(r.approvers, ","));
-    if (r.state == core::RequestState::kDenied) f.emplace_back("reason", r.reason);
+    if (!r.reason.empty()) f.emplace_back("reason", r.reason);
+    if (r.cost_micros != 0) f.emplace_back("cost_micros", absl::StrCat(r.cost_micros));
     if (r.state == core::RequestState::kPreempting || r.state == core::RequestState::kPreempted) {
       f.emplace_back("preempted_by", absl::StrCat(r.preempted_by));
       f.emplace_back("deadline_us", absl::StrCat(absl::ToUnixMicros(r.preempt_deadline)));
@@ -86,6 +87,18 @@ struct EntryOf {
                              core::WorkloadClassName(c.b)),
                 {{"gpu", Str(core::IsolationName(c.rule.gpu))},
                  {"same_node", c.rule.same_node ? "true" : "false"}});
+  }
+  ledger::Entry operator()(const core::Price& p) const {
+    return Make("price.set",
+                absl::StrCat("price/", p.gpu_model, "/", core::LatencyClassName(p.latency_class)),
+                {{"micros_per_gpu_hour", absl::StrCat(p.micros_per_gpu_hour)},
+                 {"effective_from_us", absl::StrCat(absl::ToUnixMicros(p.effective_from))}});
+  }
+  ledger::Entry operator()(const core::Budget& b) const {
+    return Make("budget.set", absl::StrCat("budget/", b.team),
+                {{"soft_limit_micros", absl::StrCat(b.soft_limit_micros)},
+                 {"hard_limit_micros", absl::StrCat(b.hard_limit_micros)},
+                 {"over", b.over == core::OverBudget::kApproval ? "approval" : "deny"}});
   }
   ledger::Entry operator()(const core::AuthorityRuleWrite& w) const {
     const core::AuthorityRule& r = w.rule;

@@ -92,6 +92,7 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   r.approvals = SplitList(row[42].as<std::string>());
   r.approvers = SplitList(row[43].as<std::string>());
   r.approval_deadline = FromMicrosOrMin(row[44].as<int64_t>());
+  r.cost_micros = row[45].as<int64_t>();
   if (r.state == core::RequestState::kUnspecified ||
       r.spec.workload_class == core::WorkloadClass::kUnspecified) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": unknown state or class"));

@@ -61,13 +61,14 @@ void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
         rows::ToMicrosOrMin(r.spec.start_at), absl::ToInt64Seconds(r.spec.duration),
         rows::ToMicrosOrMin(r.admitted_at), r.quota_model, rows::ToMicrosOrMin(r.preempt_deadline),
         r.preempted_by, rows::FormatHolds(r.holds), absl::StrJoin(r.approvals, ","),
-        absl::StrJoin(r.approvers, ","), rows::ToMicrosOrMin(r.approval_deadline));
+        absl::StrJoin(r.approvers, ","), rows::ToMicrosOrMin(r.approval_deadline), r.cost_micros);
   } else {
     tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
                      rows::ToMicros(r.updated_at), rows::ToMicrosOrMin(r.admitted_at),
                      r.quota_model, rows::ToMicrosOrMin(r.preempt_deadline), r.preempted_by,
                      rows::FormatHolds(r.holds), absl::StrJoin(r.approvals, ","),
-                     absl::StrJoin(r.approvers, ","), rows::ToMicrosOrMin(r.approval_deadline));
+                     absl::StrJoin(r.approvers, ","), rows::ToMicrosOrMin(r.approval_deadline),
+                     r.cost_micros);
   }
   // Placements are written when a request is admitted (again, with the same
   // placements, if a preemption of it is withdrawn; the insert skips those).
@@ -104,6 +105,15 @@ struct ChangeWriter {
     tx.exec_prepared(w.revoke ? sql::kDeleteRoleBinding : sql::kInsertRoleBinding, b.subject,
                      std::string(core::RoleName(b.role)),
                      std::string(core::ScopeKindName(b.scope_kind)), b.scope);
+  }
+  void operator()(const core::Price& p) const {
+    tx.exec_prepared(sql::kInsertPrice, p.gpu_model,
+                     std::string(core::LatencyClassName(p.latency_class)), p.micros_per_gpu_hour,
+                     rows::ToMicros(p.effective_from));
+  }
+  void operator()(const core::Budget& b) const {
+    tx.exec_prepared(sql::kUpsertBudget, b.team, b.soft_limit_micros, b.hard_limit_micros,
+                     std::string(b.over == core::OverBudget::kApproval ? "approval" : "deny"));
   }
   void operator()(const core::AuthorityRuleWrite& w) const {
     const core::AuthorityRule& r = w.rule;
@@ -210,6 +220,26 @@ std::vector<core::RoleBinding> RoleBindingsFrom(pqxx::transaction_base& tx) {
   return out;
 }
 
+std::vector<core::Price> PricesFrom(pqxx::transaction_base& tx) {
+  std::vector<core::Price> out;
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPrices)) {
+    out.push_back(core::Price{row[0].as<std::string>(),
+                              core::LatencyClassFromName(row[1].as<std::string>()),
+                              row[2].as<int64_t>(), absl::FromUnixMicros(row[3].as<int64_t>())});
+  }
+  return out;
+}
+
+std::vector<core::Budget> BudgetsFrom(pqxx::transaction_base& tx) {
+  std::vector<core::Budget> out;
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectBudgets)) {
+    out.push_back(core::Budget{row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<int64_t>(),
+                               row[3].as<std::string>() == "approval" ? core::OverBudget::kApproval
+                                                                      : core::OverBudget::kDeny});
+  }
+  return out;
+}
+
 std::vector<core::AuthorityRule> AuthorityRulesFrom(pqxx::transaction_base& tx) {
   std::vector<core::AuthorityRule> out;
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectAuthorityRules)) {
@@ -239,12 +269,18 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
   for (core::AuthorityRule& r : AuthorityRulesFrom(tx)) {
     ARBITER_RETURN_IF_ERROR(state.LoadAuthorityRule(std::move(r)));
   }
+  for (const core::Price& p : PricesFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadPrice(p));
+  for (core::Budget& b : BudgetsFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadBudget(std::move(b)));
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
     core::CapacityRequest r;
     r.id = row[0].as<int64_t>();
     r.spec.idempotency_key = row[1].as<std::string>();
     r.body_hash = static_cast<uint64_t>(row[2].as<int64_t>());
     r.state = core::RequestStateFromName(row[3].as<std::string>());
+    // What finished requests cost still counts against their month.
+    r.spec.team = row[4].as<std::string>();
+    r.cost_micros = row[5].as<int64_t>();
+    r.admitted_at = rows::FromMicrosOrMin(row[6].as<int64_t>());
     ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
   }
   ARBITER_ASSIGN_OR_RETURN(auto live,
@@ -543,6 +579,22 @@ absl::StatusOr<std::vector<core::AuthorityRule>> PgStore::ListAuthorityRules() {
         pqxx::read_transaction tx(c);
         return AuthorityRulesFrom(tx);
       });
+}
+
+absl::StatusOr<std::vector<core::Price>> PgStore::ListPrices() {
+  return WithConnection("list prices",
+                        [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Price>> {
+                          pqxx::read_transaction tx(c);
+                          return PricesFrom(tx);
+                        });
+}
+
+absl::StatusOr<std::vector<core::Budget>> PgStore::ListBudgets() {
+  return WithConnection("list budgets",
+                        [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Budget>> {
+                          pqxx::read_transaction tx(c);
+                          return BudgetsFrom(tx);
+                        });
 }
 
 }  // namespace arbiter::store

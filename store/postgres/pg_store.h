@@ -52,6 +52,8 @@ class PgStore final : public Store {
   absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() override;
   absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() override;
   absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() override;
+  absl::StatusOr<std::vector<core::Price>> ListPrices() override;
+  absl::StatusOr<std::vector<core::Budget>> ListBudgets() override;
   absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) override;
   absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() override;
   absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,

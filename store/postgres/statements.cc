@@ -32,6 +32,7 @@ constexpr Statement kStatements[] = {
      "ON CONFLICT (team, pool, gpu_model) DO UPDATE SET nominal_milli = EXCLUDED.nominal_milli, "
      "borrowing_limit_milli = EXCLUDED.borrowing_limit_milli, "
      "lending_limit_milli = EXCLUDED.lending_limit_milli, updated_at = now()"},
+    // clang-format off
     {kInsertRequest,
      "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class, members, "
      "whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, "
@@ -41,31 +42,16 @@ constexpr Statement kStatements[] = {
      "gpu_milli_per_member, priority, preemptible, checkpoint_seconds, "
      "checkpoint_interval_seconds, guaranteed, start_at, duration_seconds, admitted_at, "
      "quota_model, preempt_deadline, preempted_by, holds, approvals, approvers, "
-     "approval_deadline) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-     "$13::text[], $14, $15, $16, $17, " TS(18) ", " TS(
-         19) ", $20, $21, $22, $23, $24, $25, "
-             "$26, $27, $28, $29, $30, $31, $32, $33, $34, $35, " TSN(36) ", $37, " TSN(
-                 38) ", $39, " TSN(40) ", $41, $42, $43, $44, " TSN(45) ")"},
+     "approval_deadline, cost_micros) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+     "$13::text[], $14, $15, $16, $17, " TS(18) ", " TS(19) ", $20, $21, $22, $23, $24, $25, "
+     "$26, $27, $28, $29, $30, $31, $32, $33, $34, $35, " TSN(36) ", $37, " TSN(38) ", $39, "
+     TSN(40) ", $41, $42, $43, $44, " TSN(45) ", $46)"},
     {kUpdateRequest,
-     "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(
-         5) ", admitted_at = " TSN(6) ", quota_model = $7, preempt_deadline = " TSN(8) ", "
-                                                                                       "preempted_"
-                                                                                       "by = $9, "
-                                                                                       "holds = "
-                                                                                       "$10, "
-                                                                                       "approvals "
-                                                                                       "= $11, "
-                                                                                       "approvers "
-                                                                                       "= $12,"
-                                                                                       " approval_"
-                                                                                       "deadline "
-                                                                                       "= " TSN(
-                                                                                           13) " WH"
-                                                                                               "ERE"
-                                                                                               " id"
-                                                                                               " = "
-                                                                                               "$"
-                                                                                               "1"},
+     "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(5)
+     ", admitted_at = " TSN(6) ", quota_model = $7, preempt_deadline = " TSN(8)
+     ", preempted_by = $9, holds = $10, approvals = $11, approvers = $12,"
+     " approval_deadline = " TSN(13) ", cost_micros = $14 WHERE id = $1"},
+    // clang-format on
     {kInsertPlacement,
      "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
      ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9, $10, $11, $12, $13)"
@@ -111,9 +97,11 @@ constexpr Statement kStatements[] = {
      " WHERE state IN ('admitted', 'queued', 'preempting', 'reserved', 'pending_approval')"
      " ORDER BY id"},
     {kSelectFinishedKeys,
-     "SELECT id, idempotency_key, body_hash, state FROM requests"
-     " WHERE state NOT IN ('admitted', 'queued', 'preempting', 'reserved', 'pending_approval')"
-     " ORDER BY id"},
+     "SELECT id, idempotency_key, body_hash, state, team, cost_micros, " ARBITER_MICROS_OR_MIN(
+         "admitted_at") " FROM requests"
+                        " WHERE state NOT IN ('admitted', 'queued', 'preempting', 'reserved', "
+                        "'pending_approval')"
+                        " ORDER BY id"},
     {kSelectLivePlacements,
      "SELECT p.request_id, p.member, p.node_id, p.gpu_indices, p.gpu_milli, p.gpu_memory_mib,"
      " p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, p.mig_new_layout,"
@@ -156,6 +144,20 @@ constexpr Statement kStatements[] = {
     {kSelectAuthorityRules,
      "SELECT pool, action, approver, limit_milli, threshold_milli FROM authority_rules"
      " ORDER BY pool, action, approver"},
+    {kInsertPrice,
+     "INSERT INTO prices (gpu_model, latency_class, micros_per_gpu_hour, effective_from)"
+     " VALUES ($1, $2, $3, " TS(4) ")"},
+    {kSelectPrices,
+     "SELECT gpu_model, latency_class, micros_per_gpu_hour,"
+     " (extract(epoch FROM effective_from) * 1000000)::bigint FROM prices"
+     " ORDER BY gpu_model, latency_class, effective_from"},
+    {kUpsertBudget,
+     "INSERT INTO budgets (team, soft_limit_micros, hard_limit_micros, over) VALUES ($1, $2, $3, "
+     "$4)"
+     " ON CONFLICT (team) DO UPDATE SET soft_limit_micros = EXCLUDED.soft_limit_micros,"
+     " hard_limit_micros = EXCLUDED.hard_limit_micros, over = EXCLUDED.over, updated_at = now()"},
+    {kSelectBudgets,
+     "SELECT team, soft_limit_micros, hard_limit_micros, over FROM budgets ORDER BY team"},
     {kSelectLedgerHead, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"},
     // $1 after seq, $2 limit, $3 subject, $4 actor, $5 action ('' = any).
     {kSelectLedger,

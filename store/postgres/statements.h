@@ -21,7 +21,7 @@ namespace arbiter::store::sql {
   "checkpoint_interval_seconds, guaranteed, " ARBITER_MICROS_OR_MIN("start_at") ", "           \
   "duration_seconds, " ARBITER_MICROS_OR_MIN("admitted_at") ", quota_model, "                  \
   ARBITER_MICROS_OR_MIN("preempt_deadline") ", preempted_by, holds, approvals, approvers, "     \
-  ARBITER_MICROS_OR_MIN("approval_deadline")
+  ARBITER_MICROS_OR_MIN("approval_deadline") ", cost_micros"
 #define ARBITER_PLACEMENT_COLUMNS                                                                \
   "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, " \
   "exclusive, mig_profile, mig_start, mig_new_layout, mig_layout_cleared"
@@ -58,6 +58,10 @@ inline constexpr const char* kSelectRoleBindings = "select_role_bindings";
 inline constexpr const char* kInsertAccessDenial = "insert_access_denial";
 inline constexpr const char* kInsertLedger = "insert_ledger";
 inline constexpr const char* kInsertAuthorityRule = "insert_authority_rule";
+inline constexpr const char* kInsertPrice = "insert_price";
+inline constexpr const char* kSelectPrices = "select_prices";
+inline constexpr const char* kUpsertBudget = "upsert_budget";
+inline constexpr const char* kSelectBudgets = "select_budgets";
 inline constexpr const char* kDeleteAuthorityRule = "delete_authority_rule";
 inline constexpr const char* kSelectAuthorityRules = "select_authority_rules";
 inline constexpr const char* kSelectLedgerHead = "select_ledger_head";
