@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 
 #include "core/arbitration.h"
+#include "core/budget.h"
 
 namespace arbiter::testing {
 namespace {
@@ -58,6 +59,15 @@ class Scenario {
               ? state_.UsedMilli(l.positional.at(0), l.positional.at(1), Get(l, "model"))
               : state_.UsedMilli(l.positional.at(0), l.positional.at(1));
       EXPECT_EQ(used, Int(l.positional.at(2)));
+    } else if (l.command == "expect-spend") {
+      // expect-spend TEAM MICROS: this month's (at the current time).
+      EXPECT_EQ(state_.Spend(l.positional.at(0), core::MonthStart(now_)), Int(l.positional.at(1)));
+    } else if (l.command == "expect-price") {
+      // expect-price MODEL CLASS AT_SECONDS MICROS (or "none")
+      const auto price =
+          core::PriceAt(state_, l.positional.at(0), core::LatencyClassFromName(l.positional.at(1)),
+                        Time(l.positional.at(2)));
+      EXPECT_EQ(price.has_value() ? absl::StrCat(*price) : "none", l.positional.at(3));
     } else if (l.command == "expect-gpu") {
       ExpectGpu(l);
     } else if (l.command == "expect-layout") {
@@ -194,6 +204,19 @@ class Scenario {
                      : core::DenyRequest(state_, id, who, Get(l, "reason"), now_, ch);
       return Record(ch, out.status());
     }
+    if (l.command == "price") {
+      // price MODEL CLASS MICROS_PER_GPU_HOUR [from=SECONDS]
+      core::Price price{l.positional.at(0), core::LatencyClassFromName(l.positional.at(1)),
+                        Int(l.positional.at(2)), Time(Get(l, "from", "0"))};
+      return Record(ch, core::SetPrice(state_, price, ch));
+    }
+    if (l.command == "budget") {
+      // budget TEAM soft=MICROS hard=MICROS [over=deny|approval]
+      core::Budget budget{name, Int(Get(l, "soft", "0")), Int(Get(l, "hard", "0")),
+                          Get(l, "over", "deny") == "approval" ? core::OverBudget::kApproval
+                                                               : core::OverBudget::kDeny};
+      return Record(ch, core::SetBudget(state_, budget, ch));
+    }
     if (l.command == "tick") {
       core::Tick(state_, now_, ch);
       return Record(ch, absl::OkStatus());
@@ -265,6 +288,13 @@ class Scenario {
     }
     if (l.named.contains("by")) {
       EXPECT_EQ(live->preempted_by, ids_.at(Get(l, "by"))) << key;
+    }
+    if (l.named.contains("cost")) {
+      EXPECT_EQ(live->cost_micros, Int(Get(l, "cost"))) << key;
+    }
+    if (l.named.contains("warns")) {
+      EXPECT_EQ(absl::StrContains(live->reason, "budget warning"), Get(l, "warns") == "true")
+          << key << ": " << live->reason;
     }
     if (l.named.contains("quota_model")) {
       EXPECT_EQ(live->quota_model, Get(l, "quota_model")) << key;
