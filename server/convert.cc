@@ -243,6 +243,39 @@ void ToProto(const core::AuthorityRule& r, v1::AuthorityRule* out) {
   out->set_threshold_milli(r.threshold_milli);
 }
 
+absl::StatusOr<core::Price> PriceFromProto(const v1::Price& p) {
+  if (!v1::LatencyClass_IsValid(p.latency_class())) {
+    return UnknownEnum("price.latency_class", p.latency_class());
+  }
+  if (!p.has_effective_from()) {
+    return absl::InvalidArgumentError("price.effective_from: must be set");
+  }
+  return core::Price{p.gpu_model(), static_cast<core::LatencyClass>(p.latency_class()),
+                     p.micros_per_gpu_hour(),
+                     absl::FromUnixSeconds(p.effective_from().seconds()) +
+                         absl::Nanoseconds(p.effective_from().nanos())};
+}
+
+void ToProto(const core::Price& p, v1::Price* out) {
+  out->set_gpu_model(p.gpu_model);
+  out->set_latency_class(static_cast<v1::LatencyClass>(p.latency_class));
+  out->set_micros_per_gpu_hour(p.micros_per_gpu_hour);
+  *out->mutable_effective_from() = TimestampOf(p.effective_from);
+}
+
+absl::StatusOr<core::Budget> BudgetFromProto(const v1::Budget& b) {
+  if (!v1::OverBudget_IsValid(b.over())) return UnknownEnum("budget.over", b.over());
+  return core::Budget{b.team(), b.soft_limit_micros(), b.hard_limit_micros(),
+                      static_cast<core::OverBudget>(b.over())};
+}
+
+void ToProto(const core::Budget& b, v1::Budget* out) {
+  out->set_team(b.team);
+  out->set_soft_limit_micros(b.soft_limit_micros);
+  out->set_hard_limit_micros(b.hard_limit_micros);
+  out->set_over(static_cast<v1::OverBudget>(b.over));
+}
+
 void ToProto(const core::Cluster& c, v1::Cluster* out) {
   out->set_name(c.name);
   out->set_description(c.description);
@@ -370,6 +403,7 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
     *out->mutable_preempt_deadline() = TimestampOf(r.preempt_deadline);
   }
   out->set_preempted_by(r.preempted_by);
+  out->set_cost_micros(r.cost_micros);
   for (const std::string& a : r.approvals) out->add_approvals(a);
   for (const std::string& a : r.approvers) out->add_approvers(a);
   if (r.approval_deadline != absl::InfinitePast()) {

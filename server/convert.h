@@ -36,6 +36,13 @@ void ToProto(const core::RoleBinding& b, v1::RoleBinding* out);
 // INVALID_ARGUMENT (rule.action) for an unknown enum.
 absl::StatusOr<core::AuthorityRule> AuthorityRuleFromProto(const v1::AuthorityRule& r);
 void ToProto(const core::AuthorityRule& r, v1::AuthorityRule* out);
+// INVALID_ARGUMENT (price.latency_class, price.effective_from) for an unknown
+// enum or a missing time.
+absl::StatusOr<core::Price> PriceFromProto(const v1::Price& p);
+void ToProto(const core::Price& p, v1::Price* out);
+// INVALID_ARGUMENT (budget.over) for an unknown enum.
+absl::StatusOr<core::Budget> BudgetFromProto(const v1::Budget& b);
+void ToProto(const core::Budget& b, v1::Budget* out);
 // UNSPECIFIED maps to kUnspecified (no filter); an unknown number is an error.
 absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field);
 

@@ -1,6 +1,7 @@
 // GovernanceService: teams in a cohort tree, their quotas, and the
 // coexistence rules of workload classes.
 #include "core/arbitration.h"
+#include "core/budget.h"
 #include "core/status_macros.h"
 #include "server/convert.h"
 #include "server/rpc_util.h"
@@ -212,6 +213,88 @@ grpc::ServerUnaryReactor* GovernanceService::ListAuthorityRules(
   return RunRead(ctx, *ctx_.reads, "ListAuthorityRules", [this, resp]() -> absl::Status {
     ARBITER_ASSIGN_OR_RETURN(auto rules, ctx_.store->ListAuthorityRules());
     for (const auto& r : rules) ToProto(r, resp->add_rules());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::SetPrice(grpc::CallbackServerContext* ctx,
+                                                      const v1::SetPriceRequest* req,
+                                                      v1::SetPriceResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.SetPrice", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "SetPrice");
+  }
+  absl::StatusOr<core::Price> price = PriceFromProto(req->price());
+  if (!price.ok()) return FinishWith(ctx, price.status(), "SetPrice");
+  ToProto(*price, resp->mutable_price());
+  return RunCommand(ctx, *ctx_.arbiter, "SetPrice",
+                    [p = *price](core::State& state, absl::Time, core::ChangeSet& changes) {
+                      return core::SetPrice(state, p, changes);
+                    });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::ListPrices(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListPricesRequest* req,
+                                                        v1::ListPricesResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.ListPrices", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListPrices");
+  }
+  const bool at_set = req->has_at();
+  const absl::Time at = absl::FromUnixSeconds(req->at().seconds());
+  return RunRead(ctx, *ctx_.reads, "ListPrices", [this, at_set, at, resp]() -> absl::Status {
+    ARBITER_ASSIGN_OR_RETURN(auto prices, ctx_.store->ListPrices());
+    for (size_t i = 0; i < prices.size(); ++i) {
+      const core::Price& p = prices[i];
+      if (at_set) {
+        // Ordered by model, class, time: keep the last one in force at `at`.
+        if (p.effective_from > at) continue;
+        const bool superseded = i + 1 < prices.size() && prices[i + 1].gpu_model == p.gpu_model &&
+                                prices[i + 1].latency_class == p.latency_class &&
+                                prices[i + 1].effective_from <= at;
+        if (superseded) continue;
+      }
+      ToProto(p, resp->add_prices());
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::SetBudget(grpc::CallbackServerContext* ctx,
+                                                       const v1::SetBudgetRequest* req,
+                                                       v1::SetBudgetResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.SetBudget", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "SetBudget");
+  }
+  absl::StatusOr<core::Budget> budget = BudgetFromProto(req->budget());
+  if (!budget.ok()) return FinishWith(ctx, budget.status(), "SetBudget");
+  ToProto(*budget, resp->mutable_budget());
+  return RunCommand(ctx, *ctx_.arbiter, "SetBudget",
+                    [b = *budget](core::State& state, absl::Time, core::ChangeSet& changes) {
+                      return core::SetBudget(state, b, changes);
+                    });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::ListBudgets(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListBudgetsRequest* req,
+                                                         v1::ListBudgetsResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.ListBudgets", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListBudgets");
+  }
+  const absl::Time when =
+      req->has_month() ? absl::FromUnixSeconds(req->month().seconds()) : ctx_.clock->TimeNow();
+  const absl::Time from = core::MonthStart(when), to = core::NextMonthStart(when);
+  return RunRead(ctx, *ctx_.reads, "ListBudgets", [this, from, to, resp]() -> absl::Status {
+    ARBITER_ASSIGN_OR_RETURN(auto budgets, ctx_.store->ListBudgets());
+    ARBITER_ASSIGN_OR_RETURN(auto spend, ctx_.store->SpendBetween(from, to));
+    for (const core::Budget& b : budgets) {
+      v1::BudgetUsage* usage = resp->add_budgets();
+      ToProto(b, usage->mutable_budget());
+      usage->set_spent_micros(spend[b.team]);
+    }
+    resp->mutable_month_start()->set_seconds(absl::ToUnixSeconds(from));
     return absl::OkStatus();
   });
 }

@@ -45,9 +45,15 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   ARBITER_ASSIGN_OR_RETURN(
       server->arbiter_, Arbiter::Create(server->store_.get(), clock, &server->hub_, &server->nodes_,
                                         options.arbiter, server->authz_.get()));
-  ServiceContext ctx{server->arbiter_.get(),   server->store_.get(), server->reads_.get(),
-                     &server->nodes_,          &server->hub_,        server->authz_.get(),
-                     options.insecure_loopback};
+  ServiceContext ctx;
+  ctx.arbiter = server->arbiter_.get();
+  ctx.store = server->store_.get();
+  ctx.reads = server->reads_.get();
+  ctx.nodes = &server->nodes_;
+  ctx.hub = &server->hub_;
+  ctx.authz = server->authz_.get();
+  ctx.insecure = options.insecure_loopback;
+  ctx.clock = clock;
   server->inventory_ = std::make_unique<InventoryService>(ctx);
   server->governance_ = std::make_unique<GovernanceService>(ctx);
   server->allocation_ = std::make_unique<AllocationService>(ctx);

@@ -28,6 +28,7 @@ struct ServiceContext {
   WatchHub* hub = nullptr;
   Authorizer* authz = nullptr;
   bool insecure = false;  // Plaintext loopback (development): no identities.
+  Clock* clock = nullptr;
 };
 
 // Checks that the caller may call `method` ("Service.Method") on `resource`.
@@ -110,6 +111,18 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   grpc::ServerUnaryReactor* ListAuthorityRules(grpc::CallbackServerContext* ctx,
                                                const v1::ListAuthorityRulesRequest* req,
                                                v1::ListAuthorityRulesResponse* resp) override;
+  grpc::ServerUnaryReactor* SetPrice(grpc::CallbackServerContext* ctx,
+                                     const v1::SetPriceRequest* req,
+                                     v1::SetPriceResponse* resp) override;
+  grpc::ServerUnaryReactor* ListPrices(grpc::CallbackServerContext* ctx,
+                                       const v1::ListPricesRequest* req,
+                                       v1::ListPricesResponse* resp) override;
+  grpc::ServerUnaryReactor* SetBudget(grpc::CallbackServerContext* ctx,
+                                      const v1::SetBudgetRequest* req,
+                                      v1::SetBudgetResponse* resp) override;
+  grpc::ServerUnaryReactor* ListBudgets(grpc::CallbackServerContext* ctx,
+                                        const v1::ListBudgetsRequest* req,
+                                        v1::ListBudgetsResponse* resp) override;
 
  private:
   ServiceContext ctx_;

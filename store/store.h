@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -102,6 +103,9 @@ class Store {
   // The price book, every version, by model, class and time.
   virtual absl::StatusOr<std::vector<core::Price>> ListPrices() = 0;
   virtual absl::StatusOr<std::vector<core::Budget>> ListBudgets() = 0;
+  // Costs charged per team to requests admitted in [from, to).
+  virtual absl::StatusOr<std::map<std::string, int64_t>> SpendBetween(absl::Time from,
+                                                                      absl::Time to) = 0;
   // Ledger entries in sequence order, and the signed checkpoints.
   virtual absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) = 0;
   virtual absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() = 0;

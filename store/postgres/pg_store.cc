@@ -597,4 +597,18 @@ absl::StatusOr<std::vector<core::Budget>> PgStore::ListBudgets() {
                         });
 }
 
+absl::StatusOr<std::map<std::string, int64_t>> PgStore::SpendBetween(absl::Time from,
+                                                                     absl::Time to) {
+  return WithConnection(
+      "spend", [&](pqxx::connection& c) -> absl::StatusOr<std::map<std::string, int64_t>> {
+        pqxx::read_transaction tx(c);
+        std::map<std::string, int64_t> out;
+        for (const pqxx::row& row :
+             tx.exec_prepared(sql::kSelectSpend, rows::ToMicros(from), rows::ToMicros(to))) {
+          out[row[0].as<std::string>()] = row[1].as<int64_t>();
+        }
+        return out;
+      });
+}
+
 }  // namespace arbiter::store

@@ -158,6 +158,10 @@ constexpr Statement kStatements[] = {
      " hard_limit_micros = EXCLUDED.hard_limit_micros, over = EXCLUDED.over, updated_at = now()"},
     {kSelectBudgets,
      "SELECT team, soft_limit_micros, hard_limit_micros, over FROM budgets ORDER BY team"},
+    // $1, $2: the month's bounds in microseconds.
+    {kSelectSpend,
+     "SELECT team, COALESCE(sum(cost_micros), 0)::bigint FROM requests"
+     " WHERE admitted_at >= " TS(1) " AND admitted_at < " TS(2) " GROUP BY team"},
     {kSelectLedgerHead, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"},
     // $1 after seq, $2 limit, $3 subject, $4 actor, $5 action ('' = any).
     {kSelectLedger,

@@ -62,6 +62,7 @@ inline constexpr const char* kInsertPrice = "insert_price";
 inline constexpr const char* kSelectPrices = "select_prices";
 inline constexpr const char* kUpsertBudget = "upsert_budget";
 inline constexpr const char* kSelectBudgets = "select_budgets";
+inline constexpr const char* kSelectSpend = "select_spend";
 inline constexpr const char* kDeleteAuthorityRule = "delete_authority_rule";
 inline constexpr const char* kSelectAuthorityRules = "select_authority_rules";
 inline constexpr const char* kSelectLedgerHead = "select_ledger_head";

@@ -69,13 +69,18 @@ struct Identity {
 const std::set<std::string> kApprovals = {"AllocationService.ApproveRequest",
                                           "AllocationService.DenyRequest"};
 
-const std::set<std::string> kReads = {
-    "GovernanceService.ListAuthorityRules", "InventoryService.ListGpuModels",
-    "InventoryService.ListClusters",        "InventoryService.ListPools",
-    "InventoryService.ListNodes",           "GovernanceService.ListTeams",
-    "GovernanceService.ListQuotas",         "GovernanceService.ListCoexistenceRules",
-    "AllocationService.GetRequest",         "AllocationService.ListRequests",
-    "AllocationService.WatchAllocations"};
+const std::set<std::string> kReads = {"GovernanceService.ListAuthorityRules",
+                                      "GovernanceService.ListPrices",
+                                      "InventoryService.ListGpuModels",
+                                      "InventoryService.ListClusters",
+                                      "InventoryService.ListPools",
+                                      "InventoryService.ListNodes",
+                                      "GovernanceService.ListTeams",
+                                      "GovernanceService.ListQuotas",
+                                      "GovernanceService.ListCoexistenceRules",
+                                      "AllocationService.GetRequest",
+                                      "AllocationService.ListRequests",
+                                      "AllocationService.WatchAllocations"};
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -88,7 +93,7 @@ class AuthzTest : public ::testing::Test {
     dir_ = new std::string(absl::StrCat(::testing::TempDir(), "/authz-certs-", getpid()));
     const std::string cmd =
         absl::StrCat(ARBITER_SOURCE_DIR, "/tests/testing/make_test_certs ", ARBITER_SOURCE_DIR, " ",
-                     *dir_, " admin member auditor authority nobody");
+                     *dir_, " admin member auditor authority finance nobody");
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
 
@@ -301,6 +306,28 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   calls["GovernanceService.ListAuthorityRules"] = [](Stubs& s, int) {
     return Unary(*s.governance, &Gov::ListAuthorityRules, v1::ListAuthorityRulesRequest());
   };
+  calls["GovernanceService.SetPrice"] = [](Stubs& s, int n) {
+    v1::SetPriceRequest r;
+    r.mutable_price()->set_gpu_model("L4");
+    r.mutable_price()->set_latency_class(v1::LATENCY_CLASS_SERVING);
+    r.mutable_price()->set_micros_per_gpu_hour(500'000);
+    r.mutable_price()->mutable_effective_from()->set_seconds(1'000'000 + n);
+    return Unary(*s.governance, &Gov::SetPrice, r);
+  };
+  calls["GovernanceService.ListPrices"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListPrices, v1::ListPricesRequest());
+  };
+  calls["GovernanceService.SetBudget"] = [](Stubs& s, int n) {
+    v1::SetBudgetRequest r;
+    r.mutable_budget()->set_team("inference");
+    r.mutable_budget()->set_soft_limit_micros(n);
+    r.mutable_budget()->set_hard_limit_micros(1'000'000'000);
+    r.mutable_budget()->set_over(v1::OVER_BUDGET_DENY);
+    return Unary(*s.governance, &Gov::SetBudget, r);
+  };
+  calls["GovernanceService.ListBudgets"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListBudgets, v1::ListBudgetsRequest());
+  };
   calls["LedgerService.ListLedgerEntries"] = [](Stubs& s, int) {
     return Unary(*s.ledger, &v1::LedgerService::Stub::ListLedgerEntries,
                  v1::ListLedgerEntriesRequest());
@@ -356,6 +383,7 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
   grant("spiffe://arbiter.local/member", v1::ROLE_TEAM_MEMBER, v1::SCOPE_KIND_TEAM, "inference");
   grant("group:ml", v1::ROLE_TEAM_MEMBER, v1::SCOPE_KIND_TEAM, "inference");
   grant("spiffe://arbiter.local/auditor", v1::ROLE_AUDITOR, v1::SCOPE_KIND_ORG, "");
+  grant("spiffe://arbiter.local/finance", v1::ROLE_FINANCE, v1::SCOPE_KIND_ORG, "");
   grant("spiffe://arbiter.local/authority", v1::ROLE_POOL_AUTHORITY, v1::SCOPE_KIND_POOL,
         "serving");
 
@@ -369,6 +397,11 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
       {"grouped", Code::PERMISSION_DENIED, Plus(Plus(kReads, team_writes), kApprovals)},
       {"auditor", Code::PERMISSION_DENIED,
        Plus(Plus(kReads, {"GovernanceService.ListRoleBindings", "LedgerService.ListLedgerEntries",
+                          "LedgerService.ListCheckpoints", "GovernanceService.ListBudgets"}),
+            kApprovals)},
+      {"finance", Code::PERMISSION_DENIED,
+       Plus(Plus(kReads, {"GovernanceService.SetPrice", "GovernanceService.SetBudget",
+                          "GovernanceService.ListBudgets", "LedgerService.ListLedgerEntries",
                           "LedgerService.ListCheckpoints"}),
             kApprovals)},
       {"authority", Code::PERMISSION_DENIED,

@@ -721,5 +721,64 @@ TEST_F(ServerTest, CoexistenceRuleIsStoredListedAndApplied) {
   EXPECT_EQ(soft, 5);
 }
 
+// Money through the API: prices on past dates, a projected cost on the
+// request, the soft limit's warning, the hard limit's denial, and a month's
+// spend.
+TEST_F(ServerTest, PricesAndBudgetsGovernAdmission) {
+  SeedOrganisation();  // Team inference, pool serving (L4), quota 3 GPUs.
+  using Gov = v1::GovernanceService::Stub;
+  auto call = [](auto& stub, auto method, const auto& req, auto* resp) {
+    grpc::ClientContext ctx;
+    return (stub.*method)(&ctx, req, resp);
+  };
+  const int64_t now = absl::ToUnixSeconds(clock_.TimeNow());
+  for (const auto& [micros, from] : {std::pair<int64_t, int64_t>{1'000'000, now - 86'400},
+                                     std::pair<int64_t, int64_t>{3'000'000, now}}) {
+    v1::SetPriceRequest r;
+    r.mutable_price()->set_gpu_model("L4");
+    r.mutable_price()->set_latency_class(v1::LATENCY_CLASS_SERVING);
+    r.mutable_price()->set_micros_per_gpu_hour(micros);
+    r.mutable_price()->mutable_effective_from()->set_seconds(from);
+    v1::SetPriceResponse resp;
+    ASSERT_TRUE(call(*governance_, &Gov::SetPrice, r, &resp).ok());
+  }
+  // What a GPU-hour cost yesterday.
+  v1::ListPricesRequest past;
+  past.mutable_at()->set_seconds(now - 3600);
+  v1::ListPricesResponse prices;
+  ASSERT_TRUE(call(*governance_, &Gov::ListPrices, past, &prices).ok());
+  ASSERT_EQ(prices.prices_size(), 1);
+  EXPECT_EQ(prices.prices(0).micros_per_gpu_hour(), 1'000'000);
+
+  v1::SetBudgetRequest budget;
+  budget.mutable_budget()->set_team("inference");
+  budget.mutable_budget()->set_soft_limit_micros(2'000'000);
+  budget.mutable_budget()->set_hard_limit_micros(4'000'000);
+  budget.mutable_budget()->set_over(v1::OVER_BUDGET_DENY);
+  v1::SetBudgetResponse budget_resp;
+  ASSERT_TRUE(call(*governance_, &Gov::SetBudget, budget, &budget_resp).ok());
+
+  // One L4 for one hour at today's 3.00: admitted, over the soft limit.
+  v1::RequestCapacityRequest one = ValidRequest("one");
+  one.mutable_shape()->set_whole_gpus(1);
+  one.set_duration_seconds(3600);
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(one, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(resp.request().cost_micros(), 3'000'000);
+  EXPECT_NE(resp.request().reason().find("budget warning"), std::string::npos);
+  // Another would reach 6.00, past the hard limit of 4.00: denied.
+  v1::RequestCapacityRequest two = one;
+  two.set_idempotency_key("two");
+  ASSERT_TRUE(Request(two, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_DENIED);
+  EXPECT_EQ(resp.request().reason_code(), "BUDGET_EXCEEDED");
+
+  v1::ListBudgetsResponse budgets;
+  ASSERT_TRUE(call(*governance_, &Gov::ListBudgets, v1::ListBudgetsRequest(), &budgets).ok());
+  ASSERT_EQ(budgets.budgets_size(), 1);
+  EXPECT_EQ(budgets.budgets(0).spent_micros(), 3'000'000);
+}
+
 }  // namespace
 }  // namespace arbiter::server
