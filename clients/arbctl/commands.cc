@@ -412,6 +412,10 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
     std::cout << "  approvers: " << absl::StrJoin(r.approvers(), ", ") << " (until "
               << google::protobuf::util::TimeUtil::ToString(r.approval_deadline()) << ")\n";
   }
+  if (r.cost_micros() != 0) {
+    std::cout << "  cost: " << r.cost_micros() << " micros"
+              << (r.state() == v1::REQUEST_STATE_ADMITTED ? " (projected)" : "") << "\n";
+  }
   if (r.approvals_size() > 0) {
     std::cout << "  approved: " << absl::StrJoin(r.approvals(), ", ") << "\n";
   }

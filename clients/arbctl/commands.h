@@ -89,6 +89,13 @@ class Commands {
   // `action`: borrow, guaranteed or large; `pool` empty for every pool.
   int SetAuthority(const std::string& pool, const std::string& action, const std::string& approver,
                    int64_t limit_milli, int64_t threshold_milli, bool remove);
+  // Prices and budgets (clients/arbctl/money.cc). Money is in micros.
+  int ListPrices(const std::string& at);
+  int SetPrice(const std::string& model, const std::string& latency_class,
+               int64_t micros_per_gpu_hour, const std::string& from);
+  int ListBudgets();
+  int SetBudget(const std::string& team, int64_t soft_micros, int64_t hard_micros,
+                const std::string& over);
   // Ledger (clients/arbctl/ledger.cc).
   int LedgerList(int64_t after_seq, int limit, const std::string& subject);
   // Recomputes the chain from genesis and checks every checkpoint's

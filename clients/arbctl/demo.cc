@@ -171,9 +171,41 @@ int Commands::LoadDemo() {
     v1::SetAuthorityRuleResponse resp;
     ok &= Present(governance_->SetAuthorityRule(&ctx, req, &resp), r.approver);
   }
+  // Prices per GPU-hour, from 2026-01-01, and a budget for research.
+  const struct {
+    const char* model;
+    v1::LatencyClass latency_class;
+    int64_t micros;
+  } prices[] = {{"H100-80GB", v1::LATENCY_CLASS_SERVING, 4'000'000},
+                {"H100-80GB", v1::LATENCY_CLASS_BATCH, 2'500'000},
+                {"A100-80GB", v1::LATENCY_CLASS_BATCH, 1'500'000},
+                {"A100-40GB", v1::LATENCY_CLASS_DEV, 1'000'000},
+                {"A100-40GB", v1::LATENCY_CLASS_SPOT, 400'000}};
+  for (const auto& p : prices) {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::SetPriceRequest req;
+    req.mutable_price()->set_gpu_model(p.model);
+    req.mutable_price()->set_latency_class(p.latency_class);
+    req.mutable_price()->set_micros_per_gpu_hour(p.micros);
+    req.mutable_price()->mutable_effective_from()->set_seconds(1'767'225'600);  // 2026-01-01.
+    v1::SetPriceResponse resp;
+    ok &= Present(governance_->SetPrice(&ctx, req, &resp), p.model);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(ctx);
+    v1::SetBudgetRequest req;
+    req.mutable_budget()->set_team("research");
+    req.mutable_budget()->set_soft_limit_micros(500'000'000);
+    req.mutable_budget()->set_hard_limit_micros(1'000'000'000);
+    req.mutable_budget()->set_over(v1::OVER_BUDGET_DENY);
+    v1::SetBudgetResponse resp;
+    ok &= Present(governance_->SetBudget(&ctx, req, &resp), "research budget");
+  }
   if (!ok) return 1;
   std::cout << "demo organisation loaded: 2 clusters, 4 pools, 13 nodes (104 GPUs), 5 teams, "
-               "8 quotas, 5 role bindings, 2 authority rules\n";
+               "8 quotas, 5 role bindings, 2 authority rules, 5 prices, 1 budget\n";
   return 0;
 }
 

@@ -242,6 +242,33 @@ int main(int argc, char** argv) {
     });
   }
 
+  CLI::App* prices = app.add_subcommand("prices", "the price book (micros per GPU-hour)");
+  std::string price_at, price_from, price_model, price_class;
+  int64_t price_micros = 0;
+  CLI::App* prices_list = prices->add_subcommand("list", "every price, or those in force --at");
+  prices_list->add_option("--at", price_at, "RFC 3339 time or +<duration>");
+  prices_list->callback([&] { rc = commands().ListPrices(price_at); });
+  CLI::App* prices_set = prices->add_subcommand("set", "add a price (from now, or --from)");
+  prices_set->add_option("model", price_model, "GPU model")->required();
+  prices_set->add_option("class", price_class, "serving, batch, spot or dev")->required();
+  prices_set->add_option("micros_per_gpu_hour", price_micros, "1000000 = one unit")->required();
+  prices_set->add_option("--from", price_from, "RFC 3339 time or +<duration>");
+  prices_set->callback(
+      [&] { rc = commands().SetPrice(price_model, price_class, price_micros, price_from); });
+  CLI::App* budgets = app.add_subcommand("budgets", "monthly team budgets (micros)");
+  budgets->add_subcommand("list", "budgets with this month's spend")->callback([&] {
+    rc = commands().ListBudgets();
+  });
+  CLI::App* budgets_set = budgets->add_subcommand("set", "set a team's monthly budget");
+  std::string budget_team, budget_over = "deny";
+  int64_t budget_soft = 0, budget_hard = 0;
+  budgets_set->add_option("team", budget_team, "team")->required();
+  budgets_set->add_option("--soft-micros", budget_soft, "warn beyond this")->required();
+  budgets_set->add_option("--hard-micros", budget_hard, "deny or ask beyond this")->required();
+  budgets_set->add_option("--over", budget_over, "deny or approval")->capture_default_str();
+  budgets_set->callback(
+      [&] { rc = commands().SetBudget(budget_team, budget_soft, budget_hard, budget_over); });
+
   CLI::App* ledger = app.add_subcommand("ledger", "the append-only, hash-chained ledger");
   CLI::App* ledger_list = ledger->add_subcommand("list", "list entries in sequence order");
   int64_t after_seq = 0;

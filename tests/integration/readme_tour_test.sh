@@ -67,6 +67,8 @@ for line in "${commands[@]}"; do
     "quotas list"*) grep -q "unlimited\|8" <<<"$out" ;;
     "coexistence list"*) grep -q "soft_sharing" <<<"$out" ;;
     "ledger verify"*) grep -q "^OK: .*signed by the ledger key" <<<"$out" ;;
+    "prices list"*) grep -q "H100-80GB" <<<"$out" ;;
+    "budgets list"*) grep -q "research" <<<"$out" ;;
     release*) grep -q "released" <<<"$out" ;;
   esac
 done
