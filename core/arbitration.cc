@@ -543,50 +543,6 @@ absl::Status SetCoexistenceRule(State& state, const ClassRule& rule, absl::Time 
   return absl::OkStatus();
 }
 
-absl::Status SetPrice(State& state, const Price& price, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidatePrice(price));
-  if (state.FindGpuModel(price.gpu_model) == nullptr) {
-    return NotFound("price.gpu_model", "GPU model", price.gpu_model);
-  }
-  const auto* history = state.PriceHistory(price.gpu_model, price.latency_class);
-  if (history != nullptr && history->contains(price.effective_from)) {
-    return absl::AlreadyExistsError(
-        "price.effective_from: a price of this model and class starts then; prices are "
-        "versioned, set a new one from another time");
-  }
-  ARBITER_RETURN_IF_ERROR(state.LoadPrice(price));
-  changes.changes.emplace_back(price);
-  return absl::OkStatus();
-}
-
-absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidateBudget(budget));
-  if (state.FindTeam(budget.team) == nullptr) return NotFound("budget.team", "team", budget.team);
-  ARBITER_RETURN_IF_ERROR(state.LoadBudget(budget));
-  changes.changes.emplace_back(budget);
-  return absl::OkStatus();
-}
-
-absl::Status SetAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidateAuthorityRule(rule));
-  if (!rule.pool.empty() && state.FindPool(rule.pool) == nullptr) {
-    return NotFound("rule.pool", "pool", rule.pool);
-  }
-  if (state.authority_rules().contains(rule)) {
-    return absl::AlreadyExistsError("rule: this authority rule exists");
-  }
-  ARBITER_RETURN_IF_ERROR(state.LoadAuthorityRule(rule));
-  changes.changes.emplace_back(AuthorityRuleWrite{rule, /*remove=*/false});
-  return absl::OkStatus();
-}
-
-absl::Status RemoveAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidateAuthorityRule(rule));
-  if (!state.RemoveAuthorityRule(rule)) return absl::NotFoundError("rule: no such authority rule");
-  changes.changes.emplace_back(AuthorityRuleWrite{rule, /*remove=*/true});
-  return absl::OkStatus();
-}
-
 namespace {
 
 // The PENDING_APPROVAL request `id`, or the error for it.
@@ -657,31 +613,6 @@ absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Appr
   return request;
 }
 
-absl::Status GrantRole(State& state, const RoleBinding& binding, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidateRoleBinding(binding));
-  if (binding.scope_kind == ScopeKind::kTeam && state.FindTeam(binding.scope) == nullptr) {
-    return NotFound("binding.scope", "team", binding.scope);
-  }
-  if (binding.scope_kind == ScopeKind::kPool && state.FindPool(binding.scope) == nullptr) {
-    return NotFound("binding.scope", "pool", binding.scope);
-  }
-  if (state.role_bindings().contains(binding)) {
-    return absl::AlreadyExistsError("binding: this role binding exists");
-  }
-  ARBITER_RETURN_IF_ERROR(state.LoadRoleBinding(binding));
-  changes.changes.emplace_back(RoleBindingWrite{binding, /*revoke=*/false});
-  return absl::OkStatus();
-}
-
-absl::Status RevokeRole(State& state, const RoleBinding& binding, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidateRoleBinding(binding));
-  if (!state.RemoveRoleBinding(binding)) {
-    return absl::NotFoundError("binding: no such role binding");
-  }
-  changes.changes.emplace_back(RoleBindingWrite{binding, /*revoke=*/true});
-  return absl::OkStatus();
-}
-
 void Tick(State& state, absl::Time now, ChangeSet& changes) {
   std::set<std::string> pools;
   while (!state.timers().empty() && state.timers().begin()->first <= now) {
@@ -720,26 +651,6 @@ void Tick(State& state, absl::Time now, ChangeSet& changes) {
   for (const std::string& pool : pools) AdmitQueued(state, pool, now, changes);
 }
 
-absl::Status CreateCluster(State& state, const Cluster& cluster, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidateCluster(cluster));
-  if (state.HasCluster(cluster.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("cluster.name: '", cluster.name, "' exists"));
-  }
-  ARBITER_RETURN_IF_ERROR(state.LoadCluster(cluster));
-  changes.changes.emplace_back(cluster);
-  return absl::OkStatus();
-}
-
-absl::Status CreatePool(State& state, const Pool& pool, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidatePool(pool));
-  if (state.FindPool(pool.name) != nullptr) {
-    return absl::AlreadyExistsError(absl::StrCat("pool.name: '", pool.name, "' exists"));
-  }
-  ARBITER_RETURN_IF_ERROR(state.LoadPool(pool));
-  changes.changes.emplace_back(pool);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now,
                                   ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidateNode(node));
@@ -768,19 +679,6 @@ absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now
   changes.changes.emplace_back(stored);
   AdmitQueued(state, node.pool, now, changes);
   return *state.FindNode(registered.id);
-}
-
-absl::Status CreateTeam(State& state, const Team& team, ChangeSet& changes) {
-  ARBITER_RETURN_IF_ERROR(ValidateTeam(team));
-  if (state.FindTeam(team.name) != nullptr) {
-    return absl::AlreadyExistsError(absl::StrCat("team.name: '", team.name, "' exists"));
-  }
-  if (!team.parent.empty() && state.FindTeam(team.parent) == nullptr) {
-    return NotFound("team.parent", "team", team.parent);
-  }
-  ARBITER_RETURN_IF_ERROR(state.LoadTeam(team));
-  changes.changes.emplace_back(team);
-  return absl::OkStatus();
 }
 
 absl::Status SetQuota(State& state, const Quota& quota, absl::Time now, ChangeSet& changes) {
