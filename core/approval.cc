@@ -73,9 +73,13 @@ std::vector<ApprovalNeed> ApprovalsNeeded(const State& state, const CapacityRequ
 }
 
 bool MayApprove(const State& state, const CapacityRequest& request, ApprovalAction action,
-                const Approver& who) {
+                const Approver& who, absl::Time now) {
   for (const AuthorityRule& r : state.authority_rules()) {
-    if (Covers(r, request, action) && IsSubject(r.approver, who)) return true;
+    if (!Covers(r, request, action)) continue;
+    if (IsSubject(r.approver, who)) return true;
+    for (const Delegation& d : state.delegations()) {
+      if (d.from == r.approver && d.to == who.principal && now < d.expires_at) return true;
+    }
   }
   return false;
 }

@@ -27,8 +27,10 @@ struct ApprovalNeed {
 std::vector<ApprovalNeed> ApprovalsNeeded(const State& state, const CapacityRequest& request,
                                           bool borrowing, bool over_budget);
 
-// Whether `who` may approve `action` for `request` under some rule.
+// Whether `who` may approve `action` for `request` under some rule: named
+// by it (or by one of `who`'s groups), or holding a delegation, unexpired at
+// `now`, from a principal it names.
 bool MayApprove(const State& state, const CapacityRequest& request, ApprovalAction action,
-                const Approver& who);
+                const Approver& who, absl::Time now);
 
 }  // namespace arbiter::core

@@ -564,7 +564,7 @@ std::vector<ApprovalAction> GivableBy(const State& state, const CapacityRequest&
                                       const Approver& who, absl::Time now) {
   std::vector<ApprovalAction> out;
   for (const ApprovalNeed& n : NeedsOf(state, request, now)) {
-    if (MayApprove(state, request, n.action, who)) out.push_back(n.action);
+    if (MayApprove(state, request, n.action, who, now)) out.push_back(n.action);
   }
   return out;
 }

@@ -68,6 +68,17 @@ absl::Status SetPrice(State& state, const Price& price, ChangeSet& changes);
 // (budget.*), NOT_FOUND (budget.team).
 absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes);
 
+// Lets `d.to` give the approvals `d.from` may give, until `d.expires_at`
+// (replacing an earlier delegation between them). Only `from` itself
+// delegates (`caller`), unless `caller` is empty (a platform admin).
+// Errors: INVALID_ARGUMENT (delegation.*: bad subject, `to` equals `from`,
+// expiry not after `now`), PERMISSION_DENIED (caller is not `from`).
+absl::Status Delegate(State& state, const Delegation& d, const std::string& caller, absl::Time now,
+                      ChangeSet& changes);
+// Ends a delegation. Errors: as Delegate, NOT_FOUND (no such delegation).
+absl::Status RevokeDelegation(State& state, const Delegation& d, const std::string& caller,
+                              ChangeSet& changes);
+
 // Declares or removes an authority rule. Errors: INVALID_ARGUMENT (rule.*),
 // NOT_FOUND (rule.pool; on removal, rule), ALREADY_EXISTS.
 absl::Status SetAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes);

@@ -2,6 +2,7 @@
 // request: clusters, pools, teams, role bindings, authority rules, prices and
 // budgets. (Those that admit waiting work, such as RegisterNode and SetQuota,
 // live in arbitration.cc.) Declared in core/arbitration.h.
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include "core/arbitration.h"
@@ -116,6 +117,43 @@ absl::Status CreateTeam(State& state, const Team& team, ChangeSet& changes) {
   }
   ARBITER_RETURN_IF_ERROR(state.LoadTeam(team));
   changes.changes.emplace_back(team);
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckDelegation(const Delegation& d, const std::string& caller) {
+  ARBITER_RETURN_IF_ERROR(ValidateSubject("delegation.from", d.from));
+  ARBITER_RETURN_IF_ERROR(ValidateSubject("delegation.to", d.to));
+  if (absl::StartsWith(d.from, "group:") || absl::StartsWith(d.to, "group:")) {
+    return absl::InvalidArgumentError("delegation: delegations are between principals");
+  }
+  if (d.from == d.to) return absl::InvalidArgumentError("delegation.to: must differ from from");
+  if (!caller.empty() && caller != d.from) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(caller, " may not delegate the authority of ", d.from));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Delegate(State& state, const Delegation& d, const std::string& caller, absl::Time now,
+                      ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(CheckDelegation(d, caller));
+  if (d.expires_at <= now) {
+    return absl::InvalidArgumentError("delegation.expires_at: must be in the future");
+  }
+  state.LoadDelegation(d);
+  changes.changes.emplace_back(DelegationWrite{d, /*revoke=*/false});
+  return absl::OkStatus();
+}
+
+absl::Status RevokeDelegation(State& state, const Delegation& d, const std::string& caller,
+                              ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(CheckDelegation(d, caller));
+  if (!state.RemoveDelegation(d)) return absl::NotFoundError("delegation: no such delegation");
+  changes.changes.emplace_back(DelegationWrite{d, /*revoke=*/true});
   return absl::OkStatus();
 }
 

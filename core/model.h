@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -377,6 +378,18 @@ struct Budget {
   int64_t hard_limit_micros = 0;
   OverBudget over = OverBudget::kDeny;
   bool operator==(const Budget&) const = default;
+};
+
+// `from` lets `to` give the approvals `from` may give, until `expires_at`.
+// Subjects are principals (not groups).
+struct Delegation {
+  std::string from;
+  std::string to;
+  absl::Time expires_at;
+  bool operator==(const Delegation&) const = default;
+  auto operator<=>(const Delegation& o) const {
+    return std::tie(from, to) <=> std::tie(o.from, o.to);
+  }
 };
 
 // Who gives or refuses an approval.

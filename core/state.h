@@ -40,6 +40,12 @@ struct AuthorityRuleWrite {
   bool remove = false;
 };
 
+// A delegation granted (`revoke` false) or revoked.
+struct DelegationWrite {
+  Delegation delegation;
+  bool revoke = false;
+};
+
 // A role binding granted (`revoke` false) or revoked.
 struct RoleBindingWrite {
   RoleBinding binding;
@@ -49,7 +55,7 @@ struct RoleBindingWrite {
 // One durable change. Cluster, Pool, Node, Team and Price are inserts;
 // Quota, ClassRule and Budget are upserts.
 using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule,
-                            RoleBindingWrite, AuthorityRuleWrite, Price, Budget>;
+                            RoleBindingWrite, AuthorityRuleWrite, Price, Budget, DelegationWrite>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {
@@ -90,6 +96,14 @@ class State {
   [[nodiscard]] absl::Status LoadAuthorityRule(AuthorityRule rule);
   bool RemoveAuthorityRule(const AuthorityRule& rule);
   const std::set<AuthorityRule>& authority_rules() const { return authority_rules_; }
+  // Delegations of approval authority, one per (from, to), replaced when
+  // granted again.
+  void LoadDelegation(const Delegation& d) {
+    delegations_.erase(d);
+    delegations_.insert(d);
+  }
+  bool RemoveDelegation(const Delegation& d) { return delegations_.erase(d) > 0; }
+  const std::set<Delegation>& delegations() const { return delegations_; }
   // The price book. FAILED_PRECONDITION for a second price of the same
   // model and class from the same time, or an unknown model.
   [[nodiscard]] absl::Status LoadPrice(const Price& price);
@@ -226,6 +240,7 @@ class State {
   std::set<std::pair<absl::Time, int64_t>> timers_;
   std::set<RoleBinding> role_bindings_;
   std::set<AuthorityRule> authority_rules_;
+  std::set<Delegation> delegations_;
   std::map<std::pair<std::string, LatencyClass>, std::map<absl::Time, int64_t>> prices_;
   std::map<std::string, Budget> budgets_;
   std::map<std::pair<std::string, absl::Time>, int64_t> spend_;

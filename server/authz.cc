@@ -70,6 +70,10 @@ const std::vector<Rule>& Rules() {
       {"GovernanceService.ListPrices", kReaders, Match::kAny},
       {"GovernanceService.SetBudget", {Role::kFinance}, Match::kAny},
       {"GovernanceService.ListBudgets", {Role::kFinance, Role::kAuditor}, Match::kAny},
+      // A principal delegates its own authority; the core checks that.
+      {"GovernanceService.Delegate", {}, Match::kAuthenticated},
+      {"GovernanceService.RevokeDelegation", {}, Match::kAuthenticated},
+      {"GovernanceService.ListDelegations", kReaders, Match::kAny},
       {"AllocationService.GetRequest", kReaders, Match::kAny},
       {"AllocationService.ListRequests", kReaders, Match::kAny},
       {"AllocationService.WatchAllocations", kReaders, Match::kAny},

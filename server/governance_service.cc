@@ -299,4 +299,78 @@ grpc::ServerUnaryReactor* GovernanceService::ListBudgets(grpc::CallbackServerCon
   });
 }
 
+namespace {
+
+absl::StatusOr<core::Delegation> DelegationFromProto(const v1::Delegation& d) {
+  if (!d.has_expires_at()) {
+    return absl::InvalidArgumentError("delegation.expires_at: must be set");
+  }
+  return core::Delegation{d.from(), d.to(), absl::FromUnixSeconds(d.expires_at().seconds())};
+}
+
+void ToProto(const core::Delegation& d, v1::Delegation* out) {
+  out->set_from(d.from);
+  out->set_to(d.to);
+  out->mutable_expires_at()->set_seconds(absl::ToUnixSeconds(d.expires_at));
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* GovernanceService::Delegate(grpc::CallbackServerContext* ctx,
+                                                      const v1::DelegateRequest* req,
+                                                      v1::DelegateResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.Delegate", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "Delegate");
+  }
+  absl::StatusOr<core::Delegation> d = DelegationFromProto(req->delegation());
+  if (!d.ok()) return FinishWith(ctx, d.status(), "Delegate");
+  ToProto(*d, resp->mutable_delegation());
+  // On a plaintext development server there are no identities: anyone may.
+  const std::string caller = ctx_.insecure ? "" : CallerOf(*ctx, false).principal;
+  return RunCommand(
+      ctx, *ctx_.arbiter, "Delegate",
+      [this, caller, d = *d](core::State& state, absl::Time now, core::ChangeSet& changes) {
+        absl::Status status = core::Delegate(state, d, caller, now, changes);
+        if (absl::IsPermissionDenied(status)) {
+          RecordRefusal(ctx_, caller, "GovernanceService.Delegate", status);
+        }
+        return status;
+      });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::RevokeDelegation(
+    grpc::CallbackServerContext* ctx, const v1::RevokeDelegationRequest* req,
+    v1::RevokeDelegationResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.RevokeDelegation", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "RevokeDelegation");
+  }
+  core::Delegation d{req->delegation().from(), req->delegation().to(), absl::InfinitePast()};
+  ToProto(d, resp->mutable_delegation());
+  const std::string caller = ctx_.insecure ? "" : CallerOf(*ctx, false).principal;
+  return RunCommand(ctx, *ctx_.arbiter, "RevokeDelegation",
+                    [this, caller, d](core::State& state, absl::Time, core::ChangeSet& changes) {
+                      absl::Status status = core::RevokeDelegation(state, d, caller, changes);
+                      if (absl::IsPermissionDenied(status)) {
+                        RecordRefusal(ctx_, caller, "GovernanceService.RevokeDelegation", status);
+                      }
+                      return status;
+                    });
+}
+
+grpc::ServerUnaryReactor* GovernanceService::ListDelegations(grpc::CallbackServerContext* ctx,
+                                                             const v1::ListDelegationsRequest*,
+                                                             v1::ListDelegationsResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "GovernanceService.ListDelegations", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListDelegations");
+  }
+  return RunRead(ctx, *ctx_.reads, "ListDelegations", [this, resp]() -> absl::Status {
+    ARBITER_ASSIGN_OR_RETURN(auto delegations, ctx_.store->ListDelegations());
+    for (const auto& d : delegations) ToProto(d, resp->add_delegations());
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace arbiter::server

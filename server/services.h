@@ -123,6 +123,15 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   grpc::ServerUnaryReactor* ListBudgets(grpc::CallbackServerContext* ctx,
                                         const v1::ListBudgetsRequest* req,
                                         v1::ListBudgetsResponse* resp) override;
+  grpc::ServerUnaryReactor* Delegate(grpc::CallbackServerContext* ctx,
+                                     const v1::DelegateRequest* req,
+                                     v1::DelegateResponse* resp) override;
+  grpc::ServerUnaryReactor* RevokeDelegation(grpc::CallbackServerContext* ctx,
+                                             const v1::RevokeDelegationRequest* req,
+                                             v1::RevokeDelegationResponse* resp) override;
+  grpc::ServerUnaryReactor* ListDelegations(grpc::CallbackServerContext* ctx,
+                                            const v1::ListDelegationsRequest* req,
+                                            v1::ListDelegationsResponse* resp) override;
 
  private:
   ServiceContext ctx_;

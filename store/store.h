@@ -103,6 +103,7 @@ class Store {
   // The price book, every version, by model, class and time.
   virtual absl::StatusOr<std::vector<core::Price>> ListPrices() = 0;
   virtual absl::StatusOr<std::vector<core::Budget>> ListBudgets() = 0;
+  virtual absl::StatusOr<std::vector<core::Delegation>> ListDelegations() = 0;
   // Costs charged per team to requests admitted in [from, to).
   virtual absl::StatusOr<std::map<std::string, int64_t>> SpendBetween(absl::Time from,
                                                                       absl::Time to) = 0;

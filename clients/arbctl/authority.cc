@@ -3,6 +3,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 #include "clients/arbctl/commands.h"
 #include "clients/arbctl/table.h"
@@ -27,6 +29,42 @@ int Commands::Deny(int64_t id, const std::string& reason) {
   if (!Call(*allocation_, &v1::AllocationService::Stub::DenyRequest, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
+  return 0;
+}
+
+int Commands::Delegate(const std::string& from, const std::string& to, const std::string& until) {
+  absl::Time t;
+  absl::Duration after;
+  std::string err;
+  if (!until.empty() && until[0] == '+' && absl::ParseDuration(until.substr(1), &after)) {
+    t = absl::Now() + after;
+  } else if (!absl::ParseTime(absl::RFC3339_full, until, &t, &err)) {
+    std::cerr << "arbctl: --until must be an RFC 3339 time or +<duration>\n";
+    return 2;
+  }
+  v1::DelegateRequest req;
+  req.mutable_delegation()->set_from(from);
+  req.mutable_delegation()->set_to(to);
+  req.mutable_delegation()->mutable_expires_at()->set_seconds(absl::ToUnixSeconds(t));
+  v1::DelegateResponse resp;
+  if (!Call(*governance_, &v1::GovernanceService::Stub::Delegate, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << to << " may approve for " << from << " until " << absl::FormatTime(t) << "\n";
+  return 0;
+}
+
+int Commands::ListDelegations() {
+  v1::ListDelegationsResponse resp;
+  if (!Call(*governance_, &v1::GovernanceService::Stub::ListDelegations,
+            v1::ListDelegationsRequest(), &resp)) {
+    return 1;
+  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"FROM", "TO", "UNTIL"});
+  for (const v1::Delegation& d : resp.delegations()) {
+    t.AddRow({d.from(), d.to(), absl::FormatTime(absl::FromUnixSeconds(d.expires_at().seconds()))});
+  }
+  t.Print(std::cout);
   return 0;
 }
 

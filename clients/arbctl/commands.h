@@ -86,6 +86,9 @@ class Commands {
   int Approve(int64_t id);
   int Deny(int64_t id, const std::string& reason);
   int ListAuthority();
+  // `until`: RFC 3339 or +<duration>.
+  int Delegate(const std::string& from, const std::string& to, const std::string& until);
+  int ListDelegations();
   // `action`: borrow, guaranteed or large; `pool` empty for every pool.
   int SetAuthority(const std::string& pool, const std::string& action, const std::string& approver,
                    int64_t limit_milli, int64_t threshold_milli, bool remove);

@@ -220,6 +220,16 @@ int main(int argc, char** argv) {
   deny->add_option("id", id, "request id")->required();
   deny->add_option("--reason", deny_reason, "why (recorded in the ledger)")->required();
   deny->callback([&] { rc = commands().Deny(id, deny_reason); });
+  CLI::App* delegate = app.add_subcommand("delegate", "let someone approve in your stead");
+  std::string delegate_from, delegate_to, delegate_until;
+  delegate->add_option("to", delegate_to, "principal who may approve for you")->required();
+  delegate->add_option("--from", delegate_from, "your principal")->required();
+  delegate->add_option("--until", delegate_until, "RFC 3339 time or +<duration>")->required();
+  delegate->callback([&] { rc = commands().Delegate(delegate_from, delegate_to, delegate_until); });
+  CLI::App* delegations = app.add_subcommand("delegations", "delegated approval authority");
+  delegations->add_subcommand("list", "list delegations")->callback([&] {
+    rc = commands().ListDelegations();
+  });
   CLI::App* authority = app.add_subcommand("authority", "who must approve what");
   authority->add_subcommand("list", "list authority rules")->callback([&] {
     rc = commands().ListAuthority();

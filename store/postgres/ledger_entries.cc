@@ -88,6 +88,11 @@ struct EntryOf {
                 {{"gpu", Str(core::IsolationName(c.rule.gpu))},
                  {"same_node", c.rule.same_node ? "true" : "false"}});
   }
+  ledger::Entry operator()(const core::DelegationWrite& w) const {
+    return Make(w.revoke ? "delegation.revoke" : "delegation.grant",
+                absl::StrCat("delegation/", w.delegation.from, "/", w.delegation.to),
+                {{"expires_at_us", absl::StrCat(absl::ToUnixMicros(w.delegation.expires_at))}});
+  }
   ledger::Entry operator()(const core::Price& p) const {
     return Make("price.set",
                 absl::StrCat("price/", p.gpu_model, "/", core::LatencyClassName(p.latency_class)),

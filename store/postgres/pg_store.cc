@@ -106,6 +106,14 @@ struct ChangeWriter {
                      std::string(core::RoleName(b.role)),
                      std::string(core::ScopeKindName(b.scope_kind)), b.scope);
   }
+  void operator()(const core::DelegationWrite& w) const {
+    if (w.revoke) {
+      tx.exec_prepared(sql::kDeleteDelegation, w.delegation.from, w.delegation.to);
+    } else {
+      tx.exec_prepared(sql::kUpsertDelegation, w.delegation.from, w.delegation.to,
+                       rows::ToMicros(w.delegation.expires_at));
+    }
+  }
   void operator()(const core::Price& p) const {
     tx.exec_prepared(sql::kInsertPrice, p.gpu_model,
                      std::string(core::LatencyClassName(p.latency_class)), p.micros_per_gpu_hour,
@@ -220,6 +228,15 @@ std::vector<core::RoleBinding> RoleBindingsFrom(pqxx::transaction_base& tx) {
   return out;
 }
 
+std::vector<core::Delegation> DelegationsFrom(pqxx::transaction_base& tx) {
+  std::vector<core::Delegation> out;
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectDelegations)) {
+    out.push_back(core::Delegation{row[0].as<std::string>(), row[1].as<std::string>(),
+                                   absl::FromUnixMicros(row[2].as<int64_t>())});
+  }
+  return out;
+}
+
 std::vector<core::Price> PricesFrom(pqxx::transaction_base& tx) {
   std::vector<core::Price> out;
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPrices)) {
@@ -270,6 +287,7 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
     ARBITER_RETURN_IF_ERROR(state.LoadAuthorityRule(std::move(r)));
   }
   for (const core::Price& p : PricesFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadPrice(p));
+  for (const core::Delegation& d : DelegationsFrom(tx)) state.LoadDelegation(d);
   for (core::Budget& b : BudgetsFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadBudget(std::move(b)));
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
     core::CapacityRequest r;
@@ -609,6 +627,14 @@ absl::StatusOr<std::map<std::string, int64_t>> PgStore::SpendBetween(absl::Time 
         }
         return out;
       });
+}
+
+absl::StatusOr<std::vector<core::Delegation>> PgStore::ListDelegations() {
+  return WithConnection("list delegations",
+                        [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Delegation>> {
+                          pqxx::read_transaction tx(c);
+                          return DelegationsFrom(tx);
+                        });
 }
 
 }  // namespace arbiter::store

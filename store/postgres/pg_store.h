@@ -54,6 +54,7 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() override;
   absl::StatusOr<std::vector<core::Price>> ListPrices() override;
   absl::StatusOr<std::vector<core::Budget>> ListBudgets() override;
+  absl::StatusOr<std::vector<core::Delegation>> ListDelegations() override;
   absl::StatusOr<std::map<std::string, int64_t>> SpendBetween(absl::Time from,
                                                               absl::Time to) override;
   absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) override;

@@ -162,6 +162,14 @@ constexpr Statement kStatements[] = {
     {kSelectSpend,
      "SELECT team, COALESCE(sum(cost_micros), 0)::bigint FROM requests"
      " WHERE admitted_at >= " TS(1) " AND admitted_at < " TS(2) " GROUP BY team"},
+    {kUpsertDelegation,
+     "INSERT INTO delegations (from_principal, to_principal, expires_at) VALUES ($1, $2, " TS(
+         3) ") ON CONFLICT (from_principal, to_principal) DO UPDATE SET expires_at = "
+            "EXCLUDED.expires_at"},
+    {kDeleteDelegation, "DELETE FROM delegations WHERE from_principal = $1 AND to_principal = $2"},
+    {kSelectDelegations,
+     "SELECT from_principal, to_principal, (extract(epoch FROM expires_at) * 1000000)::bigint"
+     " FROM delegations ORDER BY from_principal, to_principal"},
     {kSelectLedgerHead, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"},
     // $1 after seq, $2 limit, $3 subject, $4 actor, $5 action ('' = any).
     {kSelectLedger,

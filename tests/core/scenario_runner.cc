@@ -204,6 +204,11 @@ class Scenario {
                      : core::DenyRequest(state_, id, who, Get(l, "reason"), now_, ch);
       return Record(ch, out.status());
     }
+    if (l.command == "delegate") {
+      // delegate FROM TO until=SECONDS [as=CALLER]
+      core::Delegation d{l.positional.at(0), l.positional.at(1), Time(Get(l, "until", "0"))};
+      return Record(ch, core::Delegate(state_, d, Get(l, "as", d.from), now_, ch));
+    }
     if (l.command == "price") {
       // price MODEL CLASS MICROS_PER_GPU_HOUR [from=SECONDS]
       core::Price price{l.positional.at(0), core::LatencyClassFromName(l.positional.at(1)),

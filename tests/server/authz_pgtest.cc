@@ -69,18 +69,14 @@ struct Identity {
 const std::set<std::string> kApprovals = {"AllocationService.ApproveRequest",
                                           "AllocationService.DenyRequest"};
 
-const std::set<std::string> kReads = {"GovernanceService.ListAuthorityRules",
-                                      "GovernanceService.ListPrices",
-                                      "InventoryService.ListGpuModels",
-                                      "InventoryService.ListClusters",
-                                      "InventoryService.ListPools",
-                                      "InventoryService.ListNodes",
-                                      "GovernanceService.ListTeams",
-                                      "GovernanceService.ListQuotas",
-                                      "GovernanceService.ListCoexistenceRules",
-                                      "AllocationService.GetRequest",
-                                      "AllocationService.ListRequests",
-                                      "AllocationService.WatchAllocations"};
+const std::set<std::string> kReads = {
+    "GovernanceService.ListAuthorityRules", "GovernanceService.ListPrices",
+    "GovernanceService.ListDelegations",    "InventoryService.ListGpuModels",
+    "InventoryService.ListClusters",        "InventoryService.ListPools",
+    "InventoryService.ListNodes",           "GovernanceService.ListTeams",
+    "GovernanceService.ListQuotas",         "GovernanceService.ListCoexistenceRules",
+    "AllocationService.GetRequest",         "AllocationService.ListRequests",
+    "AllocationService.WatchAllocations"};
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -138,7 +134,8 @@ class AuthzTest : public ::testing::Test {
         " (SELECT count(*) FROM nodes), (SELECT count(*) FROM teams),"
         " (SELECT count(*) FROM quotas), (SELECT sum(nominal_milli) FROM quotas),"
         " (SELECT count(*) FROM requests), (SELECT string_agg(state, '') FROM requests),"
-        " (SELECT count(*) FROM role_bindings), (SELECT count(*) FROM coexistence_rules))");
+        " (SELECT count(*) FROM role_bindings), (SELECT count(*) FROM coexistence_rules),"
+        " (SELECT count(*) FROM delegations))");
     EXPECT_THAT(counts, IsOk());
     return counts.value_or("");
   }
@@ -305,6 +302,22 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   };
   calls["GovernanceService.ListAuthorityRules"] = [](Stubs& s, int) {
     return Unary(*s.governance, &Gov::ListAuthorityRules, v1::ListAuthorityRulesRequest());
+  };
+  calls["GovernanceService.Delegate"] = [](Stubs& s, int n) {
+    v1::DelegateRequest r;
+    r.mutable_delegation()->set_from("spiffe://arbiter.local/admin");
+    r.mutable_delegation()->set_to(absl::StrCat("spiffe://arbiter.local/d", n));
+    r.mutable_delegation()->mutable_expires_at()->set_seconds(4'000'000'000);
+    return Unary(*s.governance, &Gov::Delegate, r);
+  };
+  calls["GovernanceService.RevokeDelegation"] = [](Stubs& s, int n) {
+    v1::RevokeDelegationRequest r;
+    r.mutable_delegation()->set_from("spiffe://arbiter.local/admin");
+    r.mutable_delegation()->set_to(absl::StrCat("spiffe://arbiter.local/none", n));
+    return Unary(*s.governance, &Gov::RevokeDelegation, r);
+  };
+  calls["GovernanceService.ListDelegations"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListDelegations, v1::ListDelegationsRequest());
   };
   calls["GovernanceService.SetPrice"] = [](Stubs& s, int n) {
     v1::SetPriceRequest r;
