@@ -199,6 +199,7 @@ bool Arbiter::Reload() {
 }
 
 void Arbiter::IndexNodes() {
+  state_.set_approval_timeout(options_.approval_timeout);
   for (const core::Node& n : state_.nodes()) nodes_->Put(n.id, n.cluster, n.name);
   if (authz_ != nullptr) authz_->Reset(state_);
 }

@@ -40,6 +40,9 @@ struct ArbiterOptions {
   // Wait between attempts to reload state while the database is down.
   // Default: 500 ms.
   absl::Duration reload_backoff = absl::Milliseconds(500);
+  // How long a request may wait for approval before it is denied.
+  // Default: 24 hours.
+  absl::Duration approval_timeout = absl::Hours(24);
 };
 
 struct ArbiterStats {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/time/time.h"
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -115,6 +116,11 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--ledger-key", ledger_key_file,
                         "Ed25519 private key (PEM) that signs ledger checkpoints; keep it "
                         "outside the database");
+  std::string approval_timeout = "24h";
+  serve_cmd
+      ->add_option("--approval-timeout", approval_timeout,
+                   "how long a request may wait for approval, e.g. 24h")
+      ->capture_default_str();
   serve_cmd
       ->add_option("--checkpoint-every", options.checkpoint_every,
                    "sign a ledger checkpoint every this many entries")
@@ -139,6 +145,11 @@ int main(int argc, char** argv) {
   }
   if (*migrate_cmd) return Migrate(dsn);
   options.dsn = dsn;
+  if (!absl::ParseDuration(approval_timeout, &options.arbiter.approval_timeout) ||
+      options.arbiter.approval_timeout <= absl::ZeroDuration()) {
+    spdlog::error("--approval-timeout: not a positive duration: {}", approval_timeout);
+    return 2;
+  }
   if (!ledger_key_file.empty()) {
     std::ifstream in(ledger_key_file);
     std::stringstream key;

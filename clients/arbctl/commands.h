@@ -105,7 +105,9 @@ class Commands {
   // signature with `public_key_file` (Ed25519 PEM; empty: signatures are
   // not checked). Exit 0 and "OK ..." when intact; 3 and the first bad entry
   // otherwise.
-  int LedgerVerify(const std::string& public_key_file);
+  // With `from_checkpoint` > 0, starts at that checkpoint (whose signature
+  // must verify) instead of genesis.
+  int LedgerVerify(const std::string& public_key_file, int64_t from_checkpoint = 0);
   // Loads the demo organisation; what already exists is left as it is.
   int LoadDemo();
 

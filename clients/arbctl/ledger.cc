@@ -54,7 +54,7 @@ int Commands::LedgerList(int64_t after_seq, int limit, const std::string& subjec
   return 0;
 }
 
-int Commands::LedgerVerify(const std::string& public_key_file) {
+int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_checkpoint) {
   std::string public_key;
   if (!public_key_file.empty()) {
     std::ifstream in(public_key_file);
@@ -66,10 +66,41 @@ int Commands::LedgerVerify(const std::string& public_key_file) {
     }
     public_key = text.str();
   }
-  // The chain, page by page, from genesis.
-  ledger::Verdict verdict = ledger::VerifyChain({}, 0, ledger::kGenesisHash);
+  // The checkpoints first: a verification may start from one.
+  v1::ListCheckpointsResponse checkpoints;
+  if (!Call(*ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
+            &checkpoints)) {
+    return 1;
+  }
+  int64_t start_seq = 0;
+  std::string start_hash = ledger::kGenesisHash;
+  if (from_checkpoint > 0) {
+    const v1::LedgerCheckpoint* start = nullptr;
+    for (const v1::LedgerCheckpoint& c : checkpoints.checkpoints()) {
+      if (c.seq() == from_checkpoint) start = &c;
+    }
+    if (start == nullptr) {
+      std::cerr << "arbctl: no checkpoint at seq " << from_checkpoint << "\n";
+      return 2;
+    }
+    if (public_key.empty()) {
+      std::cerr << "arbctl: starting from a checkpoint needs --public-key to trust it\n";
+      return 2;
+    }
+    absl::Status signed_ok = ledger::VerifySignature(
+        public_key, ledger::CheckpointMessage(start->seq(), start->hash()), start->signature());
+    if (!signed_ok.ok()) {
+      std::cout << "BAD at seq " << start->seq() << ": " << signed_ok.message() << "\n";
+      return 3;
+    }
+    start_seq = start->seq();
+    start_hash = start->hash();
+  }
+  // The chain, page by page, from genesis or the checkpoint.
+  ledger::Verdict verdict = ledger::VerifyChain({}, start_seq, start_hash);
   std::map<int64_t, std::string> hash_at;  // For the checkpoints.
-  int64_t after = 0;
+  if (start_seq > 0) hash_at[start_seq] = start_hash;
+  int64_t after = start_seq;
   for (;;) {
     v1::ListLedgerEntriesRequest req;
     req.set_after_seq(after);
@@ -92,12 +123,8 @@ int Commands::LedgerVerify(const std::string& public_key_file) {
   }
   // Checkpoints: each names an entry that exists with that hash, and is
   // signed by the ledger key.
-  v1::ListCheckpointsResponse checkpoints;
-  if (!Call(*ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
-            &checkpoints)) {
-    return 1;
-  }
   for (const v1::LedgerCheckpoint& c : checkpoints.checkpoints()) {
+    if (c.seq() < start_seq) continue;
     auto it = hash_at.find(c.seq());
     if (it == hash_at.end() || it->second != c.hash()) {
       std::cout << "BAD at seq " << c.seq() << ": the checkpoint of entry " << c.seq()
@@ -113,8 +140,10 @@ int Commands::LedgerVerify(const std::string& public_key_file) {
       }
     }
   }
-  std::cout << "OK: " << verdict.count << " entries, head seq " << verdict.head_seq << " hash "
-            << verdict.head_hash << "; " << checkpoints.checkpoints_size() << " checkpoint(s) "
+  std::cout << "OK: " << verdict.count << " entries"
+            << (start_seq > 0 ? absl::StrCat(" after checkpoint ", start_seq) : std::string())
+            << ", head seq " << verdict.head_seq << " hash " << verdict.head_hash << "; "
+            << checkpoints.checkpoints_size() << " checkpoint(s) "
             << (public_key.empty() ? "match the chain (signatures not checked: no --public-key)"
                                    : "match the chain and are signed by the ledger key")
             << "\n";

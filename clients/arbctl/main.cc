@@ -294,8 +294,12 @@ int main(int argc, char** argv) {
   ledger_verify->add_option(
       "--public-key", public_key,
       "Ed25519 public key of the ledger (PEM) to check checkpoint signatures");
+  int64_t from_checkpoint = 0;
+  ledger_verify->add_option("--from-checkpoint", from_checkpoint,
+                            "start at the checkpoint of this seq (its signature must verify)");
   ledger_verify->callback([&] {
-    rc = commands().LedgerVerify(public_key.empty() ? global.ledger_public_key : public_key);
+    rc = commands().LedgerVerify(public_key.empty() ? global.ledger_public_key : public_key,
+                                 from_checkpoint);
   });
 
   CLI::App* demo = app.add_subcommand("demo", "demo data");

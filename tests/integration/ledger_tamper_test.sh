@@ -55,6 +55,11 @@ count=$(psql_in "$base" "SELECT count(*) FROM ledger")
 grep -q "^OK: $count entries" <<<"$out"
 [ "$(psql_in "$base" "SELECT count(*) FROM ledger_checkpoints")" -ge 2 ]
 "$arbctl" ledger list --limit 5 | grep -q "cluster.create"
+# From the latest checkpoint instead of genesis.
+cp=$(psql_in "$base" "SELECT max(seq) FROM ledger_checkpoints")
+out=$("$arbctl" ledger verify --public-key "$work/ledger.pub" --from-checkpoint "$cp")
+echo "$out"
+grep -q "^OK: $((count - cp)) entries after checkpoint $cp" <<<"$out"
 
 # Append-only, even for the owner.
 for sql in "UPDATE ledger SET actor = 'x' WHERE seq = 3" "DELETE FROM ledger WHERE seq = 3" \
