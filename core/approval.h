@@ -24,8 +24,9 @@ struct ApprovalNeed {
 // going beyond the hard budget limit when the team's budget asks for
 // approval. `borrowing`: whether admitting it now would take its team beyond
 // nominal; `over_budget`: whether it would take it beyond its hard limit.
+// `now` prices the request for approvers' money limits.
 std::vector<ApprovalNeed> ApprovalsNeeded(const State& state, const CapacityRequest& request,
-                                          bool borrowing, bool over_budget);
+                                          bool borrowing, bool over_budget, absl::Time now);
 
 // Whether `who` may approve `action` for `request` under some rule: named
 // by it (or by one of `who`'s groups), or holding a delegation, unexpired at

@@ -220,7 +220,7 @@ std::vector<ApprovalNeed> NeedsOf(const State& state, const CapacityRequest& req
   const Budget* budget = state.FindBudget(request.spec.team);
   const bool over_budget = budget != nullptr && budget->over == OverBudget::kApproval &&
                            OverHardLimit(state, request, now, nullptr);
-  return ApprovalsNeeded(state, request, borrowing, over_budget);
+  return ApprovalsNeeded(state, request, borrowing, over_budget, now);
 }
 
 // Holds `request` for the approvals it still needs: PENDING_APPROVAL naming

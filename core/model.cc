@@ -35,11 +35,12 @@ constexpr std::array<std::pair<WorkloadClass, absl::string_view>, 4> kWorkloadNa
     {WorkloadClass::kBatchAnalytics, "batch_analytics"},
     {WorkloadClass::kExperimentation, "experimentation"},
 }};
-constexpr std::array<std::pair<ApprovalAction, absl::string_view>, 4> kApprovalNames = {{
+constexpr std::array<std::pair<ApprovalAction, absl::string_view>, 5> kApprovalNames = {{
     {ApprovalAction::kBorrow, "borrow"},
     {ApprovalAction::kGuaranteed, "guaranteed"},
     {ApprovalAction::kLarge, "large"},
     {ApprovalAction::kOverBudget, "over_budget"},
+    {ApprovalAction::kLong, "long"},
 }};
 constexpr std::array<std::pair<RequestState, absl::string_view>, 9> kStateNames = {{
     {RequestState::kAdmitted, "admitted"},

@@ -333,14 +333,18 @@ enum class ApprovalAction {
   kGuaranteed = 2,  // Executive-sponsored, never-preempted work (org authority only).
   kLarge = 3,       // Requests above a size.
   kOverBudget = 4,  // Beyond the team's hard budget limit, where it asks for approval.
+  kLong = 5,        // Requests that run longer than a time (or are open-ended).
 };
 absl::string_view ApprovalActionName(ApprovalAction a);  // "borrow", "guaranteed", "large".
 ApprovalAction ApprovalActionFromName(absl::string_view name);
 
 // Declares that `action` in `pool` ("" for every pool) needs approval, and
 // that `approver` (a principal or "group:NAME") may give it for requests of
-// up to `limit_milli` (kUnlimited: any size). For kLarge, requests of more
-// than `threshold_milli` need approval. Guaranteed work always needs
+// up to `limit_milli`, running up to `limit_seconds`, projected to cost up
+// to `limit_micros` (each kUnlimited: no limit; an open-ended request is
+// within a time limit only when there is none). For kLarge, requests of more
+// than `threshold_milli` need approval; for kLong, requests that run longer
+// than `threshold_seconds` or are open-ended. Guaranteed work always needs
 // approval, and only org-wide (pool "") rules may give it: with no such
 // rule, guaranteed requests are denied.
 struct AuthorityRule {
@@ -349,6 +353,9 @@ struct AuthorityRule {
   std::string approver;
   int64_t limit_milli = kUnlimited;
   int64_t threshold_milli = 0;
+  int64_t threshold_seconds = 0;
+  int64_t limit_seconds = kUnlimited;
+  int64_t limit_micros = kUnlimited;
   bool operator==(const AuthorityRule&) const = default;
   auto operator<=>(const AuthorityRule&) const = default;
 };

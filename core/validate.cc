@@ -307,7 +307,7 @@ absl::Status ValidateSubject(absl::string_view field, absl::string_view subject)
 absl::Status ValidateAuthorityRule(const AuthorityRule& rule) {
   if (!rule.pool.empty()) ARBITER_RETURN_IF_ERROR(ValidateName("rule.pool", rule.pool));
   if (rule.action == ApprovalAction::kUnspecified) {
-    return Invalid("rule.action", "must be BORROW, GUARANTEED or LARGE");
+    return Invalid("rule.action", "must be BORROW, GUARANTEED, LARGE, OVER_BUDGET or LONG");
   }
   if (rule.action == ApprovalAction::kGuaranteed && !rule.pool.empty()) {
     return Invalid("rule.pool",
@@ -317,7 +317,13 @@ absl::Status ValidateAuthorityRule(const AuthorityRule& rule) {
   ARBITER_RETURN_IF_ERROR(ValidateSubject("rule.approver", rule.approver));
   ARBITER_RETURN_IF_ERROR(
       ValidateRange("rule.limit_milli", rule.limit_milli, kUnlimited, kMaxQuotaMilli));
-  return ValidateRange("rule.threshold_milli", rule.threshold_milli, 0, kMaxQuotaMilli);
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("rule.threshold_milli", rule.threshold_milli, 0, kMaxQuotaMilli));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("rule.threshold_seconds", rule.threshold_seconds, 0, kMaxDurationSeconds));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("rule.limit_seconds", rule.limit_seconds, kUnlimited, kMaxDurationSeconds));
+  return ValidateRange("rule.limit_micros", rule.limit_micros, kUnlimited, kMaxMicros);
 }
 
 absl::Status ValidateRoleBinding(const RoleBinding& binding) {

@@ -232,6 +232,9 @@ absl::StatusOr<core::AuthorityRule> AuthorityRuleFromProto(const v1::AuthorityRu
   rule.approver = r.approver();
   rule.limit_milli = r.has_limit_milli() ? r.limit_milli() : core::kUnlimited;
   rule.threshold_milli = r.threshold_milli();
+  rule.threshold_seconds = r.threshold_seconds();
+  rule.limit_seconds = r.has_limit_seconds() ? r.limit_seconds() : core::kUnlimited;
+  rule.limit_micros = r.has_limit_micros() ? r.limit_micros() : core::kUnlimited;
   return rule;
 }
 
@@ -241,6 +244,9 @@ void ToProto(const core::AuthorityRule& r, v1::AuthorityRule* out) {
   out->set_approver(r.approver);
   out->set_limit_milli(r.limit_milli);
   out->set_threshold_milli(r.threshold_milli);
+  out->set_threshold_seconds(r.threshold_seconds);
+  out->set_limit_seconds(r.limit_seconds);
+  out->set_limit_micros(r.limit_micros);
 }
 
 absl::StatusOr<core::Price> PriceFromProto(const v1::Price& p) {

@@ -75,31 +75,40 @@ int Commands::ListAuthority() {
     return 1;
   }
   if (options_.json) return PrintJsonMessage(resp), 0;
-  Table t({"POOL", "ACTION", "APPROVER", "UP_TO_MILLI", "ABOVE_MILLI"});
+  Table t(
+      {"POOL", "ACTION", "APPROVER", "THRESHOLD", "UP_TO_MILLI", "UP_TO_SECONDS", "UP_TO_MICROS"});
+  auto limit = [](int64_t v) { return v < 0 ? std::string("any") : absl::StrCat(v); };
   for (const v1::AuthorityRule& r : resp.rules()) {
+    const std::string threshold =
+        r.action() == v1::APPROVAL_ACTION_LARGE  ? absl::StrCat("> ", r.threshold_milli(), " milli")
+        : r.action() == v1::APPROVAL_ACTION_LONG ? absl::StrCat("> ", r.threshold_seconds(), " s")
+                                                 : "-";
     t.AddRow({r.pool().empty() ? "*" : r.pool(),
               absl::AsciiStrToLower(v1::ApprovalAction_Name(r.action()).substr(16)), r.approver(),
-              r.limit_milli() < 0 ? "any" : absl::StrCat(r.limit_milli()),
-              r.action() == v1::APPROVAL_ACTION_LARGE ? absl::StrCat(r.threshold_milli()) : "-"});
+              threshold, limit(r.limit_milli()), limit(r.limit_seconds()),
+              limit(r.limit_micros())});
   }
   t.Print(std::cout);
   return 0;
 }
 
 int Commands::SetAuthority(const std::string& pool, const std::string& action,
-                           const std::string& approver, int64_t limit_milli,
-                           int64_t threshold_milli, bool remove) {
+                           const std::string& approver, const AuthorityLimits& limits,
+                           bool remove) {
   v1::AuthorityRule rule;
   v1::ApprovalAction a = v1::APPROVAL_ACTION_UNSPECIFIED;
   if (!v1::ApprovalAction_Parse("APPROVAL_ACTION_" + absl::AsciiStrToUpper(action), &a)) {
-    std::cerr << "arbctl: --action must be borrow, guaranteed or large\n";
+    std::cerr << "arbctl: --action must be borrow, guaranteed, large, over_budget or long\n";
     return 2;
   }
   rule.set_pool(pool);
   rule.set_action(a);
   rule.set_approver(approver);
-  rule.set_limit_milli(limit_milli);
-  rule.set_threshold_milli(threshold_milli);
+  rule.set_limit_milli(limits.limit_milli);
+  rule.set_threshold_milli(limits.threshold_milli);
+  rule.set_threshold_seconds(limits.threshold_seconds);
+  rule.set_limit_seconds(limits.limit_seconds);
+  rule.set_limit_micros(limits.limit_micros);
   if (remove) {
     v1::RemoveAuthorityRuleRequest req;
     *req.mutable_rule() = rule;

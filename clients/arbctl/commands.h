@@ -89,9 +89,17 @@ class Commands {
   // `until`: RFC 3339 or +<duration>.
   int Delegate(const std::string& from, const std::string& to, const std::string& until);
   int ListDelegations();
-  // `action`: borrow, guaranteed or large; `pool` empty for every pool.
+  // `action`: borrow, guaranteed, large, over_budget or long; `pool` empty
+  // for every pool.
+  struct AuthorityLimits {
+    int64_t limit_milli = -1;
+    int64_t threshold_milli = 0;
+    int64_t threshold_seconds = 0;
+    int64_t limit_seconds = -1;
+    int64_t limit_micros = -1;
+  };
   int SetAuthority(const std::string& pool, const std::string& action, const std::string& approver,
-                   int64_t limit_milli, int64_t threshold_milli, bool remove);
+                   const AuthorityLimits& limits, bool remove);
   // Prices and budgets (clients/arbctl/money.cc). Money is in micros.
   int ListPrices(const std::string& at);
   int SetPrice(const std::string& model, const std::string& latency_class,

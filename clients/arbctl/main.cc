@@ -235,20 +235,27 @@ int main(int argc, char** argv) {
     rc = commands().ListAuthority();
   });
   std::string rule_pool, rule_action, rule_approver;
-  int64_t rule_limit = -1, rule_threshold = 0;
+  Commands::AuthorityLimits rule_limits;
   for (const char* verb : {"set", "remove"}) {
     CLI::App* cmd = authority->add_subcommand(verb, std::string(verb) == "set"
                                                         ? "declare that an action needs an approver"
                                                         : "remove an authority rule");
     cmd->add_option("--pool", rule_pool, "pool (default: every pool)");
-    cmd->add_option("--action", rule_action, "borrow, guaranteed or large")->required();
+    cmd->add_option("--action", rule_action, "borrow, guaranteed, large, over_budget or long")
+        ->required();
     cmd->add_option("--approver", rule_approver, "principal or group:NAME")->required();
-    cmd->add_option("--limit-milli", rule_limit, "largest request it may approve; -1: any");
-    cmd->add_option("--threshold-milli", rule_threshold, "large: requests above this");
+    cmd->add_option("--limit-milli", rule_limits.limit_milli,
+                    "largest request it may approve; -1: any");
+    cmd->add_option("--limit-seconds", rule_limits.limit_seconds,
+                    "longest request it may approve; -1: any");
+    cmd->add_option("--limit-micros", rule_limits.limit_micros,
+                    "dearest request (projected) it may approve; -1: any");
+    cmd->add_option("--threshold-milli", rule_limits.threshold_milli, "large: requests above this");
+    cmd->add_option("--threshold-seconds", rule_limits.threshold_seconds,
+                    "long: requests running longer than this");
     const bool remove = std::string(verb) == "remove";
     cmd->callback([&, remove] {
-      rc = commands().SetAuthority(rule_pool, rule_action, rule_approver, rule_limit,
-                                   rule_threshold, remove);
+      rc = commands().SetAuthority(rule_pool, rule_action, rule_approver, rule_limits, remove);
     });
   }
 

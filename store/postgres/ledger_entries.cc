@@ -111,7 +111,10 @@ struct EntryOf {
                 absl::StrCat("authority/", r.pool, "/", core::ApprovalActionName(r.action)),
                 {{"approver", r.approver},
                  {"limit_milli", absl::StrCat(r.limit_milli)},
-                 {"threshold_milli", absl::StrCat(r.threshold_milli)}});
+                 {"threshold_milli", absl::StrCat(r.threshold_milli)},
+                 {"threshold_seconds", absl::StrCat(r.threshold_seconds)},
+                 {"limit_seconds", absl::StrCat(r.limit_seconds)},
+                 {"limit_micros", absl::StrCat(r.limit_micros)}});
   }
   ledger::Entry operator()(const core::RoleBindingWrite& w) const {
     return Make(w.revoke ? "role.revoke" : "role.grant", absl::StrCat("role/", w.binding.subject),

@@ -127,7 +127,7 @@ struct ChangeWriter {
     const core::AuthorityRule& r = w.rule;
     tx.exec_prepared(w.remove ? sql::kDeleteAuthorityRule : sql::kInsertAuthorityRule, r.pool,
                      std::string(core::ApprovalActionName(r.action)), r.approver, r.limit_milli,
-                     r.threshold_milli);
+                     r.threshold_milli, r.threshold_seconds, r.limit_seconds, r.limit_micros);
   }
   void operator()(const core::ClassRule& r) const {
     tx.exec_prepared(sql::kUpsertClassRule, std::string(core::WorkloadClassName(r.a)),
@@ -266,6 +266,9 @@ std::vector<core::AuthorityRule> AuthorityRulesFrom(pqxx::transaction_base& tx) 
     r.approver = row[2].as<std::string>();
     r.limit_milli = row[3].as<int64_t>();
     r.threshold_milli = row[4].as<int64_t>();
+    r.threshold_seconds = row[5].as<int64_t>();
+    r.limit_seconds = row[6].as<int64_t>();
+    r.limit_micros = row[7].as<int64_t>();
     out.push_back(std::move(r));
   }
   return out;

@@ -136,13 +136,15 @@ constexpr Statement kStatements[] = {
      "INSERT INTO ledger (seq, at, actor, action, subject, payload, prev_hash, hash)"
      " VALUES ($1, " TS(2) ", $3, $4, $5, $6, $7, $8)"},
     {kInsertAuthorityRule,
-     "INSERT INTO authority_rules (pool, action, approver, limit_milli, threshold_milli)"
-     " VALUES ($1, $2, $3, $4, $5)"},
+     "INSERT INTO authority_rules (pool, action, approver, limit_milli, threshold_milli,"
+     " threshold_seconds, limit_seconds, limit_micros) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"},
     {kDeleteAuthorityRule,
      "DELETE FROM authority_rules WHERE pool = $1 AND action = $2 AND approver = $3"
-     " AND limit_milli = $4 AND threshold_milli = $5"},
+     " AND limit_milli = $4 AND threshold_milli = $5 AND threshold_seconds = $6"
+     " AND limit_seconds = $7 AND limit_micros = $8"},
     {kSelectAuthorityRules,
-     "SELECT pool, action, approver, limit_milli, threshold_milli FROM authority_rules"
+     "SELECT pool, action, approver, limit_milli, threshold_milli, threshold_seconds,"
+     " limit_seconds, limit_micros FROM authority_rules"
      " ORDER BY pool, action, approver"},
     {kInsertPrice,
      "INSERT INTO prices (gpu_model, latency_class, micros_per_gpu_hour, effective_from)"

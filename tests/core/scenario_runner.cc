@@ -190,6 +190,9 @@ class Scenario {
       rule.approver = l.positional.at(2);
       rule.limit_milli = Int(Get(l, "limit", "-1"));
       rule.threshold_milli = Int(Get(l, "threshold", "0"));
+      rule.threshold_seconds = Int(Get(l, "threshold_s", "0"));
+      rule.limit_seconds = Int(Get(l, "limit_s", "-1"));
+      rule.limit_micros = Int(Get(l, "limit_micros", "-1"));
       return Record(ch, core::SetAuthorityRule(state_, rule, ch));
     }
     if (l.command == "approve" || l.command == "deny") {
