@@ -127,7 +127,8 @@ class AuthzTest : public ::testing::Test {
     return s;
   }
 
-  // Row counts of every table a call could write (not access_denials).
+  // Row counts of every table a call could write, the ledger's length
+  // included (not access_denials).
   std::string RowCounts() {
     auto counts = db_->QueryValue(
         "SELECT concat_ws(',', (SELECT count(*) FROM clusters), (SELECT count(*) FROM pools),"
@@ -135,7 +136,7 @@ class AuthzTest : public ::testing::Test {
         " (SELECT count(*) FROM quotas), (SELECT sum(nominal_milli) FROM quotas),"
         " (SELECT count(*) FROM requests), (SELECT string_agg(state, '') FROM requests),"
         " (SELECT count(*) FROM role_bindings), (SELECT count(*) FROM coexistence_rules),"
-        " (SELECT count(*) FROM delegations))");
+        " (SELECT count(*) FROM delegations), (SELECT count(*) FROM ledger))");
     EXPECT_THAT(counts, IsOk());
     return counts.value_or("");
   }
