@@ -12,11 +12,11 @@ absl::Status UnknownEnum(absl::string_view field, int value) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown enum value ", value));
 }
 
+}  // namespace
+
 google::protobuf::Timestamp TimestampOf(absl::Time t) {
   return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
 }
-
-}  // namespace
 
 absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacityRequest& req) {
   core::CapacityRequestSpec spec;

@@ -25,6 +25,9 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p);
 core::Node NodeFromProto(const v1::Node& n);
 // A weight of 0 means the default, 1000.
 core::Team TeamFromProto(const v1::Team& t);
+// A time as a protobuf Timestamp, to the microsecond.
+google::protobuf::Timestamp TimestampOf(absl::Time t);
+
 core::Quota QuotaFromProto(const v1::Quota& q);
 // INVALID_ARGUMENT (rule.class_a, rule.class_b, rule.gpu_isolation) for an
 // unspecified or unknown enum.

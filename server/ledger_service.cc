@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/status_macros.h"
+#include "server/convert.h"
 #include "server/rpc_util.h"
 #include "server/services.h"
 
@@ -10,14 +11,6 @@ namespace {
 
 constexpr int32_t kDefaultLedgerPage = 1000;
 constexpr int32_t kMaxLedgerPage = 5000;
-
-google::protobuf::Timestamp TimestampOf(absl::Time t) {
-  google::protobuf::Timestamp out;
-  const int64_t micros = absl::ToUnixMicros(t);
-  out.set_seconds(micros / 1'000'000);
-  out.set_nanos(static_cast<int32_t>(micros % 1'000'000) * 1000);
-  return out;
-}
 
 }  // namespace
 

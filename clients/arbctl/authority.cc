@@ -34,11 +34,7 @@ int Commands::Deny(int64_t id, const std::string& reason) {
 
 int Commands::Delegate(const std::string& from, const std::string& to, const std::string& until) {
   absl::Time t;
-  absl::Duration after;
-  std::string err;
-  if (!until.empty() && until[0] == '+' && absl::ParseDuration(until.substr(1), &after)) {
-    t = absl::Now() + after;
-  } else if (!absl::ParseTime(absl::RFC3339_full, until, &t, &err)) {
+  if (!ParseWhen(until, &t)) {
     std::cerr << "arbctl: --until must be an RFC 3339 time or +<duration>\n";
     return 2;
   }

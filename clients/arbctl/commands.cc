@@ -365,11 +365,7 @@ int Commands::Request(const RequestOptions& r) {
   }
   if (!r.start.empty()) {
     absl::Time start;
-    absl::Duration after;
-    std::string err;
-    if (r.start[0] == '+' && absl::ParseDuration(r.start.substr(1), &after)) {
-      start = absl::Now() + after;
-    } else if (!absl::ParseTime(absl::RFC3339_full, r.start, &start, &err)) {
+    if (!ParseWhen(r.start, &start)) {
       std::cerr << "arbctl: --start must be an RFC 3339 time or +<duration> (e.g. +2h)\n";
       return 2;
     }

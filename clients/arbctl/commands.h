@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
@@ -15,6 +17,10 @@
 namespace arbiter::arbctl {
 
 namespace v1 = ::arbiter::v1;
+
+// Parses an RFC 3339 time, or "+<duration>" from now (e.g. "+2h"); false
+// when it is neither.
+bool ParseWhen(const std::string& text, absl::Time* out);
 
 struct GlobalOptions {
   std::string endpoint = "127.0.0.1:50051";  // Env ARBITER_ENDPOINT.

@@ -18,7 +18,8 @@ std::string Money(int64_t micros) {
   return absl::StrFormat("%d.%02d", micros / 1'000'000, (micros % 1'000'000) / 10'000);
 }
 
-// RFC 3339, or "+<duration>" from now; false when neither.
+}  // namespace
+
 bool ParseWhen(const std::string& text, absl::Time* out) {
   absl::Duration after;
   std::string err;
@@ -28,8 +29,6 @@ bool ParseWhen(const std::string& text, absl::Time* out) {
   }
   return absl::ParseTime(absl::RFC3339_full, text, out, &err);
 }
-
-}  // namespace
 
 int Commands::ListPrices(const std::string& at) {
   v1::ListPricesRequest req;
