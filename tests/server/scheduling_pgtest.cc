@@ -1,0 +1,287 @@
+// Scheduling and governance through the API on a real server and database:
+// preemption notices and their deadlines, reservations with backfill,
+// coexistence rules, node-reported MIG placements, prices and budgets.
+#include <map>
+#include <string>
+#include <utility>
+
+#include "gtest/gtest.h"
+
+#include "tests/server/server_fixture.h"
+#include "tests/testing/status_matchers.h"
+
+namespace arbiter::server {
+namespace {
+
+using ::arbiter::testing::IsOk;
+
+// A node registered with its own MIG placements gets instances where it
+// says, and its report is listed back; a report the model cannot have is
+// INVALID_ARGUMENT naming the field, and registers nothing.
+TEST_F(ServerTest, NodeReportedMigPlacementsWinOverTheTable) {
+  testing::SeedSpec spec;
+  spec.nodes = 0;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, spec), IsOk());
+  auto register_node = [&](const std::string& name, const std::string& report_profile,
+                           int32_t slot) {
+    grpc::ClientContext ctx;
+    v1::RegisterNodeRequest r;
+    r.mutable_node()->set_cluster("east");
+    r.mutable_node()->set_name(name);
+    r.mutable_node()->set_pool("serving");
+    r.mutable_node()->set_cpu_milli(64'000);
+    r.mutable_node()->set_memory_mib(512'000);
+    v1::Gpu* gpu = r.mutable_node()->add_gpus();
+    gpu->set_model("H100-80GB");
+    v1::MigPlacementReport* report = gpu->add_reported_mig_placements();
+    report->set_profile(report_profile);
+    report->add_start_slots(slot);
+    v1::RegisterNodeResponse resp;
+    return inventory_->RegisterNode(&ctx, r, &resp);
+  };
+  grpc::Status bad = register_node("bad", "3g.40gb", 7);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message().rfind("node.gpus[0].reported_mig_placements[0].start_slots:", 0),
+            0u)
+      << bad.error_message();
+  ASSERT_TRUE(register_node("n1", "3g.40gb", 4).ok());
+
+  v1::RequestCapacityRequest req = ValidRequest("mig");
+  req.mutable_shape()->set_mig_profile("3g.40gb");
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(req, &resp).ok());
+  ASSERT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(resp.request().placements(0).mig_start_slot(), 4);
+
+  grpc::ClientContext ctx;
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(inventory_->ListNodes(&ctx, v1::ListNodesRequest(), &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  ASSERT_EQ(nodes.nodes(0).gpus(0).reported_mig_placements_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).gpus(0).reported_mig_placements(0).start_slots(0), 4);
+}
+
+// A higher-priority request of the same team preempts: the victim's notice
+// with its deadline arrives on the watch stream, and when the (simulated)
+// clock passes the deadline the arbiter takes the capacity back on its own
+// and admits the preemptor.
+TEST_F(ServerTest, PreemptionNoticeCarriesItsDeadlineAndExpires) {
+  testing::SeedSpec seed;
+  seed.pool = "batch";
+  seed.latency_class = v1::LATENCY_CLASS_BATCH;
+  seed.gpus_per_node = 2;
+  seed.nominal_milli = 2000;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, seed), IsOk());
+  grpc::ClientContext watch_ctx;
+  v1::WatchAllocationsRequest watch;
+  watch.set_pool("batch");
+  auto reader = allocation_->WatchAllocations(&watch_ctx, watch);
+
+  v1::RequestCapacityRequest low = ValidRequest("low");
+  low.set_pool("batch");
+  low.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  low.mutable_shape()->set_whole_gpus(2);
+  low.set_preemptible(true);
+  low.set_checkpoint_seconds(120);
+  v1::RequestCapacityResponse low_resp;
+  ASSERT_TRUE(Request(low, &low_resp).ok());
+  ASSERT_EQ(low_resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+
+  v1::RequestCapacityRequest high = low;
+  high.set_idempotency_key("high");
+  high.set_preemptible(false);
+  high.set_priority(10);
+  v1::RequestCapacityResponse high_resp;
+  ASSERT_TRUE(Request(high, &high_resp).ok());
+  EXPECT_EQ(high_resp.request().state(), v1::REQUEST_STATE_QUEUED);
+  EXPECT_EQ(high_resp.request().reason_code(), "WAITING_FOR_PREEMPTION");
+  EXPECT_EQ(high_resp.request().holds_size(), 2);
+
+  // The notice: PREEMPTING, deadline = now + max(grace 30 s, checkpoint 120 s).
+  const absl::Time decided = clock_.TimeNow();
+  v1::WatchAllocationsResponse event;
+  bool noticed = false;
+  while (!noticed && reader->Read(&event)) {
+    if (event.type() != v1::ALLOCATION_EVENT_TYPE_PREEMPTING) continue;
+    noticed = true;
+    EXPECT_EQ(event.request().id(), low_resp.request().id());
+    EXPECT_EQ(event.request().preempted_by(), high_resp.request().id());
+    EXPECT_EQ(event.request().preempt_deadline().seconds(),
+              absl::ToUnixSeconds(decided + absl::Seconds(120)));
+  }
+  ASSERT_TRUE(noticed);
+
+  // The deadline passes with no call made: the arbiter acts by itself.
+  clock_.Advance(absl::Seconds(121));
+  std::map<int64_t, v1::AllocationEventType> last;
+  while (last[high_resp.request().id()] != v1::ALLOCATION_EVENT_TYPE_ADMITTED &&
+         reader->Read(&event)) {
+    last[event.request().id()] = event.type();
+  }
+  watch_ctx.TryCancel();
+  EXPECT_EQ(last[low_resp.request().id()], v1::ALLOCATION_EVENT_TYPE_PREEMPTED);
+  EXPECT_EQ(last[high_resp.request().id()], v1::ALLOCATION_EVENT_TYPE_ADMITTED);
+  auto states = db_->QueryValue("SELECT string_agg(state, ',' ORDER BY id) FROM requests");
+  ASSERT_THAT(states, IsOk());
+  EXPECT_EQ(*states, "preempted,admitted");
+}
+
+// A request with a future start is RESERVED with its held GPUs; an
+// open-ended request then waits, and one that ends before the window runs.
+TEST_F(ServerTest, ReservationHoldsGpusAndShorterWorkBackfills) {
+  testing::SeedSpec seed;
+  seed.pool = "batch";
+  seed.latency_class = v1::LATENCY_CLASS_BATCH;
+  seed.gpus_per_node = 2;
+  seed.nominal_milli = 8000;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, seed), IsOk());
+  v1::RequestCapacityRequest nightly = ValidRequest("nightly");
+  nightly.set_pool("batch");
+  nightly.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  nightly.mutable_shape()->set_whole_gpus(2);
+  nightly.mutable_start_time()->set_seconds(absl::ToUnixSeconds(clock_.TimeNow()) + 7200);
+  nightly.set_duration_seconds(3600);
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(nightly, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_RESERVED);
+  EXPECT_EQ(resp.request().holds_size(), 2);
+  EXPECT_EQ(resp.request().start_time().seconds(), nightly.start_time().seconds());
+
+  v1::RequestCapacityRequest open = ValidRequest("open");
+  open.set_pool("batch");
+  open.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  open.mutable_shape()->set_whole_gpus(1);
+  ASSERT_TRUE(Request(open, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_QUEUED);
+  v1::RequestCapacityRequest shorter = open;
+  shorter.set_idempotency_key("short");
+  shorter.set_duration_seconds(3600);
+  ASSERT_TRUE(Request(shorter, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+}
+
+// A coexistence rule set through the API is in force at once, listed with
+// the defaults, and survives a restart of the arbiter (it is in PostgreSQL).
+TEST_F(ServerTest, CoexistenceRuleIsStoredListedAndApplied) {
+  testing::SeedSpec seed;
+  seed.pool = "dev";
+  seed.latency_class = v1::LATENCY_CLASS_DEV;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, seed), IsOk());
+  grpc::ClientContext set_ctx;
+  v1::SetCoexistenceRuleRequest set;
+  set.mutable_rule()->set_class_a(v1::WORKLOAD_CLASS_TRAINING);
+  set.mutable_rule()->set_class_b(v1::WORKLOAD_CLASS_INFERENCE);
+  set.mutable_rule()->set_gpu_isolation(v1::GPU_ISOLATION_SOFT_SHARING);
+  set.mutable_rule()->set_same_node(true);
+  v1::SetCoexistenceRuleResponse set_resp;
+  ASSERT_TRUE(governance_->SetCoexistenceRule(&set_ctx, set, &set_resp).ok());
+
+  // Inference and training fractions now share one GPU (best fit puts the
+  // second next to the first).
+  v1::RequestCapacityRequest inf = ValidRequest("inf");
+  inf.set_pool("dev");
+  v1::RequestCapacityResponse inf_resp;
+  ASSERT_TRUE(Request(inf, &inf_resp).ok());
+  v1::RequestCapacityRequest train = inf;
+  train.set_idempotency_key("train");
+  train.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  v1::RequestCapacityResponse train_resp;
+  ASSERT_TRUE(Request(train, &train_resp).ok());
+  ASSERT_EQ(inf_resp.request().placements_size(), 1);
+  ASSERT_EQ(train_resp.request().placements_size(), 1);
+  EXPECT_EQ(train_resp.request().placements(0).gpu_indices(0),
+            inf_resp.request().placements(0).gpu_indices(0));
+
+  server_.reset();  // Restart on the same database.
+  ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.insecure_loopback = true;
+  options.dsn = db_->dsn();
+  auto server = ArbiterServer::Start(options, &clock_);
+  ASSERT_THAT(server, IsOk());
+  server_ = std::move(*server);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                     grpc::InsecureChannelCredentials());
+  governance_ = v1::GovernanceService::NewStub(channel);
+  grpc::ClientContext list_ctx;
+  v1::ListCoexistenceRulesResponse list;
+  ASSERT_TRUE(
+      governance_->ListCoexistenceRules(&list_ctx, v1::ListCoexistenceRulesRequest(), &list).ok());
+  ASSERT_EQ(list.rules_size(), 10);
+  int soft = 0;
+  for (const v1::CoexistenceRule& r : list.rules()) {
+    const bool pair =
+        (r.class_a() == v1::WORKLOAD_CLASS_TRAINING &&
+         r.class_b() == v1::WORKLOAD_CLASS_INFERENCE) ||
+        (r.class_a() == v1::WORKLOAD_CLASS_INFERENCE && r.class_b() == v1::WORKLOAD_CLASS_TRAINING);
+    if (pair) {
+      EXPECT_EQ(r.gpu_isolation(), v1::GPU_ISOLATION_SOFT_SHARING);
+    }
+    if (r.gpu_isolation() == v1::GPU_ISOLATION_SOFT_SHARING) ++soft;
+  }
+  // Defaults: inference, batch analytics and experimentation with
+  // themselves, batch analytics with experimentation; plus the rule set.
+  EXPECT_EQ(soft, 5);
+}
+
+// Money through the API: prices on past dates, a projected cost on the
+// request, the soft limit's warning, the hard limit's denial, and a month's
+// spend.
+TEST_F(ServerTest, PricesAndBudgetsGovernAdmission) {
+  SeedOrganisation();  // Team inference, pool serving (L4), quota 3 GPUs.
+  using Gov = v1::GovernanceService::Stub;
+  auto call = [](auto& stub, auto method, const auto& req, auto* resp) {
+    grpc::ClientContext ctx;
+    return (stub.*method)(&ctx, req, resp);
+  };
+  const int64_t now = absl::ToUnixSeconds(clock_.TimeNow());
+  for (const auto& [micros, from] : {std::pair<int64_t, int64_t>{1'000'000, now - 86'400},
+                                     std::pair<int64_t, int64_t>{3'000'000, now}}) {
+    v1::SetPriceRequest r;
+    r.mutable_price()->set_gpu_model("L4");
+    r.mutable_price()->set_latency_class(v1::LATENCY_CLASS_SERVING);
+    r.mutable_price()->set_micros_per_gpu_hour(micros);
+    r.mutable_price()->mutable_effective_from()->set_seconds(from);
+    v1::SetPriceResponse resp;
+    ASSERT_TRUE(call(*governance_, &Gov::SetPrice, r, &resp).ok());
+  }
+  // What a GPU-hour cost yesterday.
+  v1::ListPricesRequest past;
+  past.mutable_at()->set_seconds(now - 3600);
+  v1::ListPricesResponse prices;
+  ASSERT_TRUE(call(*governance_, &Gov::ListPrices, past, &prices).ok());
+  ASSERT_EQ(prices.prices_size(), 1);
+  EXPECT_EQ(prices.prices(0).micros_per_gpu_hour(), 1'000'000);
+
+  v1::SetBudgetRequest budget;
+  budget.mutable_budget()->set_team("inference");
+  budget.mutable_budget()->set_soft_limit_micros(2'000'000);
+  budget.mutable_budget()->set_hard_limit_micros(4'000'000);
+  budget.mutable_budget()->set_over(v1::OVER_BUDGET_DENY);
+  v1::SetBudgetResponse budget_resp;
+  ASSERT_TRUE(call(*governance_, &Gov::SetBudget, budget, &budget_resp).ok());
+
+  // One L4 for one hour at today's 3.00: admitted, over the soft limit.
+  v1::RequestCapacityRequest one = ValidRequest("one");
+  one.mutable_shape()->set_whole_gpus(1);
+  one.set_duration_seconds(3600);
+  v1::RequestCapacityResponse resp;
+  ASSERT_TRUE(Request(one, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(resp.request().cost_micros(), 3'000'000);
+  EXPECT_NE(resp.request().reason().find("budget warning"), std::string::npos);
+  // Another would reach 6.00, past the hard limit of 4.00: denied.
+  v1::RequestCapacityRequest two = one;
+  two.set_idempotency_key("two");
+  ASSERT_TRUE(Request(two, &resp).ok());
+  EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_DENIED);
+  EXPECT_EQ(resp.request().reason_code(), "BUDGET_EXCEEDED");
+
+  v1::ListBudgetsResponse budgets;
+  ASSERT_TRUE(call(*governance_, &Gov::ListBudgets, v1::ListBudgetsRequest(), &budgets).ok());
+  ASSERT_EQ(budgets.budgets_size(), 1);
+  EXPECT_EQ(budgets.budgets(0).spent_micros(), 3'000'000);
+}
+
+}  // namespace
+}  // namespace arbiter::server

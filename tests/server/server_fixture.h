@@ -1,0 +1,89 @@
+// The fixture of the server tests: a real arbiterd (in process, plaintext on
+// a loopback port, simulated clock) on a fresh database of the test
+// PostgreSQL, with stubs for its services.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/governance.grpc.pb.h"
+#include "arbiter/v1/inventory.grpc.pb.h"
+#include "server/server.h"
+#include "tests/testing/api_seed.h"
+#include "tests/testing/pg_harness.h"
+#include "tests/testing/simulated_clock.h"
+#include "tests/testing/status_matchers.h"
+
+namespace arbiter::server {
+
+class ServerTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    auto db = ::arbiter::testing::TestDatabase::Create();
+    ASSERT_THAT(db, ::arbiter::testing::IsOk());
+    db_ = std::move(*db);
+    ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.insecure_loopback = true;
+    options.dsn = db_->dsn();
+    auto server = ArbiterServer::Start(options, &clock_);
+    ASSERT_THAT(server, ::arbiter::testing::IsOk());
+    server_ = std::move(*server);
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                       grpc::InsecureChannelCredentials());
+    inventory_ = v1::InventoryService::NewStub(channel);
+    governance_ = v1::GovernanceService::NewStub(channel);
+    allocation_ = v1::AllocationService::NewStub(channel);
+  }
+
+  void TearDown() override { server_.reset(); }
+
+  void SeedOrganisation() {
+    ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, testing::SeedSpec()),
+                ::arbiter::testing::IsOk());
+  }
+
+  static v1::RequestCapacityRequest ValidRequest(const std::string& key) {
+    v1::RequestCapacityRequest req;
+    req.set_idempotency_key(key);
+    req.set_team("inference");
+    req.set_pool("serving");
+    req.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    req.set_members(1);
+    req.mutable_shape()->mutable_fraction()->set_gpu_milli(250);
+    req.mutable_shape()->mutable_fraction()->set_memory_mib(4096);
+    return req;
+  }
+
+  grpc::Status Request(const v1::RequestCapacityRequest& req, v1::RequestCapacityResponse* resp) {
+    grpc::ClientContext ctx;
+    return allocation_->RequestCapacity(&ctx, req, resp);
+  }
+
+  // Row counts of every table a call could write.
+  std::string RowCounts() {
+    auto counts = db_->QueryValue(
+        "SELECT concat_ws(',', (SELECT count(*) FROM clusters), (SELECT count(*) FROM pools),"
+        " (SELECT count(*) FROM nodes), (SELECT count(*) FROM gpus), (SELECT count(*) FROM teams),"
+        " (SELECT count(*) FROM quotas), (SELECT sum(nominal_milli) FROM quotas),"
+        " (SELECT count(*) FROM requests), (SELECT count(*) FROM placements),"
+        " (SELECT count(*) FROM coexistence_rules),"
+        " (SELECT string_agg(state, '') FROM requests))");
+    EXPECT_THAT(counts, ::arbiter::testing::IsOk());
+    return counts.value_or("");
+  }
+
+  testing::SimulatedClock clock_;
+  std::unique_ptr<::arbiter::testing::TestDatabase> db_;
+  std::unique_ptr<ArbiterServer> server_;
+  std::unique_ptr<v1::InventoryService::Stub> inventory_;
+  std::unique_ptr<v1::GovernanceService::Stub> governance_;
+  std::unique_ptr<v1::AllocationService::Stub> allocation_;
+};
+
+}  // namespace arbiter::server
