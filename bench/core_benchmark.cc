@@ -1,14 +1,22 @@
-// One arbitration decision (request, then release) on a pool of N 8-GPU
-// nodes held at about 80% occupancy by a mixed population of whole-GPU and
-// fractional allocations. Measures the current core, which scans the pool's
-// nodes per decision; indexes arrive with the throughput work.
+// One arbitration decision on a pool of N 8-GPU H100 nodes held at about 80%
+// occupancy by a mixed population: training on whole GPUs (1, 2, 4, 8 and
+// gangs of 2 x 4), inference and experimentation on GPU fractions, inference
+// on MIG instances. Each iteration asks for one more allocation of the mix
+// and releases a random live one, so the occupancy stays put while the
+// layout churns. Both calls are decisions and both are timed one by one:
+// the counters p50_us, p99_us and p999_us are per decision, `state_mib` is
+// the heap the state holds (GPUs, allocations and indexes).
 //
-//   build/bench/core_benchmark                # full run
-//   build/bench/core_benchmark --benchmark_min_time=0   # smoke (tests/run)
+//   build/bench/core_benchmark                                  # full run
+//   build/bench/core_benchmark --benchmark_min_time=0 --benchmark_filter=gpus:1000/  # smoke
+#include <algorithm>
+#include <chrono>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include <malloc.h>
 
 #include "core/arbitration.h"
 
@@ -16,26 +24,63 @@ namespace arbiter::core {
 namespace {
 
 const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+constexpr int64_t kCpuPerGpu = 12'000;
+constexpr int64_t kMemoryPerGpu = 96 * 1024;
 
-CapacityRequestSpec Spec(int n, std::mt19937_64& rng) {
+CapacityRequestSpec Spec(int64_t n, std::mt19937_64& rng) {
   CapacityRequestSpec spec;
   spec.idempotency_key = absl::StrCat("k", n);
   spec.team = "t";
   spec.pool = "p";
-  spec.workload_class = WorkloadClass::kTraining;
   spec.members = 1;
-  if (rng() % 2) {
-    spec.shape.gpu = static_cast<int32_t>(1 << (rng() % 3));
-  } else {
-    spec.shape.gpu = GpuFraction{static_cast<int64_t>(100 + rng() % 800),
-                                 static_cast<int64_t>(1024 + rng() % 20000)};
+  const int kind = static_cast<int>(rng() % 100);
+  int64_t gpus_worth = 1000;
+  if (kind < 35) {  // Training on 1, 2, 4 or 8 whole GPUs.
+    static constexpr int32_t kSizes[] = {1, 1, 1, 1, 2, 2, 4, 8};
+    spec.workload_class = WorkloadClass::kTraining;
+    spec.shape.gpu = kSizes[rng() % 8];
+    gpus_worth = 1000 * spec.shape.whole_gpus();
+  } else if (kind < 40) {  // A training gang: 2 members x 4 GPUs.
+    spec.workload_class = WorkloadClass::kTraining;
+    spec.members = 2;
+    spec.shape.gpu = int32_t{4};
+    gpus_worth = 4000;
+  } else if (kind < 70) {  // Inference on a fraction.
+    spec.workload_class = WorkloadClass::kInference;
+    const int64_t milli = 100 + static_cast<int64_t>(rng() % 9) * 100;
+    spec.shape.gpu = GpuFraction{milli, milli * 80};
+    gpus_worth = milli;
+  } else if (kind < 85) {  // Experimentation on a quarter or a half.
+    spec.workload_class = WorkloadClass::kExperimentation;
+    const int64_t milli = rng() % 2 ? 250 : 500;
+    spec.shape.gpu = GpuFraction{milli, milli * 40};
+    gpus_worth = milli;
+  } else {  // Inference on a MIG instance.
+    static const char* kProfiles[] = {"1g.10gb", "2g.20gb", "3g.40gb"};
+    spec.workload_class = WorkloadClass::kInference;
+    const int p = static_cast<int>(rng() % 3);
+    spec.shape.gpu = MigShape{kProfiles[p]};
+    gpus_worth = p == 0 ? 143 : p == 1 ? 286 : 429;
   }
+  spec.shape.cpu_milli = kCpuPerGpu * gpus_worth / 1000;
+  spec.shape.memory_mib = kMemoryPerGpu * gpus_worth / 1000;
   return spec;
+}
+
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+int64_t Percentile(std::vector<int64_t>& ns, double q) {
+  if (ns.empty()) return 0;
+  const size_t k = std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()));
+  std::nth_element(ns.begin(), ns.begin() + k, ns.end());
+  return ns[k];
 }
 
 void BM_Decision(benchmark::State& bench) {
   const int gpus = static_cast<int>(bench.range(0));
+  const size_t heap_before = HeapInUse();
   State s;
+  s.set_placement_candidates(static_cast<size_t>(bench.range(1)));
   ChangeSet ch;
   (void)s.LoadGpuModel({"H100-80GB", 81920, 132, 700, true});
   (void)CreateCluster(s, {"c", ""}, ch);
@@ -47,31 +92,76 @@ void BM_Decision(benchmark::State& bench) {
     node.cluster = "c";
     node.name = absl::StrCat("n", n);
     node.pool = "p";
-    node.cpu_milli = 1'000'000;
-    node.memory_mib = 4'000'000;
+    node.cpu_milli = 8 * kCpuPerGpu;
+    node.memory_mib = 8 * kMemoryPerGpu;
     for (int g = 0; g < 8; ++g) node.gpus.push_back(Gpu{g, "H100-80GB"});
     (void)RegisterNode(s, node, kNow, ch);
   }
   std::mt19937_64 rng(42);
-  int key = 0;
-  int64_t held = 0;
-  while (held < int64_t{gpus} * 800) {  // Fill to about 80%.
+  int64_t key = 0;
+  std::vector<int64_t> live;
+  // Fill to about 80%, skipping what does not fit.
+  for (int misses = 0; s.UsedMilli("t", "p") < int64_t{gpus} * 800 && misses < 1000;) {
     ChangeSet fill;
     auto out = RequestCapacity(s, Spec(key++, rng), kNow, fill);
-    if (!out.ok() || out->request.state != RequestState::kAdmitted) break;
-    held += out->request.spec.total_gpu_milli();
+    if (out.ok() && out->request.state == RequestState::kAdmitted) {
+      live.push_back(out->request.id);
+    } else {
+      ++misses;
+      if (out.ok()) (void)ReleaseRequest(s, out->request.id, kNow, fill);
+    }
   }
+  const size_t heap_state = HeapInUse() - heap_before;
+  const double occupancy = static_cast<double>(s.UsedMilli("t", "p")) / (gpus * 1000.0);
+
+  std::vector<int64_t> ns;
+  ns.reserve(1 << 20);
+  int64_t admitted = 0;
+  auto timed = [&](auto&& decide) {
+    const auto start = std::chrono::steady_clock::now();
+    decide();
+    ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+  };
   for (auto _ : bench) {
     ChangeSet changes;
-    auto out = RequestCapacity(s, Spec(key++, rng), kNow, changes);
-    if (out.ok() && out->request.state != RequestState::kDenied) {
-      auto released = ReleaseRequest(s, out->request.id, kNow, changes);
-      benchmark::DoNotOptimize(released);
+    absl::StatusOr<RequestOutcome> out;
+    timed([&] { out = RequestCapacity(s, Spec(key++, rng), kNow, changes); });
+    if (out.ok() && out->request.state == RequestState::kAdmitted) {
+      ++admitted;
+      live.push_back(out->request.id);
+    } else if (out.ok()) {
+      timed([&] { (void)ReleaseRequest(s, out->request.id, kNow, changes); });
+    }
+    if (!live.empty()) {
+      const size_t victim = rng() % live.size();
+      const int64_t id = live[victim];
+      live[victim] = live.back();
+      live.pop_back();
+      timed([&] { benchmark::DoNotOptimize(ReleaseRequest(s, id, kNow, changes)); });
     }
   }
   bench.counters["gpus"] = gpus;
+  bench.counters["occupancy"] = occupancy;
+  bench.counters["admitted"] =
+      benchmark::Counter(static_cast<double>(admitted) / bench.iterations());
+  bench.counters["p50_us"] = Percentile(ns, 0.50) / 1000.0;
+  bench.counters["p99_us"] = Percentile(ns, 0.99) / 1000.0;
+  bench.counters["p999_us"] = Percentile(ns, 0.999) / 1000.0;
+  bench.counters["state_mib"] = static_cast<double>(heap_state) / (1 << 20);
 }
-BENCHMARK(BM_Decision)->Arg(1'000)->Arg(10'000)->Unit(benchmark::kMicrosecond);
+// Args: GPUs, candidate nodes scored per member (0: every node, the scan the
+// index replaced; for comparison).
+BENCHMARK(BM_Decision)
+    ->ArgNames({"gpus", "candidates"})
+    ->Args({1'000, State::kDefaultPlacementCandidates})
+    ->Args({10'000, State::kDefaultPlacementCandidates})
+    ->Args({100'000, State::kDefaultPlacementCandidates})
+    ->Args({1'000, 0})
+    ->Args({10'000, 0})
+    ->Args({100'000, 0})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace arbiter::core

@@ -126,10 +126,14 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_path, "placements CSV to write")->required();
   app.add_option("--curve", curve_path, "allocation curve CSV to write (k,alloc_percent)");
   app.add_option("--demand-profile", profile_path, "a past trace (pod-list format) to prime with");
+  size_t candidates = core::State::kDefaultPlacementCandidates;
+  app.add_option("--candidates", candidates,
+                 "candidate nodes the packer scores per member (0: every node)");
   CLI11_PARSE(app, argc, argv);
 
   const auto start = std::chrono::steady_clock::now();
   core::State state;
+  state.set_placement_candidates(candidates);
   core::ChangeSet ignored;
   const absl::Time now = absl::FromUnixSeconds(0);
   (void)core::CreateCluster(state, {"openb", ""}, ignored);

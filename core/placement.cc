@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 
 #include "core/fragmentation.h"
+#include "core/inventory_index.h"
 
 namespace arbiter::core {
 namespace {
@@ -72,16 +73,12 @@ Placement HostPart(int32_t member, const Node& node, const CapacityRequestSpec& 
   return p;
 }
 
-// Whether whole or fractional work may use `gpu`: not held whole, and not
-// partitioned into MIG instances that are in use (an idle partitioned GPU may
-// be taken back; the placement then clears its layout).
-bool Usable(const Gpu& gpu) { return !gpu.exclusive && (gpu.mig_layout.empty() || gpu.empty()); }
-
 // The node's free capacity, sorted as FragmentationModel wants it.
 FreeCapacity FreeOf(const Node& node) {
   FreeCapacity free;
   free.free_milli.reserve(node.gpus.size());
-  for (const Gpu& gpu : node.gpus) free.free_milli.push_back(Usable(gpu) ? gpu.free_milli() : 0);
+  for (const Gpu& gpu : node.gpus)
+    free.free_milli.push_back(SharableOrEmpty(gpu) ? gpu.free_milli() : 0);
   std::sort(free.free_milli.begin(), free.free_milli.end());
   free.free_cpu_milli = node.free_cpu_milli();
   free.free_memory_mib = node.free_memory_mib();
@@ -173,7 +170,7 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
     int64_t tried[kMaxGpusScored];
     int tried_count = 0;
     for (const Gpu& gpu : node.gpus) {
-      if (!Usable(gpu) || !Allowed(spec, window, gpu)) continue;
+      if (!SharableOrEmpty(gpu) || !Allowed(spec, window, gpu)) continue;
       if (!GpuAdmits(state, gpu, spec.workload_class, Isolation::kSoftSharing)) continue;
       if (gpu.free_milli() < f.gpu_milli || gpu.free_memory_mib() < f.memory_mib) continue;
       const int64_t had = gpu.free_milli();
@@ -328,18 +325,41 @@ std::string ShapeText(const CapacityRequestSpec& spec) {
                       spec.shape.fraction().memory_mib, " MiB (", models, ")");
 }
 
-// Places every member of `spec` on `candidates`, or none: on failure the
-// nodes it touched are put back. Returns true when the whole gang is placed.
+std::optional<Placement> PlaceMember(const State& state, const CapacityRequestSpec& spec,
+                                     const Window& window, const std::vector<size_t>& candidates,
+                                     int32_t member) {
+  if (spec.shape.is_whole()) return PlaceWhole(state, spec, window, candidates, member);
+  if (spec.shape.is_mig()) return PlaceMig(state, spec, window, candidates, member);
+  return PlaceFraction(state, spec, window, candidates, member);
+}
+
+// One member on the best of the pool's indexed candidates, scored a batch at
+// a time in best-fit order; the next batch only when none of one fits.
+std::optional<Placement> PlaceMemberIndexed(const State& state, const CapacityRequestSpec& spec,
+                                            const Window& window, int32_t member) {
+  const size_t batch = state.placement_candidates();
+  if (batch == 0) return PlaceMember(state, spec, window, state.PoolNodes(spec.pool), member);
+  InventoryIndex::Cursor cursor(state.inventory(), spec, state.coexistence());
+  std::vector<size_t> candidates;
+  while (cursor.Next(batch, candidates)) {
+    if (auto p = PlaceMember(state, spec, window, candidates, member)) return p;
+    candidates.clear();
+  }
+  return std::nullopt;
+}
+
+// Places every member of `spec` on `candidates` (null: the pool, through its
+// index), or none: on failure the nodes it touched are put back. Returns true
+// when the whole gang is placed.
 bool TryPlaceGang(State& state, const CapacityRequestSpec& spec, const Window& window,
-                  const std::vector<size_t>& candidates, std::vector<Placement>& placed) {
+                  const std::vector<size_t>* candidates, std::vector<Placement>& placed) {
   // Copies of the nodes as they were before this gang, to put back if it
   // does not fit whole (placements may have changed MIG layouts).
   std::vector<Node> before;
   for (int32_t m = 0; m < spec.members; ++m) {
-    std::optional<Placement> p =
-        spec.shape.is_whole() ? PlaceWhole(state, spec, window, candidates, m)
-        : spec.shape.is_mig() ? PlaceMig(state, spec, window, candidates, m)
-                              : PlaceFraction(state, spec, window, candidates, m);
+    std::optional<Placement> p = candidates == nullptr
+                                     ? PlaceMemberIndexed(state, spec, window, m)
+                                     : PlaceMember(state, spec, window, *candidates, m);
     if (!p.has_value()) break;
     const bool copied = std::any_of(before.begin(), before.end(),
                                     [&](const Node& n) { return n.id == p->node_id; });
@@ -393,8 +413,9 @@ GangPlacement PlaceGang(State& state, const CapacityRequestSpec& spec, const Win
     owned = CandidateGroups(state, spec);
     for (const std::vector<size_t>& group : owned) groups.push_back(&group);
   }
+  const bool indexed = spec.topology == Topology::kAny;
   for (const std::vector<size_t>* group : groups) {
-    if (TryPlaceGang(state, spec, window, *group, out.placements)) {
+    if (TryPlaceGang(state, spec, window, indexed ? nullptr : group, out.placements)) {
       out.result = FitResult::kPlaced;
       return out;
     }

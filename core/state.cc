@@ -101,6 +101,7 @@ absl::Status State::LoadNode(Node node) {
   node_by_name_[{node.cluster, node.name}] = index;
   pool_nodes_[node.pool].push_back(index);
   if (node.id >= next_node_id_) next_node_id_ = node.id + 1;
+  inventory_.Put(index, node);
   nodes_.push_back(std::move(node));
   return absl::OkStatus();
 }
@@ -402,6 +403,7 @@ void State::ApplyPlacement(const Placement& p, int sign) {
     ARBITER_CHECK(gpu.allocated_memory_mib >= 0 && gpu.allocated_memory_mib <= gpu.memory_mib);
     ARBITER_CHECK(gpu.tenants >= 0);
   }
+  inventory_.Put(it->second, node);
 }
 
 void State::ObserveDemand(const CapacityRequestSpec& spec) {
@@ -466,6 +468,7 @@ void State::RestoreNode(Node node) {
   auto it = node_index_.find(node.id);
   ARBITER_CHECK(it != node_index_.end());
   nodes_[it->second] = std::move(node);
+  inventory_.Put(it->second, nodes_[it->second]);
 }
 
 void State::PutRequest(const CapacityRequest& request) {

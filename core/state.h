@@ -23,6 +23,7 @@
 #include "core/coexistence.h"
 #include "core/demand_profile.h"
 #include "core/fragmentation.h"
+#include "core/inventory_index.h"
 #include "core/model.h"
 
 namespace arbiter::core {
@@ -158,6 +159,13 @@ class State {
   }
   // Indices into nodes() of the nodes in `pool`, in registration order.
   const std::vector<size_t>& PoolNodes(const std::string& pool) const;
+  // The inventory indexed for placement (see core/inventory_index.h).
+  const InventoryIndex& inventory() const { return inventory_; }
+  // How many candidate nodes the packer scores per member before it looks
+  // further (0: every node of the pool). Default: kDefaultPlacementCandidates.
+  static constexpr size_t kDefaultPlacementCandidates = 128;
+  size_t placement_candidates() const { return placement_candidates_; }
+  void set_placement_candidates(size_t n) { placement_candidates_ = n; }
   // Queued request ids of `pool`, oldest first.
   const std::set<int64_t>& QueuedIn(const std::string& pool) const;
   // Ids of the requests that hold capacity (admitted or preempting) in
@@ -234,6 +242,8 @@ class State {
   absl::flat_hash_map<int64_t, size_t> node_index_;
   std::map<std::pair<std::string, std::string>, size_t> node_by_name_;
   std::map<std::string, std::vector<size_t>> pool_nodes_;
+  InventoryIndex inventory_;
+  size_t placement_candidates_ = kDefaultPlacementCandidates;
   absl::flat_hash_map<int64_t, CapacityRequest> live_requests_;
   std::map<std::string, std::set<int64_t>> queued_;
   std::map<std::string, std::set<int64_t>> holding_;
