@@ -11,6 +11,7 @@
 #include <pqxx/pqxx>
 
 #include "core/status_macros.h"
+#include "store/postgres/batch_writer.h"
 #include "store/postgres/ledger_entries.h"
 #include "store/postgres/pg_errors.h"
 #include "store/postgres/pg_rows.h"
@@ -23,60 +24,11 @@ using core::RequestState;
 
 std::string StateName(RequestState s) { return std::string(core::RequestStateName(s)); }
 
-void WritePlacements(pqxx::work& tx, const core::CapacityRequest& r) {
-  for (const core::Placement& p : r.placements) {
-    const std::string new_layout = core::FormatMigLayout(p.mig_new_layout);
-    tx.exec_prepared(sql::kInsertPlacement, r.id, p.member, p.node_id,
-                     rows::IntArrayLiteral(p.gpu_indices), p.gpu_milli, p.gpu_memory_mib,
-                     p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, new_layout,
-                     p.mig_layout_cleared);
-    // The GPU's current layout follows every decision that changes it.
-    if (p.mig_layout_cleared || !p.mig_new_layout.empty()) {
-      for (int32_t g : p.gpu_indices) {
-        tx.exec_prepared(sql::kUpdateGpuLayout, p.node_id, g, new_layout);
-      }
-    }
-  }
-}
-
-void WriteRequest(pqxx::work& tx, const core::RequestWrite& w) {
-  const core::CapacityRequest& r = w.request;
-  if (w.is_new) {
-    const core::MemberShape& shape = r.spec.shape;
-    const int32_t whole = shape.is_whole() ? shape.whole_gpus() : 0;
-    const int64_t frac_milli = shape.is_fraction() ? shape.fraction().gpu_milli : 0;
-    const int64_t frac_mem = shape.is_fraction() ? shape.fraction().memory_mib : 0;
-    const std::string mig_profile = shape.is_mig() ? shape.mig().profile : std::string();
-    const core::ModelProfile m = r.spec.model_profile.value_or(core::ModelProfile());
-    tx.exec_prepared(
-        sql::kInsertRequest, r.id, r.spec.idempotency_key, static_cast<int64_t>(r.body_hash),
-        r.spec.team, r.spec.pool, std::string(core::WorkloadClassName(r.spec.workload_class)),
-        r.spec.members, whole, frac_milli, frac_mem, shape.cpu_milli, shape.memory_mib,
-        rows::TextArrayLiteral(r.spec.gpu_models), r.spec.description, StateName(r.state),
-        r.reason_code, r.reason, rows::ToMicros(r.created_at), rows::ToMicros(r.updated_at),
-        mig_profile, std::string(core::TopologyName(r.spec.topology)), m.parameters,
-        m.bytes_per_parameter_milli, m.layers, m.kv_heads, m.head_dim, m.kv_bytes_per_element_milli,
-        m.token_budget, m.overhead_mib, shape.gpu_milli(), r.spec.priority, r.spec.preemptible,
-        r.spec.checkpoint_seconds, r.spec.checkpoint_interval_seconds, r.spec.guaranteed,
-        rows::ToMicrosOrMin(r.spec.start_at), absl::ToInt64Seconds(r.spec.duration),
-        rows::ToMicrosOrMin(r.admitted_at), r.quota_model, rows::ToMicrosOrMin(r.preempt_deadline),
-        r.preempted_by, rows::FormatHolds(r.holds), absl::StrJoin(r.approvals, ","),
-        absl::StrJoin(r.approvers, ","), rows::ToMicrosOrMin(r.approval_deadline), r.cost_micros);
-  } else {
-    tx.exec_prepared(sql::kUpdateRequest, r.id, StateName(r.state), r.reason_code, r.reason,
-                     rows::ToMicros(r.updated_at), rows::ToMicrosOrMin(r.admitted_at),
-                     r.quota_model, rows::ToMicrosOrMin(r.preempt_deadline), r.preempted_by,
-                     rows::FormatHolds(r.holds), absl::StrJoin(r.approvals, ","),
-                     absl::StrJoin(r.approvers, ","), rows::ToMicrosOrMin(r.approval_deadline),
-                     r.cost_micros);
-  }
-  // Placements are written when a request is admitted (again, with the same
-  // placements, if a preemption of it is withdrawn; the insert skips those).
-  if (r.state == RequestState::kAdmitted) WritePlacements(tx, r);
-}
-
+// Writes rare changes at once, in order; gathers request writes for the
+// batch's multi-row statements.
 struct ChangeWriter {
   pqxx::work& tx;
+  BatchWriter& batch;
   void operator()(const core::Cluster& c) const {
     tx.exec_prepared(sql::kInsertCluster, c.name, c.description);
   }
@@ -99,7 +51,7 @@ struct ChangeWriter {
     tx.exec_prepared(sql::kUpsertQuota, q.team, q.pool, q.nominal_milli, q.gpu_model,
                      q.borrowing_limit_milli, q.lending_limit_milli);
   }
-  void operator()(const core::RequestWrite& w) const { WriteRequest(tx, w); }
+  void operator()(const core::RequestWrite& w) const { batch.Add(w); }
   void operator()(const core::RoleBindingWrite& w) const {
     const core::RoleBinding& b = w.binding;
     tx.exec_prepared(w.revoke ? sql::kDeleteRoleBinding : sql::kInsertRoleBinding, b.subject,
@@ -374,7 +326,8 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
   bool broken = false;
   absl::Status status = Guarded("commit", &broken, [&]() -> absl::Status {
     pqxx::work tx(*lease);
-    ChangeWriter writer{tx};
+    BatchWriter batch;
+    ChangeWriter writer{tx, batch};
     for (size_t i = 0; i < changes.changes.size(); ++i) {
       const core::Change& change = changes.changes[i];
       std::visit(writer, change);
@@ -385,9 +338,9 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
       e.prev_hash = hash;
       e.hash = ledger::HashOf(e.prev_hash, e);
       hash = e.hash;
-      tx.exec_prepared(sql::kInsertLedger, e.seq, rows::ToMicros(e.at), e.actor, e.action,
-                       e.subject, e.payload, e.prev_hash, e.hash);
+      batch.Add(e);
     }
+    batch.Flush(tx);
     if (!ledger_key_pem_.empty() && seq - checkpoint_seq_ >= checkpoint_every_) {
       ARBITER_ASSIGN_OR_RETURN(std::string signature,
                                ledger::Sign(ledger_key_pem_, ledger::CheckpointMessage(seq, hash)));

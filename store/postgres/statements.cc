@@ -1,5 +1,11 @@
 #include "store/postgres/statements.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include <pqxx/pqxx>
 
 namespace arbiter::store::sql {
@@ -7,8 +13,6 @@ namespace {
 
 // Timestamps travel as integer microseconds since the Unix epoch.
 #define TS(n) "('epoch'::timestamptz + $" #n "::bigint * interval '1 microsecond')"
-// The same, NULL for INT64_MIN (an unset time).
-#define TSN(n) "(CASE WHEN $" #n "::bigint = -9223372036854775808 THEN NULL ELSE " TS(n) " END)"
 
 struct Statement {
   const char* name;
@@ -32,33 +36,6 @@ constexpr Statement kStatements[] = {
      "ON CONFLICT (team, pool, gpu_model) DO UPDATE SET nominal_milli = EXCLUDED.nominal_milli, "
      "borrowing_limit_milli = EXCLUDED.borrowing_limit_milli, "
      "lending_limit_milli = EXCLUDED.lending_limit_milli, updated_at = now()"},
-    // clang-format off
-    {kInsertRequest,
-     "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class, members, "
-     "whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib, gpu_models, "
-     "description, state, reason_code, reason, created_at, updated_at, mig_profile, topology, "
-     "model_parameters, model_bytes_per_parameter_milli, model_layers, model_kv_heads, "
-     "model_head_dim, model_kv_bytes_per_element_milli, model_token_budget, model_overhead_mib, "
-     "gpu_milli_per_member, priority, preemptible, checkpoint_seconds, "
-     "checkpoint_interval_seconds, guaranteed, start_at, duration_seconds, admitted_at, "
-     "quota_model, preempt_deadline, preempted_by, holds, approvals, approvers, "
-     "approval_deadline, cost_micros) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-     "$13::text[], $14, $15, $16, $17, " TS(18) ", " TS(19) ", $20, $21, $22, $23, $24, $25, "
-     "$26, $27, $28, $29, $30, $31, $32, $33, $34, $35, " TSN(36) ", $37, " TSN(38) ", $39, "
-     TSN(40) ", $41, $42, $43, $44, " TSN(45) ", $46)"},
-    {kUpdateRequest,
-     "UPDATE requests SET state = $2, reason_code = $3, reason = $4, updated_at = " TS(5)
-     ", admitted_at = " TSN(6) ", quota_model = $7, preempt_deadline = " TSN(8)
-     ", preempted_by = $9, holds = $10, approvals = $11, approvers = $12,"
-     " approval_deadline = " TSN(13) ", cost_micros = $14 WHERE id = $1"},
-    // clang-format on
-    {kInsertPlacement,
-     "INSERT INTO placements (" ARBITER_PLACEMENT_COLUMNS
-     ") VALUES ($1, $2, $3, $4::integer[], $5, $6, $7, $8, $9, $10, $11, $12, $13)"
-     // A withdrawn preemption makes a request admitted again, with the same
-     // placements.
-     " ON CONFLICT (request_id, member) DO NOTHING"},
-    {kUpdateGpuLayout, "UPDATE gpus SET mig_layout = $3 WHERE node_id = $1 AND gpu_index = $2"},
     {kSelectGpuModels,
      "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable FROM gpu_models ORDER BY name"},
     {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
@@ -132,9 +109,6 @@ constexpr Statement kStatements[] = {
      " ORDER BY subject, role, scope_kind, scope"},
     {kInsertAccessDenial,
      "INSERT INTO access_denials (principal, method, code, reason) VALUES ($1, $2, $3, $4)"},
-    {kInsertLedger,
-     "INSERT INTO ledger (seq, at, actor, action, subject, payload, prev_hash, hash)"
-     " VALUES ($1, " TS(2) ", $3, $4, $5, $6, $7, $8)"},
     {kInsertAuthorityRule,
      "INSERT INTO authority_rules (pool, action, approver, limit_milli, threshold_milli,"
      " threshold_seconds, limit_seconds, limit_micros) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"},
@@ -189,6 +163,165 @@ constexpr Statement kStatements[] = {
      " FROM placements WHERE request_id = ANY($1::bigint[]) ORDER BY request_id, member"},
 };
 
+// How one element of a column's array becomes the column's value.
+enum class Value {
+  kPlain,       // As it is.
+  kTextArray,   // An array literal in a text element, cast to text[].
+  kIntArray,    // An array literal in a text element, cast to integer[].
+  kTime,        // Microseconds since the Unix epoch, to timestamptz.
+  kTimeOrNull,  // The same, NULL for INT64_MIN.
+};
+
+// One column of a multi-row statement: its name, the type of the array its
+// values travel in (one element per row), and how an element becomes a value.
+struct Column {
+  const char* name;
+  const char* array_type;
+  Value value = Value::kPlain;
+};
+
+// "SELECT <values> FROM unnest($1::t1, ...) AS u(c1, ...)": one row per
+// array position. Bigint elements go into integer columns by assignment cast.
+std::string UnnestSelect(const std::vector<Column>& columns) {
+  std::vector<std::string> values, params, names;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const std::string c = absl::StrCat("u.c", i + 1);
+    const std::string micros =
+        absl::StrCat("'epoch'::timestamptz + ", c, " * interval '1 microsecond'");
+    switch (columns[i].value) {
+      case Value::kPlain:
+        values.push_back(c);
+        break;
+      case Value::kTextArray:
+        values.push_back(absl::StrCat(c, "::text[]"));
+        break;
+      case Value::kIntArray:
+        values.push_back(absl::StrCat(c, "::integer[]"));
+        break;
+      case Value::kTime:
+        values.push_back(absl::StrCat("(", micros, ")"));
+        break;
+      case Value::kTimeOrNull:
+        values.push_back(absl::StrCat("(CASE WHEN ", c, " = -9223372036854775808 THEN NULL ELSE ",
+                                      micros, " END)"));
+        break;
+    }
+    params.push_back(absl::StrCat("$", i + 1, "::", columns[i].array_type));
+    names.push_back(absl::StrCat("c", i + 1));
+  }
+  return absl::StrCat("SELECT ", absl::StrJoin(values, ", "), " FROM unnest(",
+                      absl::StrJoin(params, ", "), ") AS u(", absl::StrJoin(names, ", "), ")");
+}
+
+std::string Names(const std::vector<Column>& columns) {
+  return absl::StrJoin(columns, ", ",
+                       [](std::string* out, const Column& c) { out->append(c.name); });
+}
+
+std::string InsertRows(const char* table, const std::vector<Column>& columns) {
+  return absl::StrCat("INSERT INTO ", table, " (", Names(columns), ") ", UnnestSelect(columns));
+}
+
+// The multi-row statements of a commit (see store/postgres/batch_writer.h).
+// Their parameters are arrays in the order of these columns.
+std::vector<std::pair<const char*, std::string>> BatchStatements() {
+  constexpr const char* B = "bigint[]";
+  constexpr const char* T = "text[]";
+  constexpr const char* O = "boolean[]";
+  const std::vector<Column> request = {{"id", B},
+                                       {"idempotency_key", T},
+                                       {"body_hash", B},
+                                       {"team", T},
+                                       {"pool", T},
+                                       {"workload_class", T},
+                                       {"members", B},
+                                       {"whole_gpus", B},
+                                       {"fraction_milli", B},
+                                       {"fraction_memory_mib", B},
+                                       {"cpu_milli", B},
+                                       {"memory_mib", B},
+                                       {"gpu_models", T, Value::kTextArray},
+                                       {"description", T},
+                                       {"state", T},
+                                       {"reason_code", T},
+                                       {"reason", T},
+                                       {"created_at", B, Value::kTime},
+                                       {"updated_at", B, Value::kTime},
+                                       {"mig_profile", T},
+                                       {"topology", T},
+                                       {"model_parameters", B},
+                                       {"model_bytes_per_parameter_milli", B},
+                                       {"model_layers", B},
+                                       {"model_kv_heads", B},
+                                       {"model_head_dim", B},
+                                       {"model_kv_bytes_per_element_milli", B},
+                                       {"model_token_budget", B},
+                                       {"model_overhead_mib", B},
+                                       {"gpu_milli_per_member", B},
+                                       {"priority", B},
+                                       {"preemptible", O},
+                                       {"checkpoint_seconds", B},
+                                       {"checkpoint_interval_seconds", B},
+                                       {"guaranteed", O},
+                                       {"start_at", B, Value::kTimeOrNull},
+                                       {"duration_seconds", B},
+                                       {"admitted_at", B, Value::kTimeOrNull},
+                                       {"quota_model", T},
+                                       {"preempt_deadline", B, Value::kTimeOrNull},
+                                       {"preempted_by", B},
+                                       {"holds", T},
+                                       {"approvals", T},
+                                       {"approvers", T},
+                                       {"approval_deadline", B, Value::kTimeOrNull},
+                                       {"cost_micros", B}};
+  // The columns a decision changes, after the id.
+  const std::vector<Column> request_update = {{"id", B},
+                                              {"state", T},
+                                              {"reason_code", T},
+                                              {"reason", T},
+                                              {"updated_at", B, Value::kTime},
+                                              {"admitted_at", B, Value::kTimeOrNull},
+                                              {"quota_model", T},
+                                              {"preempt_deadline", B, Value::kTimeOrNull},
+                                              {"preempted_by", B},
+                                              {"holds", T},
+                                              {"approvals", T},
+                                              {"approvers", T},
+                                              {"approval_deadline", B, Value::kTimeOrNull},
+                                              {"cost_micros", B}};
+  std::vector<std::string> sets;
+  for (size_t i = 1; i < request_update.size(); ++i) {
+    sets.push_back(absl::StrCat(request_update[i].name, " = v.", request_update[i].name));
+  }
+  const std::vector<Column> placement = {
+      {"request_id", B},        {"member", B},
+      {"node_id", B},           {"gpu_indices", T, Value::kIntArray},
+      {"gpu_milli", B},         {"gpu_memory_mib", B},
+      {"cpu_milli", B},         {"memory_mib", B},
+      {"exclusive", O},         {"mig_profile", T},
+      {"mig_start", B},         {"mig_new_layout", T},
+      {"mig_layout_cleared", O}};
+  const std::vector<Column> layout = {{"node_id", B}, {"gpu_index", B}, {"mig_layout", T}};
+  const std::vector<Column> ledger = {
+      {"seq", B},     {"at", B, Value::kTime}, {"actor", T},     {"action", T},
+      {"subject", T}, {"payload", T},          {"prev_hash", T}, {"hash", T}};
+  return {
+      {kInsertRequests, InsertRows("requests", request)},
+      {kUpdateRequests, absl::StrCat("UPDATE requests r SET ", absl::StrJoin(sets, ", "), " FROM (",
+                                     UnnestSelect(request_update), ") AS v(", Names(request_update),
+                                     ") WHERE r.id = v.id")},
+      // A withdrawn preemption makes a request admitted again, with the same
+      // placements.
+      {kInsertPlacements, absl::StrCat(InsertRows("placements", placement),
+                                       " ON CONFLICT (request_id, member) DO NOTHING")},
+      {kUpdateGpuLayouts,
+       absl::StrCat("UPDATE gpus g SET mig_layout = v.mig_layout FROM (", UnnestSelect(layout),
+                    ") AS v(", Names(layout),
+                    ") WHERE g.node_id = v.node_id AND g.gpu_index = v.gpu_index")},
+      {kInsertLedgerEntries, InsertRows("ledger", ledger)},
+  };
+}
+
 }  // namespace
 
 void PrepareAll(pqxx::connection& conn) {
@@ -198,6 +331,7 @@ void PrepareAll(pqxx::connection& conn) {
     tx.exec("SET lock_timeout = '10s'");
   }
   for (const Statement& s : kStatements) conn.prepare(s.name, s.text);
+  for (const auto& [name, text] : BatchStatements()) conn.prepare(name, text);
 }
 
 }  // namespace arbiter::store::sql

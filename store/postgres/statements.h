@@ -32,10 +32,13 @@ inline constexpr const char* kInsertNode = "insert_node";
 inline constexpr const char* kInsertGpu = "insert_gpu";
 inline constexpr const char* kInsertTeam = "insert_team";
 inline constexpr const char* kUpsertQuota = "upsert_quota";
-inline constexpr const char* kInsertRequest = "insert_request";
-inline constexpr const char* kUpdateRequest = "update_request";
-inline constexpr const char* kInsertPlacement = "insert_placement";
-inline constexpr const char* kUpdateGpuLayout = "update_gpu_layout";
+// Multi-row statements: each parameter is an array with one element per row
+// (see BatchStatements in statements.cc for the columns).
+inline constexpr const char* kInsertRequests = "insert_requests";
+inline constexpr const char* kUpdateRequests = "update_requests";
+inline constexpr const char* kInsertPlacements = "insert_placements";
+inline constexpr const char* kUpdateGpuLayouts = "update_gpu_layouts";
+inline constexpr const char* kInsertLedgerEntries = "insert_ledger_entries";
 inline constexpr const char* kSelectGpuModels = "select_gpu_models";
 inline constexpr const char* kSelectClusters = "select_clusters";
 inline constexpr const char* kSelectPools = "select_pools";
@@ -56,7 +59,6 @@ inline constexpr const char* kInsertRoleBinding = "insert_role_binding";
 inline constexpr const char* kDeleteRoleBinding = "delete_role_binding";
 inline constexpr const char* kSelectRoleBindings = "select_role_bindings";
 inline constexpr const char* kInsertAccessDenial = "insert_access_denial";
-inline constexpr const char* kInsertLedger = "insert_ledger";
 inline constexpr const char* kInsertAuthorityRule = "insert_authority_rule";
 inline constexpr const char* kInsertPrice = "insert_price";
 inline constexpr const char* kSelectPrices = "select_prices";

@@ -222,6 +222,55 @@ TEST_F(PgStoreTest, MigLayoutsAndInstancesLoadBack) {
   EXPECT_EQ(core::FormatMigLayout(got->placements[0].mig_new_layout), "3g.40gb@0,3g.40gb@4");
 }
 
+// One commit holding several writes of the same requests (as a batch of
+// the arbiter does): the rows keep the last state, placements and layouts
+// survive, and the ledger has one entry per write, chained.
+TEST_F(PgStoreTest, ABatchWithSeveralWritesPerRequestLoadsBack) {
+  core::State s = BuildAndCommitOrganisation();
+  core::ChangeSet ch;
+  ASSERT_THAT(core::SetQuota(s, {"t", "serving", 10'000}, kT0, ch), IsOk());
+  core::CapacityRequestSpec mig = WholeSpec("m1", 1, 1);
+  mig.shape.gpu = core::MigShape{"3g.40gb", 0};
+  auto m1 = core::RequestCapacity(s, mig, kT0, ch);
+  ASSERT_THAT(m1, IsOk());
+  auto gone = core::RequestCapacity(s, WholeSpec("gone", 1, 1), kT0, ch);
+  ASSERT_THAT(gone, IsOk());
+  core::CapacityRequestSpec three = WholeSpec("big", 1, 3);
+  three.description = "a \"quoted\", {braced} \\ text";  // Array-literal escaping.
+  auto big = core::RequestCapacity(s, three, kT0, ch);
+  ASSERT_THAT(big, IsOk());
+  ASSERT_EQ(big->request.state, core::RequestState::kQueued);
+  // Releasing `gone` admits `big` in the same change set.
+  ASSERT_THAT(core::ReleaseRequest(s, gone->request.id, kT0 + absl::Seconds(1), ch), IsOk());
+  ASSERT_EQ(s.FindLiveRequest(big->request.id)->state, core::RequestState::kAdmitted);
+  const size_t writes = ch.changes.size();
+  ASSERT_GE(writes, 5u);
+  ASSERT_THAT(store_->Commit(ch), IsOk());
+
+  auto loaded = store_->LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  ASSERT_EQ(loaded->live_requests().size(), 2u);
+  EXPECT_EQ(loaded->live_requests().at(big->request.id).placements,
+            s.FindLiveRequest(big->request.id)->placements);
+  EXPECT_EQ(loaded->live_requests().at(m1->request.id).placements,
+            s.FindLiveRequest(m1->request.id)->placements);
+  EXPECT_EQ(loaded->UsedMilli("t", "serving"), s.UsedMilli("t", "serving"));
+  EXPECT_EQ(loaded->live_requests().at(big->request.id).spec.description, three.description);
+  auto released = store_->GetRequest(gone->request.id);
+  ASSERT_THAT(released, IsOk());
+  EXPECT_EQ(released->state, core::RequestState::kReleased);
+  EXPECT_EQ(released->placements.size(), 1u);  // Kept from the write that admitted it.
+  const core::Node& node = *loaded->FindNode("east", "n1");
+  const int32_t mig_gpu = m1->request.placements[0].gpu_indices[0];
+  EXPECT_FALSE(node.gpus[mig_gpu].mig_layout.empty());
+  auto ledger = store_->ListLedger(LedgerFilter{});
+  ASSERT_THAT(ledger, IsOk());
+  const ledger::Verdict verdict = ledger::VerifyChain(*ledger, 0, ledger::kGenesisHash);
+  EXPECT_TRUE(verdict.ok) << verdict.problem;
+  EXPECT_EQ(ledger->back().action, "request.admitted");
+  EXPECT_EQ(ledger->back().subject, absl::StrCat("request/", big->request.id));
+}
+
 // Borrowing, preemption and reservations survive a reload: quotas with
 // limits, a pool's lending rule, a preempting victim with its deadline and
 // preemptor, the preemptor's claim, and a reservation's held GPUs.

@@ -1,0 +1,214 @@
+#include "store/postgres/batch_writer.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "store/postgres/pg_rows.h"
+#include "store/postgres/statements.h"
+
+namespace arbiter::store {
+
+void ArrayLiteral::Separate() {
+  if (text_.size() > 1) text_ += ',';
+}
+
+void ArrayLiteral::Add(int64_t v) {
+  Separate();
+  absl::StrAppend(&text_, v);
+}
+
+void ArrayLiteral::AddBool(bool v) {
+  Separate();
+  text_ += v ? 't' : 'f';
+}
+
+void ArrayLiteral::Add(absl::string_view v) {
+  Separate();
+  text_ += '"';
+  for (char c : v) {
+    if (c == '"' || c == '\\') text_ += '\\';
+    text_ += c;
+  }
+  text_ += '"';
+}
+
+void BatchWriter::Add(const core::RequestWrite& write) {
+  const core::CapacityRequest& r = write.request;
+  auto [it, first] = requests_.try_emplace(r.id);
+  if (first) order_.push_back(r.id);
+  it->second.last = &r;
+  it->second.is_new |= write.is_new;
+  // Placements are written when a request is admitted (again, with the same
+  // placements, if a preemption of it is withdrawn; the insert skips those).
+  if (r.state != core::RequestState::kAdmitted) return;
+  for (const core::Placement& p : r.placements) {
+    placements_.try_emplace({r.id, p.member}, &p);
+    // The GPU's current layout follows every decision that changes it.
+    if (p.mig_layout_cleared || !p.mig_new_layout.empty()) {
+      for (int32_t g : p.gpu_indices) {
+        layouts_[{p.node_id, g}] = core::FormatMigLayout(p.mig_new_layout);
+      }
+    }
+  }
+}
+
+void BatchWriter::Add(const ledger::Entry& entry) { ledger_.push_back(entry); }
+
+void BatchWriter::Flush(pqxx::work& tx) {
+  WriteRequests(tx);
+  WritePlacements(tx);
+  WriteLedger(tx);
+  order_.clear();
+  requests_.clear();
+  placements_.clear();
+  layouts_.clear();
+  ledger_.clear();
+}
+
+void BatchWriter::WriteRequests(pqxx::work& tx) {
+  // Inserts: 46 columns (statements.cc), one array each.
+  std::vector<ArrayLiteral> ins(46);
+  // Updates: 14 columns.
+  std::vector<ArrayLiteral> upd(14);
+  size_t inserted = 0, updated = 0;
+  for (int64_t id : order_) {
+    const Request& w = requests_.at(id);
+    const core::CapacityRequest& r = *w.last;
+    const std::string state(core::RequestStateName(r.state));
+    if (!w.is_new) {
+      size_t c = 0;
+      upd[c++].Add(r.id);
+      upd[c++].Add(state);
+      upd[c++].Add(r.reason_code);
+      upd[c++].Add(r.reason);
+      upd[c++].Add(rows::ToMicros(r.updated_at));
+      upd[c++].Add(rows::ToMicrosOrMin(r.admitted_at));
+      upd[c++].Add(r.quota_model);
+      upd[c++].Add(rows::ToMicrosOrMin(r.preempt_deadline));
+      upd[c++].Add(r.preempted_by);
+      upd[c++].Add(rows::FormatHolds(r.holds));
+      upd[c++].Add(absl::StrJoin(r.approvals, ","));
+      upd[c++].Add(absl::StrJoin(r.approvers, ","));
+      upd[c++].Add(rows::ToMicrosOrMin(r.approval_deadline));
+      upd[c++].Add(r.cost_micros);
+      ++updated;
+      continue;
+    }
+    const core::MemberShape& shape = r.spec.shape;
+    const core::ModelProfile m = r.spec.model_profile.value_or(core::ModelProfile());
+    size_t c = 0;
+    ins[c++].Add(r.id);
+    ins[c++].Add(r.spec.idempotency_key);
+    ins[c++].Add(static_cast<int64_t>(r.body_hash));
+    ins[c++].Add(r.spec.team);
+    ins[c++].Add(r.spec.pool);
+    ins[c++].Add(core::WorkloadClassName(r.spec.workload_class));
+    ins[c++].Add(int64_t{r.spec.members});
+    ins[c++].Add(int64_t{shape.is_whole() ? shape.whole_gpus() : 0});
+    ins[c++].Add(shape.is_fraction() ? shape.fraction().gpu_milli : int64_t{0});
+    ins[c++].Add(shape.is_fraction() ? shape.fraction().memory_mib : int64_t{0});
+    ins[c++].Add(shape.cpu_milli);
+    ins[c++].Add(shape.memory_mib);
+    ins[c++].Add(rows::TextArrayLiteral(r.spec.gpu_models));
+    ins[c++].Add(r.spec.description);
+    ins[c++].Add(state);
+    ins[c++].Add(r.reason_code);
+    ins[c++].Add(r.reason);
+    ins[c++].Add(rows::ToMicros(r.created_at));
+    ins[c++].Add(rows::ToMicros(r.updated_at));
+    ins[c++].Add(shape.is_mig() ? shape.mig().profile : std::string());
+    ins[c++].Add(core::TopologyName(r.spec.topology));
+    ins[c++].Add(m.parameters);
+    ins[c++].Add(m.bytes_per_parameter_milli);
+    ins[c++].Add(int64_t{m.layers});
+    ins[c++].Add(int64_t{m.kv_heads});
+    ins[c++].Add(int64_t{m.head_dim});
+    ins[c++].Add(m.kv_bytes_per_element_milli);
+    ins[c++].Add(m.token_budget);
+    ins[c++].Add(m.overhead_mib);
+    ins[c++].Add(shape.gpu_milli());
+    ins[c++].Add(int64_t{r.spec.priority});
+    ins[c++].AddBool(r.spec.preemptible);
+    ins[c++].Add(r.spec.checkpoint_seconds);
+    ins[c++].Add(r.spec.checkpoint_interval_seconds);
+    ins[c++].AddBool(r.spec.guaranteed);
+    ins[c++].Add(rows::ToMicrosOrMin(r.spec.start_at));
+    ins[c++].Add(absl::ToInt64Seconds(r.spec.duration));
+    ins[c++].Add(rows::ToMicrosOrMin(r.admitted_at));
+    ins[c++].Add(r.quota_model);
+    ins[c++].Add(rows::ToMicrosOrMin(r.preempt_deadline));
+    ins[c++].Add(r.preempted_by);
+    ins[c++].Add(rows::FormatHolds(r.holds));
+    ins[c++].Add(absl::StrJoin(r.approvals, ","));
+    ins[c++].Add(absl::StrJoin(r.approvers, ","));
+    ins[c++].Add(rows::ToMicrosOrMin(r.approval_deadline));
+    ins[c++].Add(r.cost_micros);
+    ++inserted;
+  }
+  std::vector<std::string> params;
+  if (inserted > 0) {
+    for (const ArrayLiteral& a : ins) params.push_back(a.Done());
+    tx.exec_prepared(sql::kInsertRequests, pqxx::prepare::make_dynamic_params(params));
+  }
+  if (updated > 0) {
+    params.clear();
+    for (const ArrayLiteral& a : upd) params.push_back(a.Done());
+    tx.exec_prepared(sql::kUpdateRequests, pqxx::prepare::make_dynamic_params(params));
+  }
+}
+
+void BatchWriter::WritePlacements(pqxx::work& tx) {
+  std::vector<std::string> params;
+  if (!placements_.empty()) {
+    std::vector<ArrayLiteral> col(13);
+    for (const auto& [key, p] : placements_) {
+      size_t c = 0;
+      col[c++].Add(key.first);
+      col[c++].Add(int64_t{p->member});
+      col[c++].Add(p->node_id);
+      col[c++].Add(rows::IntArrayLiteral(p->gpu_indices));
+      col[c++].Add(p->gpu_milli);
+      col[c++].Add(p->gpu_memory_mib);
+      col[c++].Add(p->cpu_milli);
+      col[c++].Add(p->memory_mib);
+      col[c++].AddBool(p->exclusive);
+      col[c++].Add(p->mig_profile);
+      col[c++].Add(int64_t{p->mig_start});
+      col[c++].Add(core::FormatMigLayout(p->mig_new_layout));
+      col[c++].AddBool(p->mig_layout_cleared);
+    }
+    for (const ArrayLiteral& a : col) params.push_back(a.Done());
+    tx.exec_prepared(sql::kInsertPlacements, pqxx::prepare::make_dynamic_params(params));
+  }
+  if (!layouts_.empty()) {
+    std::vector<ArrayLiteral> col(3);
+    for (const auto& [gpu, layout] : layouts_) {
+      col[0].Add(gpu.first);
+      col[1].Add(int64_t{gpu.second});
+      col[2].Add(layout);
+    }
+    params.clear();
+    for (const ArrayLiteral& a : col) params.push_back(a.Done());
+    tx.exec_prepared(sql::kUpdateGpuLayouts, pqxx::prepare::make_dynamic_params(params));
+  }
+}
+
+void BatchWriter::WriteLedger(pqxx::work& tx) {
+  if (ledger_.empty()) return;
+  std::vector<ArrayLiteral> col(8);
+  for (const ledger::Entry& e : ledger_) {
+    col[0].Add(e.seq);
+    col[1].Add(rows::ToMicros(e.at));
+    col[2].Add(e.actor);
+    col[3].Add(e.action);
+    col[4].Add(e.subject);
+    col[5].Add(e.payload);
+    col[6].Add(e.prev_hash);
+    col[7].Add(e.hash);
+  }
+  std::vector<std::string> params;
+  for (const ArrayLiteral& a : col) params.push_back(a.Done());
+  tx.exec_prepared(sql::kInsertLedgerEntries, pqxx::prepare::make_dynamic_params(params));
+}
+
+}  // namespace arbiter::store
