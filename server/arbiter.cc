@@ -58,6 +58,7 @@ Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory
       options_(options),
       state_(std::move(state)) {
   IndexNodes();
+  committer_ = std::thread([this] { RunCommitter(); });
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -67,6 +68,12 @@ Arbiter::~Arbiter() {
     stopping_ = true;
   }
   thread_.join();
+  // What was decided is still committed and answered.
+  {
+    absl::MutexLock lock(&mu_);
+    committer_stopping_ = true;
+  }
+  committer_.join();
 }
 
 void Arbiter::Submit(Decide decide, Done done, std::string actor) {
@@ -96,15 +103,24 @@ void Arbiter::Run() {
       wait = std::clamp(state_.timers().begin()->first - clock_->TimeNow(), absl::ZeroDuration(),
                         absl::Seconds(1));
     }
+    bool failed = false;
     {
       absl::MutexLock lock(&mu_);
-      const bool woken = mu_.AwaitWithTimeout(absl::Condition(
-                                                  +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                                    return a->stopping_ || !a->queue_.empty();
-                                                  },
-                                                  this),
-                                              wait);
-      if (!woken && !TimerDue()) continue;
+      // Room for one more batch in flight, then a command (or a timer).
+      mu_.Await(absl::Condition(
+          +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return a->stopping_ || a->commit_failed_ || a->in_flight_ < a->options_.max_in_flight;
+          },
+          this));
+      const bool woken =
+          mu_.AwaitWithTimeout(absl::Condition(
+                                   +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                     return a->stopping_ || a->commit_failed_ || !a->queue_.empty();
+                                   },
+                                   this),
+                               wait);
+      failed = commit_failed_;
+      if (!woken && !failed && !TimerDue()) continue;
       if (stopping_) {
         batch.swap(queue_);
       } else {
@@ -118,6 +134,14 @@ void Arbiter::Run() {
         return;
       }
     }
+    if (failed) {
+      // The in-memory state ran ahead of the database: wait for the batches
+      // in flight to fail too, then reload.
+      Drain();
+      state_valid_ = false;
+      absl::MutexLock lock(&mu_);
+      commit_failed_ = false;
+    }
     if (!state_valid_ && !Reload()) {
       for (Command& c : batch) {
         c.done(absl::UnavailableError("arbiter state is reloading; database unreachable"));
@@ -125,7 +149,7 @@ void Arbiter::Run() {
       clock_->SleepFor(options_.reload_backoff);
       continue;
     }
-    ProcessBatch(batch);
+    DecideBatch(batch);
   }
 }
 
@@ -134,41 +158,82 @@ bool Arbiter::TimerDue() const {
          state_.timers().begin()->first <= clock_->TimeNow();
 }
 
-void Arbiter::ProcessBatch(std::deque<Command>& batch) {
-  const absl::Time now = clock_->TimeNow();
-  core::ChangeSet changes;
-  store::CommitContext context;
-  context.at = now;
-  // What is due first: deadlines and reservations come before the commands.
-  core::Tick(state_, now, changes);
-  context.actors.assign(changes.changes.size(), "arbiter");
-  std::vector<absl::Status> results;
-  results.reserve(batch.size());
-  for (Command& c : batch) {
-    results.push_back(c.decide(state_, now, changes));
-    context.actors.resize(changes.changes.size(), c.actor);
-  }
+void Arbiter::Drain() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS { return a->in_flight_ == 0; }, this));
+}
 
-  const absl::Status commit = store_->Commit(changes, context);
+void Arbiter::DecideBatch(std::deque<Command>& batch) {
+  const absl::Time now = clock_->TimeNow();
+  Decided decided;
+  decided.context.at = now;
+  // What is due first: deadlines and reservations come before the commands.
+  core::Tick(state_, now, decided.changes);
+  decided.context.actors.assign(decided.changes.changes.size(), "arbiter");
+  decided.results.reserve(batch.size());
+  for (Command& c : batch) {
+    decided.results.push_back(c.decide(state_, now, decided.changes));
+    decided.context.actors.resize(decided.changes.changes.size(), c.actor);
+  }
+  decided.commands = std::move(batch);
+  absl::MutexLock lock(&mu_);
+  decided_.push_back(std::move(decided));
+  ++in_flight_;
+}
+
+void Arbiter::RunCommitter() {
+  for (;;) {
+    Decided decided;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return a->committer_stopping_ || !a->decided_.empty();
+          },
+          this));
+      if (decided_.empty()) return;  // Stopping, and nothing left.
+      decided = std::move(decided_.front());
+      decided_.pop_front();
+    }
+    CommitBatch(decided);
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  }
+}
+
+void Arbiter::CommitBatch(Decided& decided) {
+  std::deque<Command>& batch = decided.commands;
+  bool after_failure = false;
+  {
+    absl::MutexLock lock(&mu_);
+    after_failure = commit_failed_;
+  }
+  // A batch decided after a failed one builds on state that is not durable.
+  const absl::Status commit = after_failure
+                                  ? absl::UnavailableError("an earlier batch failed to commit")
+                                  : store_->Commit(decided.changes, decided.context);
   {
     absl::MutexLock lock(&mu_);
     stats_.batches++;
     stats_.commands += static_cast<int64_t>(batch.size());
-    if (!commit.ok()) stats_.commit_failures++;
+    if (!commit.ok()) {
+      stats_.commit_failures++;
+      commit_failed_ = true;
+    }
   }
   if (!commit.ok()) {
-    // The in-memory state now runs ahead of the database: fail stop.
     spdlog::error("commit of {} commands failed, reloading state: {}", batch.size(),
                   commit.ToString());
-    state_valid_ = false;
     for (Command& c : batch) {
       c.done(absl::UnavailableError(absl::StrCat("decision not committed: ", commit.message())));
     }
     return;
   }
 
+  const absl::Time now = decided.context.at;
   std::vector<AllocationEvent> events;
-  for (const core::Change& change : changes.changes) {
+  for (const core::Change& change : decided.changes.changes) {
     if (authz_ != nullptr) authz_->Apply(change);
     if (const auto* node = std::get_if<core::Node>(&change)) {
       nodes_->Put(node->id, node->cluster, node->name);
@@ -176,7 +241,7 @@ void Arbiter::ProcessBatch(std::deque<Command>& batch) {
       events.push_back(AllocationEvent{EventTypeOf(*write), write->request, now});
     }
   }
-  for (size_t i = 0; i < batch.size(); ++i) batch[i].done(results[i]);
+  for (size_t i = 0; i < batch.size(); ++i) batch[i].done(decided.results[i]);
   if (!events.empty()) hub_->Publish(events);
 }
 

@@ -2,15 +2,20 @@
 // every mutating RPC is a command run on that thread. Commands are taken in
 // batches; the changes of a whole batch are written in one PostgreSQL
 // transaction (group commit), and only after COMMIT is any command of the
-// batch answered and its events published. If a commit fails, every command
-// of the batch is answered UNAVAILABLE (retry with the same idempotency key)
-// and the state is reloaded from PostgreSQL before the next batch: the
-// in-memory state never runs ahead of what is durable. Timed events
-// (preemption deadlines, reservation starts) run as batches of their own
-// when they come due, and first in any batch.
+// batch answered and its events published.
+//
+// Deciding and committing overlap: while a committer thread writes batch N,
+// the arbiter thread decides batch N+1 against the state N left in memory
+// (at most `max_in_flight` batches decided and not yet committed). Batches
+// commit in order. If a commit fails, that batch and every batch decided
+// after it (they build on its state) are answered UNAVAILABLE (retry with
+// the same idempotency key), and the state is reloaded from PostgreSQL
+// before anything else is decided: no answer ever reflects a state that is
+// not durable. Timed events (preemption deadlines, reservation starts) run as
+// batches of their own when they come due, and first in any batch.
 //
 // Thread-safe: `Submit` may be called from any thread; callbacks run on the
-// arbiter thread and must not block.
+// committer thread and must not block.
 #pragma once
 
 #include <deque>
@@ -37,6 +42,8 @@ struct ArbiterOptions {
   // Most commands waiting; beyond it Submit answers RESOURCE_EXHAUSTED.
   // Default: 65536.
   size_t max_queued = 65536;
+  // Most batches decided and not yet committed. Default: 2.
+  size_t max_in_flight = 2;
   // Wait between attempts to reload state while the database is down.
   // Default: 500 ms.
   absl::Duration reload_backoff = absl::Milliseconds(500);
@@ -84,12 +91,24 @@ class Arbiter {
     Done done;
     std::string actor;
   };
+  // A decided batch on its way to the database.
+  struct Decided {
+    std::deque<Command> commands;
+    std::vector<absl::Status> results;
+    core::ChangeSet changes;
+    store::CommitContext context;
+  };
 
   Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,
           const ArbiterOptions& options, core::State state, Authorizer* authz);
   void Run();
-  // Decides and commits one batch. Runs on the arbiter thread.
-  void ProcessBatch(std::deque<Command>& batch);
+  // Decides one batch and hands it to the committer. Arbiter thread.
+  void DecideBatch(std::deque<Command>& batch);
+  void RunCommitter();
+  // Commits one batch and answers its commands. Committer thread.
+  void CommitBatch(Decided& decided);
+  // Waits until no batch is in flight. Arbiter thread.
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a timed event of the state is due. Arbiter thread only.
   bool TimerDue() const;
   // Replaces the state with the database's. Returns false while it cannot.
@@ -109,8 +128,17 @@ class Arbiter {
   mutable absl::Mutex mu_;
   std::deque<Command> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Decided batches, oldest first; `in_flight_` counts them and the one
+  // being committed.
+  std::deque<Decided> decided_ ABSL_GUARDED_BY(mu_);
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set when a commit failed: batches still in flight are failed too, and
+  // the arbiter reloads once they are drained.
+  bool commit_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool committer_stopping_ ABSL_GUARDED_BY(mu_) = false;
   ArbiterStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
+  std::thread committer_;
 };
 
 }  // namespace arbiter::server

@@ -1,0 +1,414 @@
+// arbiter-load: drives a running arbiterd with N concurrent clients over K
+// gRPC channels, a 50/50 mix of RequestCapacity (random shapes: whole GPUs,
+// fractions, MIG instances) and ReleaseAllocation of the client's own
+// requests, every call under a deadline and every response checked against
+// what was asked. Prints decisions/s, latency percentiles and errors, and
+// writes them as JSON with --json.
+//
+//   arbiter-load setup --target 127.0.0.1:7443 --gpus 10000
+//   arbiter-load run --target 127.0.0.1:7443 --clients 64 --seconds 30 [--hot] [--json F]
+//
+// `setup` registers two inventories of `--gpus` 8-GPU H100 nodes each: one
+// split over `--pools` batch pools, and one in the single pool "pool-hot";
+// and `--teams` teams with a quota in every pool that never binds. `run`
+// spreads clients over teams and the split pools, or with --hot sends
+// everything as team-0 to pool-hot: the same capacity, one team and one pool.
+// Plaintext gRPC: arbiterd runs with --insecure-loopback.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include <grpcpp/grpcpp.h>
+
+#include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/governance.grpc.pb.h"
+#include "arbiter/v1/inventory.grpc.pb.h"
+
+namespace arbiter::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string target = "127.0.0.1:7443";
+  int gpus = 10'000;
+  int pools = 4;
+  int teams = 16;
+  int clients = 64;
+  int channels = 8;
+  double seconds = 30;
+  int deadline_ms = 5'000;
+  int max_held = 64;  // Per client; beyond it the client releases.
+  bool hot = false;
+  uint64_t seed = 1;
+  std::string json;
+};
+
+std::shared_ptr<grpc::Channel> Connect(const std::string& target, int n) {
+  grpc::ChannelArguments args;
+  // A distinct argument per channel keeps each on its own connection.
+  args.SetInt("arbiter.load.channel", n);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+void SetDeadline(grpc::ClientContext& ctx, int ms) {
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+}
+
+// --- setup
+
+bool Check(const grpc::Status& s, const std::string& what) {
+  if (s.ok() || s.error_code() == grpc::StatusCode::ALREADY_EXISTS) return true;
+  std::cerr << "arbiter-load: " << what << ": " << s.error_message() << "\n";
+  return false;
+}
+
+int Setup(const Options& o) {
+  auto channel = Connect(o.target, 0);
+  auto inventory = v1::InventoryService::NewStub(channel);
+  auto governance = v1::GovernanceService::NewStub(channel);
+  {
+    v1::CreateClusterRequest req;
+    req.mutable_cluster()->set_name("load");
+    v1::CreateClusterResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 30'000);
+    if (!Check(inventory->CreateCluster(&ctx, req, &resp), "create cluster")) return 1;
+  }
+  const int nodes = o.gpus / 8;
+  std::vector<std::string> pools;
+  for (int p = 0; p < o.pools; ++p) pools.push_back(absl::StrCat("pool-", p));
+  pools.push_back("pool-hot");
+  for (const std::string& pool : pools) {
+    v1::CreatePoolRequest req;
+    req.mutable_pool()->set_name(pool);
+    req.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+    v1::CreatePoolResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 30'000);
+    if (!Check(inventory->CreatePool(&ctx, req, &resp), "create pool")) return 1;
+  }
+  for (int t = 0; t < o.teams; ++t) {
+    v1::CreateTeamRequest req;
+    req.mutable_team()->set_name(absl::StrCat("team-", t));
+    v1::CreateTeamResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 30'000);
+    if (!Check(governance->CreateTeam(&ctx, req, &resp), "create team")) return 1;
+    for (const std::string& pool : pools) {
+      v1::SetQuotaRequest q;
+      q.mutable_quota()->set_team(absl::StrCat("team-", t));
+      q.mutable_quota()->set_pool(pool);
+      q.mutable_quota()->set_nominal_milli(int64_t{o.gpus} * 1000);
+      v1::SetQuotaResponse qr;
+      grpc::ClientContext qc;
+      SetDeadline(qc, 30'000);
+      if (!Check(governance->SetQuota(&qc, q, &qr), "set quota")) return 1;
+    }
+  }
+  // Nodes in parallel, so that the arbiter commits them in batches.
+  std::atomic<int> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 16; ++w) {
+    workers.emplace_back([&] {
+      for (int n = next++; n < 2 * nodes && !failed; n = next++) {
+        v1::RegisterNodeRequest req;
+        v1::Node* node = req.mutable_node();
+        node->set_cluster("load");
+        node->set_name(absl::StrCat("n", n));
+        node->set_pool(n < nodes ? absl::StrCat("pool-", n % o.pools) : "pool-hot");
+        node->set_topology_domain(absl::StrCat("nvl-", n / 4));
+        node->set_cpu_milli(8 * 16'000);
+        node->set_memory_mib(8 * 128 * 1024);
+        for (int g = 0; g < 8; ++g) {
+          v1::Gpu* gpu = node->add_gpus();
+          gpu->set_index(g);
+          gpu->set_model("H100-80GB");
+        }
+        v1::RegisterNodeResponse resp;
+        grpc::ClientContext ctx;
+        SetDeadline(ctx, 30'000);
+        if (!Check(inventory->RegisterNode(&ctx, req, &resp), "register node")) failed = true;
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  if (failed) return 1;
+  std::cout << "arbiter-load: set up " << nodes << " nodes (" << nodes * 8 << " GPUs) in "
+            << o.pools << " pools and as many in pool-hot, " << o.teams << " teams\n";
+  return 0;
+}
+
+// --- run
+
+struct Tally {
+  std::vector<int64_t> latency_us;
+  int64_t requests = 0, releases = 0, admitted = 0, queued = 0, denied = 0;
+  std::map<std::string, int64_t> errors;  // What went wrong -> count.
+  void Error(const std::string& what) { ++errors[what]; }
+};
+
+struct Held {
+  int64_t id;
+  bool admitted;
+};
+
+// The shape of a random request, and what a correct answer must show.
+struct Ask {
+  v1::RequestCapacityRequest req;
+  int64_t milli_per_member = 0;  // 0 for MIG (charged at the SM share).
+};
+
+Ask RandomAsk(std::mt19937_64& rng, const std::string& team, const std::string& pool,
+              const std::string& key) {
+  Ask a;
+  v1::RequestCapacityRequest& r = a.req;
+  r.set_idempotency_key(key);
+  r.set_team(team);
+  r.set_pool(pool);
+  r.set_members(1);
+  v1::MemberShape* s = r.mutable_shape();
+  const int kind = static_cast<int>(rng() % 10);
+  if (kind < 4) {
+    static constexpr int kSizes[] = {1, 1, 1, 2, 2, 4, 8};
+    r.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+    s->set_whole_gpus(kSizes[rng() % 7]);
+    if (rng() % 8 == 0) r.set_members(2);
+    a.milli_per_member = 1000 * s->whole_gpus();
+  } else if (kind < 8) {
+    r.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    const int64_t milli = 100 + static_cast<int64_t>(rng() % 9) * 100;
+    s->mutable_fraction()->set_gpu_milli(milli);
+    s->mutable_fraction()->set_memory_mib(milli * 64);
+    a.milli_per_member = milli;
+  } else {
+    static const char* kProfiles[] = {"1g.10gb", "2g.20gb", "3g.40gb"};
+    r.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    s->set_mig_profile(kProfiles[rng() % 3]);
+  }
+  s->set_cpu_milli(1000 * (1 + static_cast<int64_t>(rng() % 4)));
+  s->set_memory_mib(8192 * (1 + static_cast<int64_t>(rng() % 4)));
+  return a;
+}
+
+// Whether `got` answers `ask` correctly; names the first problem otherwise.
+std::string CheckDecision(const Ask& ask, const v1::CapacityRequest& got) {
+  if (got.id() <= 0) return "response without an id";
+  if (got.team() != ask.req.team() || got.pool() != ask.req.pool()) return "wrong team or pool";
+  if (got.idempotency_key() != ask.req.idempotency_key()) return "wrong idempotency key";
+  switch (got.state()) {
+    case v1::REQUEST_STATE_ADMITTED: {
+      if (got.placements_size() != ask.req.members()) return "admitted with a wrong member count";
+      for (const v1::Placement& p : got.placements()) {
+        if (p.node().empty() || p.gpu_indices_size() == 0) return "placement without GPUs";
+        if (ask.req.shape().has_mig_profile()) {
+          if (p.mig_profile() != ask.req.shape().mig_profile()) return "wrong MIG profile";
+        } else if (ask.req.shape().whole_gpus() > 0) {
+          if (p.gpu_indices_size() != ask.req.shape().whole_gpus() || p.gpu_milli() != 1000) {
+            return "wrong whole-GPU placement";
+          }
+        } else if (p.gpu_indices_size() != 1 || p.gpu_milli() != ask.milli_per_member) {
+          return "wrong fraction placement";
+        }
+      }
+      return "";
+    }
+    case v1::REQUEST_STATE_QUEUED:
+    case v1::REQUEST_STATE_DENIED:
+      if (got.reason().empty() || got.placements_size() != 0) return "queued/denied without reason";
+      return "";
+    default:
+      return absl::StrCat("unexpected state ", v1::RequestState_Name(got.state()));
+  }
+}
+
+void RunClient(const Options& o, int client, v1::AllocationService::Stub* stub,
+               Clock::time_point end, Tally& t) {
+  std::mt19937_64 rng(o.seed * 1'000'003 + static_cast<uint64_t>(client));
+  std::vector<Held> held;
+  const std::string run = absl::StrCat(o.seed, "-",
+                                       std::chrono::duration_cast<std::chrono::seconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count());
+  int64_t n = 0;
+  while (Clock::now() < end) {
+    const bool release =
+        !held.empty() && (static_cast<int>(held.size()) >= o.max_held || rng() % 2 == 0);
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, o.deadline_ms);
+    const auto start = Clock::now();
+    if (release) {
+      const size_t k = rng() % held.size();
+      const Held h = held[k];
+      held[k] = held.back();
+      held.pop_back();
+      v1::ReleaseAllocationRequest req;
+      req.set_id(h.id);
+      v1::ReleaseAllocationResponse resp;
+      const grpc::Status s = stub->ReleaseAllocation(&ctx, req, &resp);
+      t.latency_us.push_back(
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+      ++t.releases;
+      if (!s.ok()) {
+        t.Error(absl::StrCat("ReleaseAllocation ", s.error_code(), ": ", s.error_message()));
+        continue;
+      }
+      const v1::RequestState want =
+          h.admitted ? v1::REQUEST_STATE_RELEASED : v1::REQUEST_STATE_CANCELLED;
+      // A queued request may have been admitted since: then it is released.
+      if (resp.request().id() != h.id ||
+          (resp.request().state() != want &&
+           !(resp.request().state() == v1::REQUEST_STATE_RELEASED && !h.admitted))) {
+        t.Error("release answered with a wrong id or state");
+      }
+      continue;
+    }
+    const int team = o.hot ? 0 : client % o.teams;
+    const std::string pool =
+        o.hot ? "pool-hot" : absl::StrCat("pool-", static_cast<int>(rng() % o.pools));
+    const Ask ask = RandomAsk(rng, absl::StrCat("team-", team), pool,
+                              absl::StrCat("load-", run, "-", client, "-", n++));
+    v1::RequestCapacityResponse resp;
+    const grpc::Status s = stub->RequestCapacity(&ctx, ask.req, &resp);
+    t.latency_us.push_back(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+    ++t.requests;
+    if (!s.ok()) {
+      t.Error(absl::StrCat("RequestCapacity ", s.error_code(), ": ", s.error_message()));
+      continue;
+    }
+    if (const std::string bad = CheckDecision(ask, resp.request()); !bad.empty()) {
+      t.Error(bad);
+      continue;
+    }
+    switch (resp.request().state()) {
+      case v1::REQUEST_STATE_ADMITTED:
+        ++t.admitted;
+        held.push_back({resp.request().id(), true});
+        break;
+      case v1::REQUEST_STATE_QUEUED:
+        ++t.queued;
+        held.push_back({resp.request().id(), false});
+        break;
+      default:
+        ++t.denied;
+    }
+  }
+  // Leave nothing behind: release what is still held (not counted).
+  for (const Held& h : held) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, o.deadline_ms);
+    v1::ReleaseAllocationRequest req;
+    req.set_id(h.id);
+    v1::ReleaseAllocationResponse resp;
+    (void)stub->ReleaseAllocation(&ctx, req, &resp);
+  }
+}
+
+double Percentile(std::vector<int64_t>& v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return static_cast<double>(v[k]) / 1000.0;
+}
+
+int Run(const Options& o) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<v1::AllocationService::Stub>> stubs;
+  for (int c = 0; c < o.channels; ++c) {
+    channels.push_back(Connect(o.target, c));
+    stubs.push_back(v1::AllocationService::NewStub(channels.back()));
+  }
+  std::vector<Tally> tallies(static_cast<size_t>(o.clients));
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::microseconds(static_cast<int64_t>(o.seconds * 1e6));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < o.clients; ++c) {
+    threads.emplace_back(RunClient, std::cref(o), c,
+                         stubs[static_cast<size_t>(c % o.channels)].get(), end,
+                         std::ref(tallies[static_cast<size_t>(c)]));
+  }
+  for (std::thread& t : threads) t.join();
+  const double elapsed = std::min(
+      o.seconds,
+      std::chrono::duration_cast<std::chrono::duration<double>>(Clock::now() - start).count());
+  Tally all;
+  for (Tally& t : tallies) {
+    all.latency_us.insert(all.latency_us.end(), t.latency_us.begin(), t.latency_us.end());
+    all.requests += t.requests;
+    all.releases += t.releases;
+    all.admitted += t.admitted;
+    all.queued += t.queued;
+    all.denied += t.denied;
+    for (const auto& [what, count] : t.errors) all.errors[what] += count;
+  }
+  int64_t errors = 0;
+  for (const auto& [what, count] : all.errors) errors += count;
+  const int64_t decisions = all.requests + all.releases;
+  const double per_s = static_cast<double>(decisions) / elapsed;
+  const double p50 = Percentile(all.latency_us, 0.50);
+  const double p99 = Percentile(all.latency_us, 0.99);
+  const double p999 = Percentile(all.latency_us, 0.999);
+  std::cout << absl::StrFormat(
+      "arbiter-load: %d clients over %d channels, %s, %.1f s: %d decisions (%d requests: %d "
+      "admitted, %d queued, %d denied; %d releases), %.0f decisions/s, p50 %.2f ms, p99 %.2f ms, "
+      "p999 %.2f ms, %d errors\n",
+      o.clients, o.channels, o.hot ? "one team and pool" : "spread over teams and pools", elapsed,
+      decisions, all.requests, all.admitted, all.queued, all.denied, all.releases, per_s, p50, p99,
+      p999, errors);
+  for (const auto& [what, count] : all.errors)
+    std::cout << "  error x" << count << ": " << what << "\n";
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    out << absl::StrFormat(
+        "{\"clients\": %d, \"channels\": %d, \"hot\": %s, \"seconds\": %.3f, \"decisions\": %d, "
+        "\"requests\": %d, \"admitted\": %d, \"queued\": %d, \"denied\": %d, \"releases\": %d, "
+        "\"decisions_per_s\": %.1f, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"p999_ms\": %.3f, "
+        "\"errors\": %d}\n",
+        o.clients, o.channels, o.hot ? "true" : "false", elapsed, decisions, all.requests,
+        all.admitted, all.queued, all.denied, all.releases, per_s, p50, p99, p999, errors);
+  }
+  return errors == 0 && decisions > 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace arbiter::bench
+
+int main(int argc, char** argv) {
+  arbiter::bench::Options o;
+  CLI::App app{"arbiter-load: a gRPC load generator for arbiterd"};
+  app.require_subcommand(1);
+  app.add_option("--target", o.target, "arbiterd host:port (plaintext)")->capture_default_str();
+  CLI::App* setup = app.add_subcommand("setup", "register the load inventory, teams and quotas");
+  setup->add_option("--gpus", o.gpus, "GPUs in each inventory (8 per node)")->capture_default_str();
+  setup->add_option("--pools", o.pools, "pools")->capture_default_str();
+  setup->add_option("--teams", o.teams, "teams")->capture_default_str();
+  CLI::App* run = app.add_subcommand("run", "drive the 50/50 request/release mix");
+  run->add_option("--clients", o.clients, "concurrent clients")->capture_default_str();
+  run->add_option("--channels", o.channels, "gRPC channels (connections)")->capture_default_str();
+  run->add_option("--seconds", o.seconds, "how long to run")->capture_default_str();
+  run->add_option("--pools", o.pools, "pools set up")->capture_default_str();
+  run->add_option("--teams", o.teams, "teams set up")->capture_default_str();
+  run->add_option("--deadline-ms", o.deadline_ms, "deadline of each call")->capture_default_str();
+  run->add_option("--max-held", o.max_held, "most requests a client holds")->capture_default_str();
+  run->add_flag("--hot", o.hot, "every request from team-0 to pool-0");
+  run->add_option("--seed", o.seed, "random seed")->capture_default_str();
+  run->add_option("--json", o.json, "write the figures as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+  return setup->parsed() ? arbiter::bench::Setup(o) : arbiter::bench::Run(o);
+}
