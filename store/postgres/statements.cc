@@ -329,6 +329,10 @@ void PrepareAll(pqxx::connection& conn) {
     pqxx::nontransaction tx(conn);
     tx.exec("SET statement_timeout = '30s'");
     tx.exec("SET lock_timeout = '10s'");
+    // Plan each execution for its own arrays: a generic plan, fixed while
+    // the tables were small, would keep joining a batch's rows by scanning
+    // `requests` whole.
+    tx.exec("SET plan_cache_mode = force_custom_plan");
   }
   for (const Statement& s : kStatements) conn.prepare(s.name, s.text);
   for (const auto& [name, text] : BatchStatements()) conn.prepare(name, text);
