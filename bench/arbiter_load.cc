@@ -53,6 +53,7 @@ struct Options {
   int deadline_ms = 5'000;
   int max_held = 64;  // Per client; beyond it the client releases.
   bool hot = false;
+  int64_t fill = 0;  // Instead of the mix: this many small requests, kept.
   uint64_t seed = 1;
   std::string json;
 };
@@ -174,6 +175,22 @@ struct Ask {
   int64_t milli_per_member = 0;  // 0 for MIG (charged at the SM share).
 };
 
+// A small request (a fraction of 100 or 200 milli-GPU), for filling up.
+Ask SmallAsk(std::mt19937_64& rng, const std::string& team, const std::string& pool,
+             const std::string& key) {
+  Ask a;
+  v1::RequestCapacityRequest& r = a.req;
+  r.set_idempotency_key(key);
+  r.set_team(team);
+  r.set_pool(pool);
+  r.set_members(1);
+  r.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+  a.milli_per_member = 100 * (1 + static_cast<int64_t>(rng() % 2));
+  r.mutable_shape()->mutable_fraction()->set_gpu_milli(a.milli_per_member);
+  r.mutable_shape()->mutable_fraction()->set_memory_mib(a.milli_per_member * 64);
+  return a;
+}
+
 Ask RandomAsk(std::mt19937_64& rng, const std::string& team, const std::string& pool,
               const std::string& key) {
   Ask a;
@@ -246,9 +263,10 @@ void RunClient(const Options& o, int client, v1::AllocationService::Stub* stub,
                                            std::chrono::system_clock::now().time_since_epoch())
                                            .count());
   int64_t n = 0;
-  while (Clock::now() < end) {
-    const bool release =
-        !held.empty() && (static_cast<int>(held.size()) >= o.max_held || rng() % 2 == 0);
+  const int64_t fill = o.fill / o.clients + (client < o.fill % o.clients ? 1 : 0);
+  while (o.fill > 0 ? n < fill : Clock::now() < end) {
+    const bool release = o.fill == 0 && !held.empty() &&
+                         (static_cast<int>(held.size()) >= o.max_held || rng() % 2 == 0);
     grpc::ClientContext ctx;
     SetDeadline(ctx, o.deadline_ms);
     const auto start = Clock::now();
@@ -281,8 +299,9 @@ void RunClient(const Options& o, int client, v1::AllocationService::Stub* stub,
     const int team = o.hot ? 0 : client % o.teams;
     const std::string pool =
         o.hot ? "pool-hot" : absl::StrCat("pool-", static_cast<int>(rng() % o.pools));
-    const Ask ask = RandomAsk(rng, absl::StrCat("team-", team), pool,
-                              absl::StrCat("load-", run, "-", client, "-", n++));
+    const std::string key = absl::StrCat("load-", run, "-", client, "-", n++);
+    const Ask ask = o.fill > 0 ? SmallAsk(rng, absl::StrCat("team-", team), pool, key)
+                               : RandomAsk(rng, absl::StrCat("team-", team), pool, key);
     v1::RequestCapacityResponse resp;
     const grpc::Status s = stub->RequestCapacity(&ctx, ask.req, &resp);
     t.latency_us.push_back(
@@ -309,7 +328,9 @@ void RunClient(const Options& o, int client, v1::AllocationService::Stub* stub,
         ++t.denied;
     }
   }
-  // Leave nothing behind: release what is still held (not counted).
+  // Leave nothing behind (but a fill): release what is still held (not
+  // counted).
+  if (o.fill > 0) return;
   for (const Held& h : held) {
     grpc::ClientContext ctx;
     SetDeadline(ctx, o.deadline_ms);
@@ -344,9 +365,9 @@ int Run(const Options& o) {
                          std::ref(tallies[static_cast<size_t>(c)]));
   }
   for (std::thread& t : threads) t.join();
-  const double elapsed = std::min(
-      o.seconds,
-      std::chrono::duration_cast<std::chrono::duration<double>>(Clock::now() - start).count());
+  const double took =
+      std::chrono::duration_cast<std::chrono::duration<double>>(Clock::now() - start).count();
+  const double elapsed = o.fill > 0 ? took : std::min(o.seconds, took);
   Tally all;
   for (Tally& t : tallies) {
     all.latency_us.insert(all.latency_us.end(), t.latency_us.begin(), t.latency_us.end());
@@ -406,7 +427,9 @@ int main(int argc, char** argv) {
   run->add_option("--teams", o.teams, "teams set up")->capture_default_str();
   run->add_option("--deadline-ms", o.deadline_ms, "deadline of each call")->capture_default_str();
   run->add_option("--max-held", o.max_held, "most requests a client holds")->capture_default_str();
-  run->add_flag("--hot", o.hot, "every request from team-0 to pool-0");
+  run->add_flag("--hot", o.hot, "every request from team-0 to pool-hot");
+  run->add_option("--fill", o.fill,
+                  "instead of the timed mix: this many small requests, kept (memory runs)");
   run->add_option("--seed", o.seed, "random seed")->capture_default_str();
   run->add_option("--json", o.json, "write the figures as JSON to this file");
   CLI11_PARSE(app, argc, argv);
