@@ -32,6 +32,13 @@ Isolation IsolationFromName(absl::string_view name) {
   return Isolation::kForbidden;
 }
 
+bool CoexistenceMatrix::GpuAdmits(uint32_t mask, WorkloadClass cls, Isolation needed) const {
+  for (size_t c = 0; c < rules_.size(); ++c) {
+    if ((mask & (uint32_t{1} << c)) != 0 && rules_[c][Index(cls)].gpu < needed) return false;
+  }
+  return true;
+}
+
 void CoexistenceMatrix::Set(WorkloadClass a, WorkloadClass b, CoexistenceRule rule) {
   rules_[Index(a)][Index(b)] = rule;
   rules_[Index(b)][Index(a)] = rule;

@@ -54,6 +54,9 @@ class CoexistenceMatrix {
   }
   // Sets the rule for both orders of the pair.
   void Set(WorkloadClass a, WorkloadClass b, CoexistenceRule rule);
+  // Whether work of `cls` may join a GPU holding the classes in `mask` (bit
+  // c for WorkloadClass c, see Gpu::class_mask) at `needed` isolation.
+  bool GpuAdmits(uint32_t mask, WorkloadClass cls, Isolation needed) const;
 
  private:
   static size_t Index(WorkloadClass c) { return static_cast<size_t>(c); }

@@ -3,34 +3,6 @@
 #include <algorithm>
 
 namespace arbiter::core {
-namespace {
-
-uint32_t ClassMask(const Gpu& gpu) {
-  uint32_t mask = 0;
-  for (size_t c = 0; c < gpu.class_tenants.size(); ++c) {
-    if (gpu.class_tenants[c] > 0) mask |= uint32_t{1} << c;
-  }
-  return mask;
-}
-
-// Whether fractional work of class `cls` may join a GPU holding `mask`.
-bool SharesWith(const CoexistenceMatrix& rules, uint32_t mask, WorkloadClass cls) {
-  for (size_t c = 0; c < 5; ++c) {
-    if ((mask & (uint32_t{1} << c)) != 0 &&
-        rules.Rule(static_cast<WorkloadClass>(c), cls).gpu < Isolation::kSoftSharing) {
-      return false;
-    }
-  }
-  return true;
-}
-
-bool ModelAllowed(const CapacityRequestSpec& spec, const std::string& model) {
-  return spec.gpu_models.empty() ||
-         std::find(spec.gpu_models.begin(), spec.gpu_models.end(), model) != spec.gpu_models.end();
-}
-
-}  // namespace
-
 void InventoryIndex::Erase(const Entries& e) {
   PoolIndex& pool = pools_[e.pool];
   for (const auto& [group, key] : e.gpus) pool.gpus_by_free[group].erase(key);
@@ -52,7 +24,8 @@ void InventoryIndex::Put(size_t position, const Node& node) {
     if (SharableOrEmpty(gpu)) {
       free_milli += gpu.free_milli();
       if (gpu.free_milli() > 0) {
-        e.gpus.push_back({{gpu.model, ClassMask(gpu)}, Key{gpu.free_milli(), position, gpu.index}});
+        e.gpus.push_back(
+            {{gpu.model, gpu.class_mask()}, Key{gpu.free_milli(), position, gpu.index}});
       }
     }
     int64_t free_instances = 0;
@@ -77,7 +50,7 @@ void InventoryIndex::Put(size_t position, const Node& node) {
 
 InventoryIndex::Cursor::Cursor(const InventoryIndex& index, const CapacityRequestSpec& spec,
                                const CoexistenceMatrix& rules)
-    : index_(index), spec_(spec), rules_(rules) {
+    : spec_(spec), rules_(rules) {
   auto it = index.pools_.find(spec.pool);
   if (it == index.pools_.end()) return;
   const PoolIndex& pool = it->second;
@@ -91,8 +64,8 @@ InventoryIndex::Cursor::Cursor(const InventoryIndex& index, const CapacityReques
   } else {
     const Key from{shape.fraction().gpu_milli, 0, 0};
     for (const auto& [group, gpus] : pool.gpus_by_free) {
-      if (!ModelAllowed(spec, group.first)) continue;
-      if (!SharesWith(rules, group.second, spec.workload_class)) continue;
+      if (!spec.allows_model(group.first)) continue;
+      if (!rules.GpuAdmits(group.second, spec.workload_class, Isolation::kSoftSharing)) continue;
       ranges_.push_back({gpus.lower_bound(from), gpus.end()});
     }
   }
@@ -102,9 +75,8 @@ InventoryIndex::Cursor::Cursor(const InventoryIndex& index, const CapacityReques
 // always: the packer checks their models).
 void InventoryIndex::Cursor::StartWhole(int32_t gpus) {
   ranges_.clear();
-  const auto* pool = static_cast<const PoolIndex*>(pool_);
-  for (const auto& [model, buckets] : pool->nodes_by_empty) {
-    if (!model.empty() && !ModelAllowed(spec_, model)) continue;
+  for (const auto& [model, buckets] : pool_->nodes_by_empty) {
+    if (!model.empty() && !spec_.allows_model(model)) continue;
     for (size_t e = static_cast<size_t>(gpus); e < buckets.size(); ++e) {
       if (!buckets[e].empty()) ranges_.push_back({buckets[e].begin(), buckets[e].end()});
     }

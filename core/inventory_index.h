@@ -43,6 +43,8 @@ inline bool SharableOrEmpty(const Gpu& gpu) {
 }
 
 class InventoryIndex {
+  struct PoolIndex;
+
  public:
   // (free milli, node position, GPU index) or (free milli, node position, 0).
   using Key = std::tuple<int64_t, size_t, int32_t>;
@@ -73,10 +75,9 @@ class InventoryIndex {
     size_t Merge(std::vector<Range>& ranges, size_t limit, std::vector<size_t>& out);
     void StartWhole(int32_t gpus);
 
-    const InventoryIndex& index_;
     const CapacityRequestSpec& spec_;
     const CoexistenceMatrix& rules_;
-    const void* pool_ = nullptr;  // The PoolIndex; null for a pool with no nodes.
+    const PoolIndex* pool_ = nullptr;  // Null for a pool with no nodes.
     absl::flat_hash_set<size_t> seen_;
     std::vector<Range> ranges_;
     bool mig_partitioning_ = false;  // MIG: existing instances are exhausted.

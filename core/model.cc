@@ -146,4 +146,9 @@ int64_t CapacityRequestSpec::total_gpu_milli() const {
   return int64_t{members} * shape.gpu_milli();
 }
 
+bool CapacityRequestSpec::allows_model(const std::string& model) const {
+  return gpu_models.empty() ||
+         std::find(gpu_models.begin(), gpu_models.end(), model) != gpu_models.end();
+}
+
 }  // namespace arbiter::core

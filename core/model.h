@@ -129,6 +129,14 @@ struct Gpu {
   int64_t free_milli() const { return kMilliPerGpu - allocated_milli; }
   int64_t free_memory_mib() const { return memory_mib - allocated_memory_mib; }
   bool empty() const { return tenants == 0; }
+  // The workload classes on this GPU: bit c for WorkloadClass c.
+  uint32_t class_mask() const {
+    uint32_t mask = 0;
+    for (size_t c = 0; c < class_tenants.size(); ++c) {
+      if (class_tenants[c] > 0) mask |= uint32_t{1} << c;
+    }
+    return mask;
+  }
 };
 
 struct Node {
@@ -268,6 +276,8 @@ struct CapacityRequestSpec {
 
   // Milli-GPU of the whole gang.
   int64_t total_gpu_milli() const;
+  // Whether the request may use GPUs of `model`.
+  bool allows_model(const std::string& model) const;
 };
 
 // Where one gang member sits. For whole GPUs `gpu_milli` is 1000 per GPU and

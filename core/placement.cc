@@ -20,15 +20,10 @@ constexpr int kMaxGpusScored = 64;
 // Members of a host-only gang that one node could hold, before host limits.
 constexpr int64_t kMaxMembersPerNode = int64_t{1} << 30;
 
-bool ModelAllowed(const CapacityRequestSpec& spec, const std::string& model) {
-  return spec.gpu_models.empty() ||
-         std::find(spec.gpu_models.begin(), spec.gpu_models.end(), model) != spec.gpu_models.end();
-}
-
 // Whether `gpu` may take work of `spec` running in `window`: an allowed model,
 // and no reservation holds it for part of the window.
 bool Allowed(const CapacityRequestSpec& spec, const Window& window, const Gpu& gpu) {
-  if (!ModelAllowed(spec, gpu.model)) return false;
+  if (!spec.allows_model(gpu.model)) return false;
   for (const auto& [start, end] : gpu.held) {
     if (start < window.end && window.start < end) return false;
   }
@@ -53,13 +48,7 @@ bool NodeAdmits(const State& state, const Node& node, WorkloadClass cls) {
 // Whether every class already on `gpu` may share it with `cls` at `needed`
 // isolation (soft sharing for fractions, MIG for instances).
 bool GpuAdmits(const State& state, const Gpu& gpu, WorkloadClass cls, Isolation needed) {
-  for (size_t c = 0; c < gpu.class_tenants.size(); ++c) {
-    if (gpu.class_tenants[c] > 0 &&
-        state.coexistence().Rule(static_cast<WorkloadClass>(c), cls).gpu < needed) {
-      return false;
-    }
-  }
-  return true;
+  return state.coexistence().GpuAdmits(gpu.class_mask(), cls, needed);
 }
 
 Placement HostPart(int32_t member, const Node& node, const CapacityRequestSpec& spec) {
@@ -289,7 +278,7 @@ int64_t MembersPerEmptyNode(const State& state, const Node& node, const Capacity
   if (s.cpu_milli > node.cpu_milli || s.memory_mib > node.memory_mib) return 0;
   int64_t gpu_limit = 0;
   for (const Gpu& gpu : node.gpus) {
-    if (!ModelAllowed(spec, gpu.model)) continue;
+    if (!spec.allows_model(gpu.model)) continue;
     if (s.is_mig()) {
       const GpuModel* model = state.FindGpuModel(gpu.model);
       const MigProfile* profile =

@@ -37,7 +37,7 @@ std::vector<Flavor> FlavorsOf(const State& state, const CapacityRequestSpec& spe
   std::vector<Flavor> out;
   for (const Quota* q : quotas) {
     if (!q->gpu_model.empty()) {
-      if (spec.gpu_models.empty() || Contains(spec.gpu_models, q->gpu_model)) {
+      if (spec.allows_model(q->gpu_model)) {
         out.push_back(Flavor{q, {q->gpu_model}});
       }
       continue;

@@ -8,29 +8,7 @@
 
 namespace arbiter::store {
 
-void ArrayLiteral::Separate() {
-  if (text_.size() > 1) text_ += ',';
-}
-
-void ArrayLiteral::Add(int64_t v) {
-  Separate();
-  absl::StrAppend(&text_, v);
-}
-
-void ArrayLiteral::AddBool(bool v) {
-  Separate();
-  text_ += v ? 't' : 'f';
-}
-
-void ArrayLiteral::Add(absl::string_view v) {
-  Separate();
-  text_ += '"';
-  for (char c : v) {
-    if (c == '"' || c == '\\') text_ += '\\';
-    text_ += c;
-  }
-  text_ += '"';
-}
+using rows::ArrayLiteral;
 
 void BatchWriter::Add(const core::RequestWrite& write) {
   const core::CapacityRequest& r = write.request;

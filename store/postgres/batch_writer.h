@@ -18,26 +18,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/string_view.h"
 #include "ledger/chain.h"
 #include <pqxx/pqxx>
 
 #include "core/state.h"
 
 namespace arbiter::store {
-
-// A PostgreSQL array literal built one element at a time.
-class ArrayLiteral {
- public:
-  void Add(int64_t v);
-  void AddBool(bool v);
-  void Add(absl::string_view v);  // Quoted and escaped.
-  std::string Done() const { return text_ + "}"; }
-
- private:
-  void Separate();
-  std::string text_ = "{";
-};
 
 class BatchWriter {
  public:

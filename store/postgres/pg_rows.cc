@@ -118,27 +118,46 @@ core::Placement PlacementFromRow(const pqxx::row& row, int64_t* request_id) {
   return p;
 }
 
+void ArrayLiteral::Separate() {
+  if (text_.size() > 1) text_ += ',';
+}
+
+void ArrayLiteral::Add(int64_t v) {
+  Separate();
+  absl::StrAppend(&text_, v);
+}
+
+void ArrayLiteral::AddBool(bool v) {
+  Separate();
+  text_ += v ? 't' : 'f';
+}
+
+void ArrayLiteral::Add(absl::string_view v) {
+  Separate();
+  text_ += '"';
+  for (char c : v) {
+    if (c == '"' || c == '\\') text_ += '\\';
+    text_ += c;
+  }
+  text_ += '"';
+}
+
 std::string IntArrayLiteral(const std::vector<int32_t>& values) {
-  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+  ArrayLiteral a;
+  for (int32_t v : values) a.Add(int64_t{v});
+  return a.Done();
 }
 
 std::string BigintArrayLiteral(const std::vector<int64_t>& values) {
-  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+  ArrayLiteral a;
+  for (int64_t v : values) a.Add(v);
+  return a.Done();
 }
 
 std::string TextArrayLiteral(const std::vector<std::string>& values) {
-  std::string out = "{";
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    for (char c : values[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  out += '}';
-  return out;
+  ArrayLiteral a;
+  for (const std::string& v : values) a.Add(v);
+  return a.Done();
 }
 
 int64_t ToMicros(absl::Time t) { return absl::ToUnixMicros(t); }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include <pqxx/pqxx>
 
 #include "core/model.h"
@@ -19,7 +20,21 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row);
 // the owning request.
 core::Placement PlacementFromRow(const pqxx::row& row, int64_t* request_id);
 
-// PostgreSQL array literals, e.g. {1,2} and {"a","b"}.
+// A PostgreSQL array literal built one element at a time, e.g. {1,2} or
+// {"a","b"}.
+class ArrayLiteral {
+ public:
+  void Add(int64_t v);
+  void AddBool(bool v);
+  void Add(absl::string_view v);  // Quoted and escaped.
+  std::string Done() const { return text_ + "}"; }
+
+ private:
+  void Separate();
+  std::string text_ = "{";
+};
+
+// PostgreSQL array literals of whole vectors.
 std::string IntArrayLiteral(const std::vector<int32_t>& values);
 std::string BigintArrayLiteral(const std::vector<int64_t>& values);
 std::string TextArrayLiteral(const std::vector<std::string>& values);

@@ -274,21 +274,16 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                        {"approvers", T},
                                        {"approval_deadline", B, Value::kTimeOrNull},
                                        {"cost_micros", B}};
-  // The columns a decision changes, after the id.
-  const std::vector<Column> request_update = {{"id", B},
-                                              {"state", T},
-                                              {"reason_code", T},
-                                              {"reason", T},
-                                              {"updated_at", B, Value::kTime},
-                                              {"admitted_at", B, Value::kTimeOrNull},
-                                              {"quota_model", T},
-                                              {"preempt_deadline", B, Value::kTimeOrNull},
-                                              {"preempted_by", B},
-                                              {"holds", T},
-                                              {"approvals", T},
-                                              {"approvers", T},
-                                              {"approval_deadline", B, Value::kTimeOrNull},
-                                              {"cost_micros", B}};
+  // The columns a decision changes, after the id; typed as in `request`.
+  std::vector<Column> request_update;
+  for (absl::string_view name :
+       {"id", "state", "reason_code", "reason", "updated_at", "admitted_at", "quota_model",
+        "preempt_deadline", "preempted_by", "holds", "approvals", "approvers", "approval_deadline",
+        "cost_micros"}) {
+    for (const Column& c : request) {
+      if (name == c.name) request_update.push_back(c);
+    }
+  }
   std::vector<std::string> sets;
   for (size_t i = 1; i < request_update.size(); ++i) {
     sets.push_back(absl::StrCat(request_update[i].name, " = v.", request_update[i].name));
