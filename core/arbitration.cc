@@ -672,6 +672,13 @@ absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now
     return absl::AlreadyExistsError(
         absl::StrCat("node.name: '", node.name, "' exists in cluster ", node.cluster));
   }
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    if (const auto* holder = state.FindGpuByUuid(node.gpus[i].uuid)) {
+      return absl::AlreadyExistsError(absl::StrCat("node.gpus[", i, "].uuid: '", node.gpus[i].uuid,
+                                                   "' is registered on node ", holder->first,
+                                                   " as GPU ", holder->second));
+    }
+  }
   Node registered = node;
   registered.id = state.TakeNodeId();
   ARBITER_RETURN_IF_ERROR(state.LoadNode(registered));

@@ -107,6 +107,7 @@ struct Pool {
 struct Gpu {
   int32_t index = 0;
   std::string model;
+  std::string uuid;                  // "GPU-..." as NVML reports it; "" when not registered.
   int64_t memory_mib = 0;            // From the catalog at registration.
   int64_t allocated_milli = 0;       // 0..1000.
   int64_t allocated_memory_mib = 0;  // 0..memory_mib.

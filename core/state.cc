@@ -68,6 +68,10 @@ absl::Status State::LoadNode(Node node) {
   for (Gpu& gpu : node.gpus) {
     const GpuModel* model = FindGpuModel(gpu.model);
     if (model == nullptr) return Conflict(absl::StrCat("unknown GPU model ", gpu.model));
+    if (FindGpuByUuid(gpu.uuid) != nullptr) {
+      return Conflict(
+          absl::StrCat("node ", node.name, " GPU ", gpu.index, ": duplicate UUID ", gpu.uuid));
+    }
     gpu.memory_mib = model->memory_mib;
     gpu.allocated_milli = 0;
     gpu.allocated_memory_mib = 0;
@@ -100,6 +104,9 @@ absl::Status State::LoadNode(Node node) {
   node_index_[node.id] = index;
   node_by_name_[{node.cluster, node.name}] = index;
   pool_nodes_[node.pool].push_back(index);
+  for (const Gpu& gpu : node.gpus) {
+    if (!gpu.uuid.empty()) gpu_by_uuid_[gpu.uuid] = {node.id, gpu.index};
+  }
   if (node.id >= next_node_id_) next_node_id_ = node.id + 1;
   inventory_.Put(index, node);
   nodes_.push_back(std::move(node));
@@ -274,6 +281,12 @@ const Team* State::FindTeam(const std::string& name) const {
 const Node* State::FindNode(int64_t id) const {
   auto it = node_index_.find(id);
   return it == node_index_.end() ? nullptr : &nodes_[it->second];
+}
+
+const std::pair<int64_t, int32_t>* State::FindGpuByUuid(const std::string& uuid) const {
+  if (uuid.empty()) return nullptr;
+  auto it = gpu_by_uuid_.find(uuid);
+  return it == gpu_by_uuid_.end() ? nullptr : &it->second;
 }
 
 const Node* State::FindNode(const std::string& cluster, const std::string& name) const {

@@ -132,6 +132,9 @@ class State {
   bool HasCluster(const std::string& name) const { return clusters_.contains(name); }
   const Node* FindNode(int64_t id) const;
   const Node* FindNode(const std::string& cluster, const std::string& name) const;
+  // (node id, GPU index) of the GPU registered with `uuid`; nullptr when
+  // none is, and for "".
+  const std::pair<int64_t, int32_t>* FindGpuByUuid(const std::string& uuid) const;
   const CapacityRequest* FindLiveRequest(int64_t id) const;
   const IdempotencyEntry* FindIdempotencyKey(const std::string& key) const;
   // The quota of `team` in `pool` for `gpu_model` ("" the pool-wide one),
@@ -242,6 +245,7 @@ class State {
   absl::flat_hash_map<int64_t, size_t> node_index_;
   std::map<std::pair<std::string, std::string>, size_t> node_by_name_;
   std::map<std::string, std::vector<size_t>> pool_nodes_;
+  absl::flat_hash_map<std::string, std::pair<int64_t, int32_t>> gpu_by_uuid_;
   InventoryIndex inventory_;
   size_t placement_candidates_ = kDefaultPlacementCandidates;
   absl::flat_hash_map<int64_t, CapacityRequest> live_requests_;

@@ -223,7 +223,7 @@ std::vector<IdleFinding> FindIdle(absl::Span<const HeldMember> members,
     f.peak_busy_milli = peak;
     f.idle_milli_seconds = allocated;
     f.action = policy.action;
-    if (f.action == IdleAction::kRelease && !first.borrowed && !first.preemptible) {
+    if (f.action == IdleAction::kRelease && !first.preemptible) {
       f.action = IdleAction::kNotify;
     }
     if (first.guaranteed) f.action = IdleAction::kReport;

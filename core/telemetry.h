@@ -57,7 +57,6 @@ struct HeldMember {
   bool exclusive = false;
   bool preemptible = false;
   bool guaranteed = false;
-  bool borrowed = false;                      // Admitted beyond its team's nominal quota.
   absl::Time from;                            // Admitted at.
   absl::Time until = absl::InfiniteFuture();  // Released at; infinite while held.
 };
@@ -95,7 +94,7 @@ std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
 enum class IdleAction {
   kReport = 0,   // Shown on reports only.
   kNotify = 1,   // Reported and its team is notified.
-  kRelease = 2,  // Borrowed or preemptible: released after a notice period.
+  kRelease = 2,  // Preemptible work: released after a notice period.
 };
 absl::string_view IdleActionName(IdleAction a);         // "report", "notify", "release".
 IdleAction IdleActionFromName(absl::string_view name);  // kReport when unknown.
@@ -120,7 +119,9 @@ struct IdleFinding {
   int32_t peak_busy_milli = 0;     // Over the window, all members.
   int64_t idle_milli_seconds = 0;  // Held over the window.
   // The class's action narrowed to what the allocation allows: release only
-  // for borrowed or preemptible work; guaranteed work is always reported.
+  // for preemptible work (the only kind that may hold borrowed or lent
+  // capacity past a reclaim), notify otherwise; guaranteed work is always
+  // reported.
   IdleAction action = IdleAction::kReport;
 };
 

@@ -191,6 +191,16 @@ absl::Status ValidateNode(const Node& node) {
                                   node.gpus[i].index));
     }
     ARBITER_RETURN_IF_ERROR(ValidateName(absl::StrCat(prefix, ".model"), node.gpus[i].model));
+    const std::string& uuid = node.gpus[i].uuid;
+    if (!uuid.empty()) {
+      ARBITER_RETURN_IF_ERROR(ValidateName(absl::StrCat(prefix, ".uuid"), uuid));
+      for (size_t j = 0; j < i; ++j) {
+        if (node.gpus[j].uuid == uuid) {
+          return Invalid(absl::StrCat(prefix, ".uuid"),
+                         absl::StrCat("'", uuid, "' is also node.gpus[", j, "].uuid"));
+        }
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -236,7 +236,7 @@ void Arbiter::CommitBatch(Decided& decided) {
   for (const core::Change& change : decided.changes.changes) {
     if (authz_ != nullptr) authz_->Apply(change);
     if (const auto* node = std::get_if<core::Node>(&change)) {
-      nodes_->Put(node->id, node->cluster, node->name);
+      nodes_->Put(*node);
     } else if (const auto* write = std::get_if<core::RequestWrite>(&change)) {
       events.push_back(AllocationEvent{EventTypeOf(*write), write->request, now});
     }
@@ -265,7 +265,7 @@ bool Arbiter::Reload() {
 
 void Arbiter::IndexNodes() {
   state_.set_approval_timeout(options_.approval_timeout);
-  for (const core::Node& n : state_.nodes()) nodes_->Put(n.id, n.cluster, n.name);
+  for (const core::Node& n : state_.nodes()) nodes_->Put(n);
   if (authz_ != nullptr) authz_->Reset(state_);
 }
 

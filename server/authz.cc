@@ -78,6 +78,10 @@ const std::vector<Rule>& Rules() {
       {"AllocationService.ListRequests", kReaders, Match::kAny},
       {"AllocationService.WatchAllocations", kReaders, Match::kAny},
       {"LedgerService.ListLedgerEntries", {Role::kAuditor, Role::kFinance}, Match::kAny},
+      {"TelemetryService.StreamSamples", {Role::kAgent}, Match::kAny},
+      {"TelemetryService.GetUtilization", kReaders, Match::kAny},
+      {"TelemetryService.ListIdleAllocations", kReaders, Match::kAny},
+      {"TelemetryService.GetRightSizing", kReaders, Match::kAny},
       {"LedgerService.ListCheckpoints", {Role::kAuditor, Role::kFinance}, Match::kAny},
   };
   return *rules;

@@ -97,6 +97,21 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
   return pool;
 }
 
+absl::StatusOr<absl::Time> TimeFromProto(bool has, const google::protobuf::Timestamp& t,
+                                         absl::string_view field) {
+  if (!has) return absl::InvalidArgumentError(absl::StrCat(field, ": must be set"));
+  if (t.nanos() < 0 || t.nanos() > 999'999'999) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".nanos: must be in 0..999999999"));
+  }
+  constexpr int64_t kYear2000 = 946'684'800;
+  constexpr int64_t kYear2200 = 7'258'118'400;
+  if (t.seconds() < kYear2000 || t.seconds() >= kYear2200) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".seconds: must be within the years 2000..2199"));
+  }
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
 core::Node NodeFromProto(const v1::Node& n) {
   core::Node node;
   node.cluster = n.cluster();
@@ -109,6 +124,7 @@ core::Node NodeFromProto(const v1::Node& n) {
     core::Gpu gpu;
     gpu.index = g.index();
     gpu.model = g.model();
+    gpu.uuid = g.uuid();
     for (const v1::MigPlacementReport& r : g.reported_mig_placements()) {
       gpu.reported_mig.push_back(
           core::MigPlacementReport{r.profile(), {r.start_slots().begin(), r.start_slots().end()}});
@@ -306,6 +322,7 @@ void ToProto(const core::Node& n, v1::Node* out) {
     v1::Gpu* gpu = out->add_gpus();
     gpu->set_index(g.index);
     gpu->set_model(g.model);
+    gpu->set_uuid(g.uuid);
     gpu->set_allocated_milli(g.allocated_milli);
     gpu->set_allocated_memory_mib(g.allocated_memory_mib);
     gpu->set_exclusive(g.exclusive);

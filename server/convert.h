@@ -27,6 +27,10 @@ core::Node NodeFromProto(const v1::Node& n);
 core::Team TeamFromProto(const v1::Team& t);
 // A time as a protobuf Timestamp, to the microsecond.
 google::protobuf::Timestamp TimestampOf(absl::Time t);
+// A Timestamp as a time. INVALID_ARGUMENT naming `field` when unset, when
+// nanos is outside 0..999999999, or outside the years 2000..2200.
+absl::StatusOr<absl::Time> TimeFromProto(bool has, const google::protobuf::Timestamp& t,
+                                         absl::string_view field);
 
 core::Quota QuotaFromProto(const v1::Quota& q);
 // INVALID_ARGUMENT (rule.class_a, rule.class_b, rule.gpu_isolation) for an

@@ -135,6 +135,16 @@ int main(int argc, char** argv) {
       ->add_option("--read-connections", options.read_connections,
                    "PostgreSQL connections for reads")
       ->capture_default_str();
+  std::string rollup_every = "1m";
+  serve_cmd
+      ->add_option("--rollup-every", rollup_every,
+                   "how often telemetry rollups are refreshed, e.g. 1m; 0 for never")
+      ->capture_default_str();
+  std::string retention = "720h";
+  serve_cmd
+      ->add_option("--telemetry-retention", retention,
+                   "how long raw telemetry samples are kept, e.g. 720h")
+      ->capture_default_str();
   serve_cmd
       ->add_option("--max-batch", options.arbiter.max_batch,
                    "most decisions committed in one transaction")
@@ -152,6 +162,16 @@ int main(int argc, char** argv) {
   if (!absl::ParseDuration(approval_timeout, &options.arbiter.approval_timeout) ||
       options.arbiter.approval_timeout <= absl::ZeroDuration()) {
     spdlog::error("--approval-timeout: not a positive duration: {}", approval_timeout);
+    return 2;
+  }
+  if (!absl::ParseDuration(rollup_every, &options.telemetry.rollup_every) ||
+      options.telemetry.rollup_every < absl::ZeroDuration()) {
+    spdlog::error("--rollup-every: not a duration: {}", rollup_every);
+    return 2;
+  }
+  if (!absl::ParseDuration(retention, &options.telemetry.retention) ||
+      options.telemetry.retention < absl::Hours(24)) {
+    spdlog::error("--telemetry-retention: not a duration of at least 24h: {}", retention);
     return 2;
   }
   if (!ledger_key_file.empty()) {

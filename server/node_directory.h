@@ -1,10 +1,13 @@
-// NodeDirectory: node id -> (cluster, name), for presenting placements.
-// Nodes are never renamed or removed, so entries only grow.
+// NodeDirectory: the names and GPUs of registered nodes, for presenting
+// placements (node id -> cluster, name) and for resolving telemetry samples
+// (node name or GPU UUID -> node id and GPU index). Nodes are never renamed
+// or removed, so entries only grow.
 //
 // Thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -12,13 +15,21 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 
+#include "core/model.h"
+
 namespace arbiter::server {
 
 class NodeDirectory {
  public:
-  void Put(int64_t id, std::string cluster, std::string name) ABSL_LOCKS_EXCLUDED(mu_) {
+  void Put(const core::Node& node) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    names_[id] = {std::move(cluster), std::move(name)};
+    names_[node.id] = {node.cluster, node.name};
+    ids_[{node.cluster, node.name}] = {node.id, static_cast<int32_t>(node.gpus.size())};
+    for (const core::Gpu& g : node.gpus) {
+      if (g.uuid.empty()) continue;
+      gpus_[g.uuid] = {node.id, g.index};
+      uuids_[{node.id, g.index}] = g.uuid;
+    }
   }
   // Returns ("", "") for an unknown id.
   std::pair<std::string, std::string> Get(int64_t id) const ABSL_LOCKS_EXCLUDED(mu_) {
@@ -26,10 +37,38 @@ class NodeDirectory {
     auto it = names_.find(id);
     return it == names_.end() ? std::pair<std::string, std::string>() : it->second;
   }
+  // (node id, GPU count) of a node by name; nullopt when unknown.
+  std::optional<std::pair<int64_t, int32_t>> Find(const std::string& cluster,
+                                                  const std::string& name) const
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = ids_.find({cluster, name});
+    if (it == ids_.end()) return std::nullopt;
+    return it->second;
+  }
+  // (node id, GPU index) of the GPU registered with `uuid`; nullopt when none.
+  std::optional<std::pair<int64_t, int32_t>> FindGpu(const std::string& uuid) const
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = gpus_.find(uuid);
+    if (it == gpus_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // The UUID registered for a GPU; "" when none.
+  std::string UuidOf(int64_t node_id, int32_t index) const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = uuids_.find({node_id, index});
+    return it == uuids_.end() ? std::string() : it->second;
+  }
 
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<int64_t, std::pair<std::string, std::string>> names_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<std::string, std::string>, std::pair<int64_t, int32_t>> ids_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::pair<int64_t, int32_t>> gpus_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<int64_t, int32_t>, std::string> uuids_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace arbiter::server

@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   ARBITER_ASSIGN_OR_RETURN(
       server->arbiter_, Arbiter::Create(server->store_.get(), clock, &server->hub_, &server->nodes_,
                                         options.arbiter, server->authz_.get()));
+  server->telemetry_ =
+      std::make_unique<TelemetryMaintenance>(server->store_.get(), clock, options.telemetry);
   ServiceContext ctx;
   ctx.arbiter = server->arbiter_.get();
   ctx.store = server->store_.get();
@@ -54,10 +56,12 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   ctx.authz = server->authz_.get();
   ctx.insecure = options.insecure_loopback;
   ctx.clock = clock;
+  ctx.telemetry = server->telemetry_.get();
   server->inventory_ = std::make_unique<InventoryService>(ctx);
   server->governance_ = std::make_unique<GovernanceService>(ctx);
   server->allocation_ = std::make_unique<AllocationService>(ctx);
   server->ledger_ = std::make_unique<LedgerService>(ctx);
+  server->telemetry_service_ = std::make_unique<TelemetryService>(ctx);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection answers without an identity, so it is served only in the
@@ -69,6 +73,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   builder.RegisterService(server->governance_.get());
   builder.RegisterService(server->allocation_.get());
   builder.RegisterService(server->ledger_.get());
+  builder.RegisterService(server->telemetry_service_.get());
   builder.SetMaxReceiveMessageSize(4 << 20);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
@@ -86,6 +91,7 @@ ArbiterServer::~ArbiterServer() {
   // Order matters: no calls arrive now; stop the arbiter (answers what is
   // queued), then the read workers.
   arbiter_.reset();
+  telemetry_.reset();
   reads_.reset();
 }
 

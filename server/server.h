@@ -45,6 +45,7 @@ struct ServerOptions {
   // Threads running database reads. Default: 4.
   int read_threads = 4;
   ArbiterOptions arbiter;
+  TelemetryOptions telemetry;
 };
 
 class ArbiterServer {
@@ -61,6 +62,7 @@ class ArbiterServer {
   // The port actually bound (useful with port 0).
   int port() const { return port_; }
   Arbiter& arbiter() { return *arbiter_; }
+  TelemetryMaintenance& telemetry() { return *telemetry_; }
 
  private:
   ArbiterServer() = default;
@@ -75,6 +77,8 @@ class ArbiterServer {
   std::unique_ptr<GovernanceService> governance_;
   std::unique_ptr<AllocationService> allocation_;
   std::unique_ptr<LedgerService> ledger_;
+  std::unique_ptr<TelemetryMaintenance> telemetry_;
+  std::unique_ptr<TelemetryService> telemetry_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
 };

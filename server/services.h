@@ -10,9 +10,11 @@
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
+#include "arbiter/v1/telemetry.grpc.pb.h"
 #include "server/arbiter.h"
 #include "server/authz.h"
 #include "server/node_directory.h"
+#include "server/telemetry_maintenance.h"
 #include "server/watch_hub.h"
 #include "server/worker_pool.h"
 #include "store/store.h"
@@ -29,6 +31,7 @@ struct ServiceContext {
   Authorizer* authz = nullptr;
   bool insecure = false;  // Plaintext loopback (development): no identities.
   Clock* clock = nullptr;
+  TelemetryMaintenance* telemetry = nullptr;
 };
 
 // Checks that the caller may call `method` ("Service.Method") on `resource`.
@@ -176,6 +179,26 @@ class LedgerService final : public v1::LedgerService::CallbackService {
   grpc::ServerUnaryReactor* ListCheckpoints(grpc::CallbackServerContext* ctx,
                                             const v1::ListCheckpointsRequest* req,
                                             v1::ListCheckpointsResponse* resp) override;
+
+ private:
+  ServiceContext ctx_;
+};
+
+class TelemetryService final : public v1::TelemetryService::CallbackService {
+ public:
+  explicit TelemetryService(ServiceContext ctx) : ctx_(ctx) {}
+
+  grpc::ServerReadReactor<v1::SampleBatch>* StreamSamples(grpc::CallbackServerContext* ctx,
+                                                          v1::StreamSamplesResponse* resp) override;
+  grpc::ServerUnaryReactor* GetUtilization(grpc::CallbackServerContext* ctx,
+                                           const v1::GetUtilizationRequest* req,
+                                           v1::GetUtilizationResponse* resp) override;
+  grpc::ServerUnaryReactor* ListIdleAllocations(grpc::CallbackServerContext* ctx,
+                                                const v1::ListIdleAllocationsRequest* req,
+                                                v1::ListIdleAllocationsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetRightSizing(grpc::CallbackServerContext* ctx,
+                                           const v1::GetRightSizingRequest* req,
+                                           v1::GetRightSizingResponse* resp) override;
 
  private:
   ServiceContext ctx_;

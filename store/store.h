@@ -23,6 +23,7 @@
 
 #include "core/model.h"
 #include "core/state.h"
+#include "core/telemetry.h"
 
 namespace arbiter::store {
 
@@ -58,6 +59,15 @@ struct RequestFilter {
   core::RequestState state = core::RequestState::kUnspecified;  // Unspecified: all.
   int64_t before_id = 0;  // Only ids below this (paging); 0: from the newest.
   int32_t limit = 100;
+};
+
+// Rolled-up usage of one team, pool, workload class and GPU model.
+struct UtilizationRow {
+  std::string team;
+  std::string pool;
+  core::WorkloadClass workload_class = core::WorkloadClass::kUnspecified;
+  std::string gpu_model;
+  core::MemberUsage usage;  // request_id and member unset.
 };
 
 class Store {
@@ -114,6 +124,38 @@ class Store {
   // Records a refused call (not a decision: written on its own, at once).
   virtual absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,
                                           const std::string& code, const std::string& reason) = 0;
+
+  // --- Telemetry. Samples and rollups are measurements, not decisions:
+  // written straight to the database by any replica, never to the ledger.
+
+  // Stores resolved samples in one transaction, creating the daily
+  // partitions they need. Returns how many were new; the rest were already
+  // stored (same node, GPU, instance and time). REQUIRES: node ids exist.
+  virtual absl::StatusOr<int64_t> InsertSamples(const std::vector<core::GpuSample>& samples) = 0;
+  // Drops the daily partitions of samples before `day` (UTC, rounded down);
+  // returns how many.
+  virtual absl::StatusOr<int32_t> DropSamplesBefore(absl::Time day) = 0;
+  // Samples taken in [from, to).
+  virtual absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from,
+                                                                   absl::Time to) = 0;
+  // Members of requests that held capacity at some time in [from, to),
+  // ordered by request and member.
+  virtual absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(absl::Time from,
+                                                                        absl::Time to) = 0;
+  // Replaces the rollups of the hour starting at `hour` with usage[i] of
+  // members[i] (members that held nothing in it are left out).
+  virtual absl::Status ReplaceUsageHour(absl::Time hour,
+                                        const std::vector<core::HeldMember>& members,
+                                        const std::vector<core::MemberUsage>& usage,
+                                        absl::Time computed_at) = 0;
+  // Rollups of the hours starting in [from, to), summed by team, pool, class
+  // and model (peaks: the highest); `team` "" for all.
+  virtual absl::StatusOr<std::vector<UtilizationRow>> ListUtilization(absl::Time from,
+                                                                      absl::Time to,
+                                                                      const std::string& team) = 0;
+  // Rollups of the hours starting in [from, to), summed per member.
+  virtual absl::StatusOr<std::vector<core::MemberUsage>> ListMemberUsage(absl::Time from,
+                                                                         absl::Time to) = 0;
 };
 
 }  // namespace arbiter::store

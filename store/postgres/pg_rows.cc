@@ -105,7 +105,7 @@ core::Placement PlacementFromRow(const pqxx::row& row, int64_t* request_id) {
   core::Placement p;
   p.member = row[1].as<int32_t>();
   p.node_id = row[2].as<int64_t>();
-  for (const std::string& s : ArrayElements(row[3])) p.gpu_indices.push_back(std::stoi(s));
+  p.gpu_indices = IntArray(row[3]);
   p.gpu_milli = row[4].as<int64_t>();
   p.gpu_memory_mib = row[5].as<int64_t>();
   p.cpu_milli = row[6].as<int64_t>();
@@ -140,6 +140,12 @@ void ArrayLiteral::Add(absl::string_view v) {
     text_ += c;
   }
   text_ += '"';
+}
+
+std::vector<int32_t> IntArray(const pqxx::field& field) {
+  std::vector<int32_t> out;
+  for (const std::string& s : ArrayElements(field)) out.push_back(std::stoi(s));
+  return out;
 }
 
 std::string IntArrayLiteral(const std::vector<int32_t>& values) {

@@ -41,7 +41,7 @@ struct ChangeWriter {
                      n.cpu_milli, n.memory_mib);
     for (const core::Gpu& g : n.gpus) {
       tx.exec_prepared(sql::kInsertGpu, n.id, g.index, g.model,
-                       core::FormatMigReports(g.reported_mig));
+                       core::FormatMigReports(g.reported_mig), g.uuid);
     }
   }
   void operator()(const core::Team& t) const {
@@ -142,6 +142,7 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
     g.model = row[2].as<std::string>();
     ARBITER_RETURN_IF_ERROR(core::ParseMigLayout(row[3].as<std::string>(), &g.mig_layout));
     ARBITER_RETURN_IF_ERROR(core::ParseMigReports(row[4].as<std::string>(), &g.reported_mig));
+    g.uuid = row[5].as<std::string>();
     gpus[row[0].as<int64_t>()].push_back(std::move(g));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectNodes, "", "")) {
@@ -264,17 +265,6 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
 }
 
 }  // namespace
-
-template <typename Fn>
-auto PgStore::WithConnection(absl::string_view operation, Fn&& fn)
-    -> decltype(fn(std::declval<pqxx::connection&>())) {
-  auto lease = reads_.Acquire();
-  if (!lease.ok()) return lease.status();
-  bool broken = false;
-  auto result = Guarded(operation, &broken, [&] { return fn(**lease); });
-  if (broken) lease->Discard();
-  return result;
-}
 
 PgStore::PgStore(const PgStoreOptions& options)
     : reads_(options.dsn, options.read_connections, sql::PrepareAll),

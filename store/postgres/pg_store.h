@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "store/postgres/connection_pool.h"
+#include "store/postgres/pg_errors.h"
 #include "store/store.h"
 
 namespace arbiter::store {
@@ -62,13 +63,34 @@ class PgStore final : public Store {
   absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,
                                   const std::string& code, const std::string& reason) override;
 
+  // Telemetry (pg_telemetry.cc).
+  absl::StatusOr<int64_t> InsertSamples(const std::vector<core::GpuSample>& samples) override;
+  absl::StatusOr<int32_t> DropSamplesBefore(absl::Time day) override;
+  absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from, absl::Time to) override;
+  absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(absl::Time from,
+                                                                absl::Time to) override;
+  absl::Status ReplaceUsageHour(absl::Time hour, const std::vector<core::HeldMember>& members,
+                                const std::vector<core::MemberUsage>& usage,
+                                absl::Time computed_at) override;
+  absl::StatusOr<std::vector<UtilizationRow>> ListUtilization(absl::Time from, absl::Time to,
+                                                              const std::string& team) override;
+  absl::StatusOr<std::vector<core::MemberUsage>> ListMemberUsage(absl::Time from,
+                                                                 absl::Time to) override;
+
  private:
   explicit PgStore(const PgStoreOptions& options);
 
   // Runs `fn(connection)` on a pooled connection with exception mapping.
   template <typename Fn>
   auto WithConnection(absl::string_view operation, Fn&& fn)
-      -> decltype(fn(std::declval<pqxx::connection&>()));
+      -> decltype(fn(std::declval<pqxx::connection&>())) {
+    auto lease = reads_.Acquire();
+    if (!lease.ok()) return lease.status();
+    bool broken = false;
+    auto result = Guarded(operation, &broken, [&] { return fn(**lease); });
+    if (broken) lease->Discard();
+    return result;
+  }
 
   ConnectionPool reads_;
   ConnectionPool writer_;

@@ -28,7 +28,8 @@ constexpr Statement kStatements[] = {
      "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
      "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
     {kInsertGpu,
-     "INSERT INTO gpus (node_id, gpu_index, model, mig_placements) VALUES ($1, $2, $3, $4)"},
+     "INSERT INTO gpus (node_id, gpu_index, model, mig_placements, uuid) "
+     "VALUES ($1, $2, $3, $4, $5)"},
     {kInsertTeam, "INSERT INTO teams (name, parent, weight_milli) VALUES ($1, NULLIF($2, ''), $3)"},
     {kUpsertQuota,
      "INSERT INTO quotas (team, pool, nominal_milli, gpu_model, borrowing_limit_milli, "
@@ -47,7 +48,7 @@ constexpr Statement kStatements[] = {
      "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib FROM nodes "
      "WHERE ($1 = '' OR cluster = $1) AND ($2 = '' OR pool = $2) ORDER BY cluster, name"},
     {kSelectGpus,
-     "SELECT g.node_id, g.gpu_index, g.model, g.mig_layout, g.mig_placements FROM gpus g "
+     "SELECT g.node_id, g.gpu_index, g.model, g.mig_layout, g.mig_placements, g.uuid FROM gpus g "
      "JOIN nodes n ON n.id = g.node_id "
      "WHERE ($1 = '' OR n.cluster = $1) AND ($2 = '' OR n.pool = $2) "
      "ORDER BY g.node_id, g.gpu_index"},
@@ -135,6 +136,41 @@ constexpr Statement kStatements[] = {
     {kSelectBudgets,
      "SELECT team, soft_limit_micros, hard_limit_micros, over FROM budgets ORDER BY team"},
     // $1, $2: the month's bounds in microseconds.
+    // Telemetry (migrations/0016_add_telemetry.sql).
+    {kEnsureSamplePartition, "SELECT arbiter_ensure_sample_partition($1::date)"},
+    {kDropSamplePartitions, "SELECT arbiter_drop_sample_partitions($1::date)"},
+    {kSelectSamples,
+     "SELECT (extract(epoch FROM at) * 1000000)::bigint, node_id, gpu_index, mig_instance, "
+     "mig_profile, interval_ms, util_milli, engine_active_milli, fb_used_mib, fb_free_mib, "
+     "power_mw, pod, pod_namespace FROM gpu_samples WHERE at >= " TS(1) " AND at < " TS(2)},
+    // Members held at some time in [$1, $2): admitted, and not ended before
+    // $1 (a request's last update is when it ended).
+    {kSelectHeldMembers,
+     "SELECT r.id, p.member, r.team, r.pool, r.workload_class, "
+     "COALESCE((SELECT g.model FROM gpus g WHERE g.node_id = p.node_id "
+     "AND g.gpu_index = p.gpu_indices[1]), ''), p.node_id, p.gpu_indices, p.gpu_milli, "
+     "p.gpu_memory_mib, p.mig_profile, p.exclusive, r.preemptible, r.guaranteed, "
+     "(extract(epoch FROM r.admitted_at) * 1000000)::bigint, "
+     "CASE WHEN r.state IN ('admitted', 'preempting') THEN -9223372036854775808 "
+     "ELSE (extract(epoch FROM r.updated_at) * 1000000)::bigint END "
+     "FROM requests r JOIN placements p ON p.request_id = r.id "
+     "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
+     "AND r.admitted_at < " TS(2) " AND (r.state IN ('admitted', 'preempting') OR r.updated_at "
+                                  "> " TS(1) ") ORDER BY r.id, p.member"},
+    {kDeleteUsageHour, "DELETE FROM usage_hourly WHERE hour = " TS(1)},
+    {kSelectUtilization,
+     "SELECT team, pool, workload_class, gpu_model, sum(allocated_milli_seconds)::bigint, "
+     "sum(sampled_milli_seconds)::bigint, sum(used_milli_seconds)::bigint, "
+     "sum(energy_mwh)::bigint, max(peak_busy_milli), max(peak_memory_mib) FROM usage_hourly "
+     "WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "
+                                                 "GROUP BY team, pool, workload_class, gpu_model "
+                                                 "ORDER BY team, pool, workload_class, gpu_model"},
+    {kSelectMemberUsage,
+     "SELECT request_id, member, sum(allocated_milli_seconds)::bigint, "
+     "sum(sampled_milli_seconds)::bigint, sum(used_milli_seconds)::bigint, "
+     "max(peak_busy_milli), max(peak_memory_mib), sum(energy_mwh)::bigint FROM usage_hourly "
+     "WHERE hour >= " TS(1) " AND hour < " TS(2) " GROUP BY request_id, member "
+                                                 "ORDER BY request_id, member"},
     {kSelectSpend,
      "SELECT team, COALESCE(sum(cost_micros), 0)::bigint FROM requests"
      " WHERE admitted_at >= " TS(1) " AND admitted_at < " TS(2) " GROUP BY team"},
@@ -300,6 +336,25 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
   const std::vector<Column> ledger = {
       {"seq", B},     {"at", B, Value::kTime}, {"actor", T},     {"action", T},
       {"subject", T}, {"payload", T},          {"prev_hash", T}, {"hash", T}};
+  const std::vector<Column> sample = {
+      {"at", B, Value::kTime}, {"node_id", B},     {"gpu_index", B},  {"mig_instance", B},
+      {"mig_profile", T},      {"interval_ms", B}, {"util_milli", B}, {"engine_active_milli", B},
+      {"fb_used_mib", B},      {"fb_free_mib", B}, {"power_mw", B},   {"pod", T},
+      {"pod_namespace", T}};
+  const std::vector<Column> usage = {{"hour", B, Value::kTime},
+                                     {"request_id", B},
+                                     {"member", B},
+                                     {"team", T},
+                                     {"pool", T},
+                                     {"workload_class", T},
+                                     {"gpu_model", T},
+                                     {"allocated_milli_seconds", B},
+                                     {"sampled_milli_seconds", B},
+                                     {"used_milli_seconds", B},
+                                     {"peak_busy_milli", B},
+                                     {"peak_memory_mib", B},
+                                     {"energy_mwh", B},
+                                     {"computed_at", B, Value::kTime}};
   return {
       {kInsertRequests, InsertRows("requests", request)},
       {kUpdateRequests, absl::StrCat("UPDATE requests r SET ", absl::StrJoin(sets, ", "), " FROM (",
@@ -314,6 +369,9 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                     ") AS v(", Names(layout),
                     ") WHERE g.node_id = v.node_id AND g.gpu_index = v.gpu_index")},
       {kInsertLedgerEntries, InsertRows("ledger", ledger)},
+      // A reading already stored (same device and time) is a duplicate.
+      {kInsertSamples, absl::StrCat(InsertRows("gpu_samples", sample), " ON CONFLICT DO NOTHING")},
+      {kInsertUsageRows, InsertRows("usage_hourly", usage)},
   };
 }
 

@@ -76,6 +76,17 @@ inline constexpr const char* kInsertCheckpoint = "insert_checkpoint";
 inline constexpr const char* kSelectLastCheckpoint = "select_last_checkpoint";
 inline constexpr const char* kSelectCheckpoints = "select_checkpoints";
 
+// Telemetry.
+inline constexpr const char* kEnsureSamplePartition = "ensure_sample_partition";
+inline constexpr const char* kDropSamplePartitions = "drop_sample_partitions";
+inline constexpr const char* kInsertSamples = "insert_samples";
+inline constexpr const char* kSelectSamples = "select_samples";
+inline constexpr const char* kSelectHeldMembers = "select_held_members";
+inline constexpr const char* kDeleteUsageHour = "delete_usage_hour";
+inline constexpr const char* kInsertUsageRows = "insert_usage_rows";
+inline constexpr const char* kSelectUtilization = "select_utilization";
+inline constexpr const char* kSelectMemberUsage = "select_member_usage";
+
 // Prepares every statement above on `conn` and sets its session options.
 void PrepareAll(pqxx::connection& conn);
 

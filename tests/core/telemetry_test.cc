@@ -128,21 +128,21 @@ TEST(RollUpTest, MigMembersReadTheirProfileAndAverageAmbiguousInstances) {
 TEST(FindIdleTest, ActsByClassAndByWhatTheAllocationAllows) {
   const absl::Time now = kT0 + absl::Hours(2);
   std::vector<GpuSample> samples = Readings(kT0, absl::Hours(2), 10);
-  HeldMember borrowed = Member(1, 1000);
-  borrowed.workload_class = WorkloadClass::kBatchAnalytics;
-  borrowed.borrowed = true;
-  HeldMember owned = borrowed;
+  HeldMember preemptible = Member(1, 1000);
+  preemptible.workload_class = WorkloadClass::kBatchAnalytics;
+  preemptible.preemptible = true;
+  HeldMember owned = preemptible;
   owned.request_id = 2;
-  owned.borrowed = false;
+  owned.preemptible = false;
   owned.gpu_indices = {1};
   HeldMember guaranteed = owned;
   guaranteed.request_id = 3;
   guaranteed.guaranteed = true;
   guaranteed.gpu_indices = {2};
-  HeldMember busy = borrowed;
+  HeldMember busy = preemptible;
   busy.request_id = 4;
   busy.gpu_indices = {3};
-  HeldMember young = borrowed;
+  HeldMember young = preemptible;
   young.request_id = 5;
   young.gpu_indices = {4};
   young.from = now - absl::Minutes(10);
@@ -154,7 +154,7 @@ TEST(FindIdleTest, ActsByClassAndByWhatTheAllocationAllows) {
   working[working.size() - 5].util_milli = 60;  // Once over 5% in the window.
   samples.insert(samples.end(), working.begin(), working.end());
 
-  auto found = FindIdle({borrowed, owned, guaranteed, busy, young}, samples, {}, now);
+  auto found = FindIdle({preemptible, owned, guaranteed, busy, young}, samples, {}, now);
   ASSERT_EQ(found.size(), 3u);
   EXPECT_EQ(found[0].request_id, 1);
   EXPECT_EQ(found[0].action, IdleAction::kRelease);

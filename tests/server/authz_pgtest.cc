@@ -26,6 +26,7 @@
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
+#include "arbiter/v1/telemetry.grpc.pb.h"
 #include "server/authz.h"
 #include "server/server.h"
 #include "tests/testing/api_seed.h"
@@ -52,6 +53,7 @@ struct Stubs {
   std::unique_ptr<v1::GovernanceService::Stub> governance;
   std::unique_ptr<v1::AllocationService::Stub> allocation;
   std::unique_ptr<v1::LedgerService::Stub> ledger;
+  std::unique_ptr<v1::TelemetryService::Stub> telemetry;
   std::shared_ptr<grpc::Channel> channel;
 };
 
@@ -76,7 +78,8 @@ const std::set<std::string> kReads = {
     "InventoryService.ListNodes",           "GovernanceService.ListTeams",
     "GovernanceService.ListQuotas",         "GovernanceService.ListCoexistenceRules",
     "AllocationService.GetRequest",         "AllocationService.ListRequests",
-    "AllocationService.WatchAllocations"};
+    "AllocationService.WatchAllocations",   "TelemetryService.GetUtilization",
+    "TelemetryService.ListIdleAllocations", "TelemetryService.GetRightSizing"};
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -89,7 +92,7 @@ class AuthzTest : public ::testing::Test {
     dir_ = new std::string(absl::StrCat(::testing::TempDir(), "/authz-certs-", getpid()));
     const std::string cmd =
         absl::StrCat(ARBITER_SOURCE_DIR, "/tests/testing/make_test_certs ", ARBITER_SOURCE_DIR, " ",
-                     *dir_, " admin member auditor authority finance nobody");
+                     *dir_, " admin member auditor authority finance nobody agent");
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
 
@@ -124,6 +127,7 @@ class AuthzTest : public ::testing::Test {
     s.governance = v1::GovernanceService::NewStub(s.channel);
     s.allocation = v1::AllocationService::NewStub(s.channel);
     s.ledger = v1::LedgerService::NewStub(s.channel);
+    s.telemetry = v1::TelemetryService::NewStub(s.channel);
     return s;
   }
 
@@ -350,6 +354,40 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
     return Unary(*s.ledger, &v1::LedgerService::Stub::ListCheckpoints,
                  v1::ListCheckpointsRequest());
   };
+  calls["TelemetryService.StreamSamples"] = [](Stubs& s, int n) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::StreamSamplesResponse resp;
+    auto writer = s.telemetry->StreamSamples(&ctx, &resp);
+    v1::SampleBatch batch;
+    batch.set_interval_seconds(10);
+    batch.mutable_sent_at()->set_seconds(1'800'000'000);
+    v1::DeviceSample* sample = batch.add_samples();
+    sample->mutable_at()->set_seconds(1'800'000'000);
+    sample->set_uuid(absl::StrCat("GPU-unregistered-", n));
+    sample->set_util_milli(500);
+    writer->Write(batch);
+    writer->WritesDone();
+    return writer->Finish().error_code();
+  };
+  auto span = [](auto& r) {
+    r.mutable_from()->set_seconds(1'800'000'000 - 7200);
+    r.mutable_to()->set_seconds(1'800'000'000);
+  };
+  calls["TelemetryService.GetUtilization"] = [span](Stubs& s, int) {
+    v1::GetUtilizationRequest r;
+    span(r);
+    return Unary(*s.telemetry, &v1::TelemetryService::Stub::GetUtilization, r);
+  };
+  calls["TelemetryService.ListIdleAllocations"] = [](Stubs& s, int) {
+    return Unary(*s.telemetry, &v1::TelemetryService::Stub::ListIdleAllocations,
+                 v1::ListIdleAllocationsRequest());
+  };
+  calls["TelemetryService.GetRightSizing"] = [span](Stubs& s, int) {
+    v1::GetRightSizingRequest r;
+    span(r);
+    return Unary(*s.telemetry, &v1::TelemetryService::Stub::GetRightSizing, r);
+  };
   calls["AllocationService.WatchAllocations"] = [](Stubs& s, int) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -368,7 +406,8 @@ TEST(AuthzTableTest, EveryRpcOfTheApiIsInTheAccessTable) {
   std::set<std::string> api;
   const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
   for (const char* name : {"arbiter.v1.InventoryService", "arbiter.v1.GovernanceService",
-                           "arbiter.v1.AllocationService", "arbiter.v1.LedgerService"}) {
+                           "arbiter.v1.AllocationService", "arbiter.v1.LedgerService",
+                           "arbiter.v1.TelemetryService"}) {
     const google::protobuf::ServiceDescriptor* service = pool->FindServiceByName(name);
     ASSERT_NE(service, nullptr) << name;
     for (int i = 0; i < service->method_count(); ++i) {
@@ -400,6 +439,7 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
   grant("spiffe://arbiter.local/finance", v1::ROLE_FINANCE, v1::SCOPE_KIND_ORG, "");
   grant("spiffe://arbiter.local/authority", v1::ROLE_POOL_AUTHORITY, v1::SCOPE_KIND_POOL,
         "serving");
+  grant("spiffe://arbiter.local/agent", v1::ROLE_AGENT, v1::SCOPE_KIND_ORG, "");
 
   const std::set<std::string> team_writes = {"AllocationService.RequestCapacity",
                                              "AllocationService.ReleaseAllocation"};
@@ -420,6 +460,7 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
             kApprovals)},
       {"authority", Code::PERMISSION_DENIED,
        Plus(Plus(kReads, {"GovernanceService.SetQuota"}), kApprovals)},
+      {"agent", Code::PERMISSION_DENIED, Plus({"TelemetryService.StreamSamples"}, kApprovals)},
       {"nobody", Code::PERMISSION_DENIED, kApprovals},
       {"", Code::UNAUTHENTICATED, {}},
       {"expired", Code::UNAVAILABLE, {}},

@@ -1,0 +1,87 @@
+#include "server/telemetry_maintenance.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/status_macros.h"
+#include "core/telemetry.h"
+
+namespace arbiter::server {
+
+absl::Time HourOf(absl::Time t) {
+  return absl::FromCivil(absl::ToCivilHour(t, absl::UTCTimeZone()), absl::UTCTimeZone());
+}
+
+TelemetryMaintenance::TelemetryMaintenance(store::Store* store, Clock* clock,
+                                           const TelemetryOptions& options)
+    : store_(store), clock_(clock), options_(options) {
+  if (options_.rollup_every > absl::ZeroDuration()) thread_ = std::thread([this] { Run(); });
+}
+
+TelemetryMaintenance::~TelemetryMaintenance() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void TelemetryMaintenance::MarkDirty(absl::Time t) {
+  absl::MutexLock lock(&mu_);
+  dirty_.insert(HourOf(t));
+}
+
+absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time now) {
+  const absl::Time to = std::min(hour + absl::Hours(1), now);
+  if (to <= hour) return absl::OkStatus();
+  ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListHeldMembers(hour, to));
+  ARBITER_ASSIGN_OR_RETURN(auto samples, store_->ListSamples(hour, to));
+  std::vector<core::MemberUsage> usage = core::RollUp(members, samples, hour, to);
+  return store_->ReplaceUsageHour(hour, members, usage, now);
+}
+
+absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
+  std::set<absl::Time> hours;
+  bool drop = false;
+  {
+    absl::MutexLock lock(&mu_);
+    hours.swap(dirty_);
+    if (now - last_drop_ >= absl::Hours(1)) {
+      drop = true;
+      last_drop_ = now;
+    }
+  }
+  hours.insert(HourOf(now));
+  hours.insert(HourOf(now) - absl::Hours(1));
+  absl::Status first;
+  for (auto it = hours.begin(); it != hours.end(); ++it) {
+    if (*it > now) continue;
+    absl::Status s = RollUpHour(*it, now);
+    if (!s.ok()) {
+      absl::MutexLock lock(&mu_);
+      dirty_.insert(it, hours.end());
+      first = s;
+      break;
+    }
+  }
+  if (drop) {
+    absl::StatusOr<int32_t> dropped = store_->DropSamplesBefore(now - options_.retention);
+    if (!dropped.ok() && first.ok()) first = dropped.status();
+    if (dropped.ok() && *dropped > 0)
+      spdlog::info("telemetry: dropped {} days of samples", *dropped);
+  }
+  return first;
+}
+
+void TelemetryMaintenance::Run() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.rollup_every);
+    if (stopping_) break;
+    mu_.Unlock();
+    absl::Status s = RunOnce(clock_->TimeNow());
+    if (!s.ok()) spdlog::warn("telemetry rollup: {}", s.ToString());
+    mu_.Lock();
+  }
+}
+
+}  // namespace arbiter::server

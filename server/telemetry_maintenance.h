@@ -1,0 +1,70 @@
+// TelemetryMaintenance: keeps the hourly usage rollups current and the raw
+// samples within their retention. A background thread rolls up, every
+// `rollup_every`, the current hour, the previous one, and any older hour
+// that received late samples; once an hour it drops sample partitions past
+// the retention period.
+//
+// Thread-safe.
+#pragma once
+
+#include <set>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+#include "core/clock.h"
+#include "store/store.h"
+
+namespace arbiter::server {
+
+struct TelemetryOptions {
+  // How often rollups are refreshed; zero: no background thread (tests call
+  // RunOnce). Default: one minute.
+  absl::Duration rollup_every = absl::Minutes(1);
+  // Raw samples older than this are dropped (whole days). Default: 30 days.
+  absl::Duration retention = absl::Hours(24 * 30);
+  // Largest clock skew of an agent that is left uncorrected. Default: 2 s.
+  absl::Duration max_skew = absl::Seconds(2);
+};
+
+class TelemetryMaintenance {
+ public:
+  TelemetryMaintenance(store::Store* store, Clock* clock, const TelemetryOptions& options);
+  // Stops the thread (finishing a pass in progress).
+  ~TelemetryMaintenance();
+
+  const TelemetryOptions& options() const { return options_; }
+
+  // Records that samples of the hour holding `t` were stored, so that its
+  // rollup is recomputed on the next pass.
+  void MarkDirty(absl::Time t) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // One pass at `now`: rolls up the dirty hours, the hour holding `now` and
+  // the one before, and drops samples past retention. Returns the first
+  // error (the remaining hours stay dirty).
+  absl::Status RunOnce(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Recomputes the rollup of the hour starting at `hour`, counting held time
+  // up to `now` at most.
+  absl::Status RollUpHour(absl::Time hour, absl::Time now);
+
+ private:
+  void Run();
+
+  store::Store* const store_;
+  Clock* const clock_;
+  const TelemetryOptions options_;
+  absl::Mutex mu_;
+  std::set<absl::Time> dirty_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_drop_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// The start of the UTC hour holding `t`.
+absl::Time HourOf(absl::Time t);
+
+}  // namespace arbiter::server

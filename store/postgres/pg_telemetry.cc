@@ -1,0 +1,229 @@
+// PgStore: telemetry samples and usage rollups.
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/civil_time.h"
+#include <pqxx/pqxx>
+
+#include "core/status_macros.h"
+#include "store/postgres/pg_rows.h"
+#include "store/postgres/pg_store.h"
+#include "store/postgres/statements.h"
+
+namespace arbiter::store {
+namespace {
+
+// "YYYY-MM-DD" of the UTC day of `t`.
+std::string DayOf(absl::Time t) {
+  return absl::FormatCivilTime(absl::ToCivilDay(t, absl::UTCTimeZone()));
+}
+
+core::GpuSample SampleFromRow(const pqxx::row& row) {
+  core::GpuSample s;
+  s.at = absl::FromUnixMicros(row[0].as<int64_t>());
+  s.node_id = row[1].as<int64_t>();
+  s.gpu_index = row[2].as<int32_t>();
+  s.mig_instance = row[3].as<int32_t>();
+  s.mig_profile = row[4].as<std::string>();
+  s.interval = absl::Milliseconds(row[5].as<int64_t>());
+  s.util_milli = row[6].as<int32_t>();
+  s.engine_active_milli = row[7].as<int32_t>();
+  s.fb_used_mib = row[8].as<int64_t>();
+  s.fb_free_mib = row[9].as<int64_t>();
+  s.power_mw = row[10].as<int64_t>();
+  s.pod = row[11].as<std::string>();
+  s.pod_namespace = row[12].as<std::string>();
+  return s;
+}
+
+core::HeldMember HeldMemberFromRow(const pqxx::row& row) {
+  core::HeldMember m;
+  m.request_id = row[0].as<int64_t>();
+  m.member = row[1].as<int32_t>();
+  m.team = row[2].as<std::string>();
+  m.pool = row[3].as<std::string>();
+  m.workload_class = core::WorkloadClassFromName(row[4].as<std::string>());
+  m.gpu_model = row[5].as<std::string>();
+  m.node_id = row[6].as<int64_t>();
+  m.gpu_indices = rows::IntArray(row[7]);
+  m.gpu_milli = row[8].as<int64_t>();
+  m.gpu_memory_mib = row[9].as<int64_t>();
+  m.mig_profile = row[10].as<std::string>();
+  m.exclusive = row[11].as<bool>();
+  m.preemptible = row[12].as<bool>();
+  m.guaranteed = row[13].as<bool>();
+  m.from = absl::FromUnixMicros(row[14].as<int64_t>());
+  const absl::Time until = rows::FromMicrosOrMin(row[15].as<int64_t>());
+  m.until = until == absl::InfinitePast() ? absl::InfiniteFuture() : until;
+  return m;
+}
+
+core::MemberUsage UsageFromColumns(const pqxx::row& row, int first) {
+  core::MemberUsage u;
+  u.allocated_milli_seconds = row[first].as<int64_t>();
+  u.sampled_milli_seconds = row[first + 1].as<int64_t>();
+  u.used_milli_seconds = row[first + 2].as<int64_t>();
+  return u;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> PgStore::InsertSamples(const std::vector<core::GpuSample>& samples) {
+  if (samples.empty()) return 0;
+  return WithConnection("insert samples", [&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
+    pqxx::work tx(c);
+    std::set<std::string> days;
+    for (const core::GpuSample& s : samples) days.insert(DayOf(s.at));
+    for (const std::string& day : days) tx.exec_prepared(sql::kEnsureSamplePartition, day);
+    rows::ArrayLiteral cols[13];
+    for (const core::GpuSample& s : samples) {
+      cols[0].Add(rows::ToMicros(s.at));
+      cols[1].Add(s.node_id);
+      cols[2].Add(int64_t{s.gpu_index});
+      cols[3].Add(int64_t{s.mig_instance});
+      cols[4].Add(s.mig_profile);
+      cols[5].Add(absl::ToInt64Milliseconds(s.interval));
+      cols[6].Add(int64_t{s.util_milli});
+      cols[7].Add(int64_t{s.engine_active_milli});
+      cols[8].Add(s.fb_used_mib);
+      cols[9].Add(s.fb_free_mib);
+      cols[10].Add(s.power_mw);
+      cols[11].Add(s.pod);
+      cols[12].Add(s.pod_namespace);
+    }
+    pqxx::result res = tx.exec_prepared(
+        sql::kInsertSamples, cols[0].Done(), cols[1].Done(), cols[2].Done(), cols[3].Done(),
+        cols[4].Done(), cols[5].Done(), cols[6].Done(), cols[7].Done(), cols[8].Done(),
+        cols[9].Done(), cols[10].Done(), cols[11].Done(), cols[12].Done());
+    tx.commit();
+    return static_cast<int64_t>(res.affected_rows());
+  });
+}
+
+absl::StatusOr<int32_t> PgStore::DropSamplesBefore(absl::Time day) {
+  return WithConnection("drop samples", [&](pqxx::connection& c) -> absl::StatusOr<int32_t> {
+    pqxx::work tx(c);
+    const int32_t dropped =
+        tx.exec_prepared1(sql::kDropSamplePartitions, DayOf(day))[0].as<int32_t>();
+    tx.commit();
+    return dropped;
+  });
+}
+
+absl::StatusOr<std::vector<core::GpuSample>> PgStore::ListSamples(absl::Time from, absl::Time to) {
+  return WithConnection(
+      "list samples", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::GpuSample>> {
+        pqxx::read_transaction tx(c);
+        std::vector<core::GpuSample> out;
+        for (const pqxx::row& row :
+             tx.exec_prepared(sql::kSelectSamples, rows::ToMicros(from), rows::ToMicros(to))) {
+          out.push_back(SampleFromRow(row));
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListHeldMembers(absl::Time from,
+                                                                       absl::Time to) {
+  return WithConnection(
+      "list held members",
+      [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::HeldMember>> {
+        pqxx::read_transaction tx(c);
+        std::vector<core::HeldMember> out;
+        for (const pqxx::row& row :
+             tx.exec_prepared(sql::kSelectHeldMembers, rows::ToMicros(from), rows::ToMicros(to))) {
+          out.push_back(HeldMemberFromRow(row));
+        }
+        return out;
+      });
+}
+
+absl::Status PgStore::ReplaceUsageHour(absl::Time hour,
+                                       const std::vector<core::HeldMember>& members,
+                                       const std::vector<core::MemberUsage>& usage,
+                                       absl::Time computed_at) {
+  if (members.size() != usage.size()) {
+    return absl::InternalError("ReplaceUsageHour: members and usage differ in length");
+  }
+  return WithConnection("replace usage hour", [&](pqxx::connection& c) -> absl::Status {
+    pqxx::work tx(c);
+    tx.exec_prepared(sql::kDeleteUsageHour, rows::ToMicros(hour));
+    rows::ArrayLiteral cols[14];
+    size_t n = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      const core::HeldMember& m = members[i];
+      const core::MemberUsage& u = usage[i];
+      if (u.allocated_milli_seconds == 0) continue;
+      ++n;
+      cols[0].Add(rows::ToMicros(hour));
+      cols[1].Add(m.request_id);
+      cols[2].Add(int64_t{m.member});
+      cols[3].Add(m.team);
+      cols[4].Add(m.pool);
+      cols[5].Add(core::WorkloadClassName(m.workload_class));
+      cols[6].Add(m.gpu_model);
+      cols[7].Add(u.allocated_milli_seconds);
+      cols[8].Add(u.sampled_milli_seconds);
+      cols[9].Add(u.used_milli_seconds);
+      cols[10].Add(int64_t{u.peak_busy_milli});
+      cols[11].Add(u.peak_memory_mib);
+      cols[12].Add(u.energy_mwh);
+      cols[13].Add(rows::ToMicros(computed_at));
+    }
+    if (n > 0) {
+      tx.exec_prepared(sql::kInsertUsageRows, cols[0].Done(), cols[1].Done(), cols[2].Done(),
+                       cols[3].Done(), cols[4].Done(), cols[5].Done(), cols[6].Done(),
+                       cols[7].Done(), cols[8].Done(), cols[9].Done(), cols[10].Done(),
+                       cols[11].Done(), cols[12].Done(), cols[13].Done());
+    }
+    tx.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<UtilizationRow>> PgStore::ListUtilization(absl::Time from, absl::Time to,
+                                                                     const std::string& team) {
+  return WithConnection(
+      "list utilization", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<UtilizationRow>> {
+        pqxx::read_transaction tx(c);
+        std::vector<UtilizationRow> out;
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectUtilization, rows::ToMicros(from),
+                                                     rows::ToMicros(to), team)) {
+          UtilizationRow r;
+          r.team = row[0].as<std::string>();
+          r.pool = row[1].as<std::string>();
+          r.workload_class = core::WorkloadClassFromName(row[2].as<std::string>());
+          r.gpu_model = row[3].as<std::string>();
+          r.usage = UsageFromColumns(row, 4);
+          r.usage.energy_mwh = row[7].as<int64_t>();
+          r.usage.peak_busy_milli = row[8].as<int32_t>();
+          r.usage.peak_memory_mib = row[9].as<int64_t>();
+          out.push_back(std::move(r));
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<std::vector<core::MemberUsage>> PgStore::ListMemberUsage(absl::Time from,
+                                                                        absl::Time to) {
+  return WithConnection(
+      "list member usage",
+      [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::MemberUsage>> {
+        pqxx::read_transaction tx(c);
+        std::vector<core::MemberUsage> out;
+        for (const pqxx::row& row :
+             tx.exec_prepared(sql::kSelectMemberUsage, rows::ToMicros(from), rows::ToMicros(to))) {
+          core::MemberUsage u = UsageFromColumns(row, 2);
+          u.request_id = row[0].as<int64_t>();
+          u.member = row[1].as<int32_t>();
+          u.peak_busy_milli = row[5].as<int32_t>();
+          u.peak_memory_mib = row[6].as<int64_t>();
+          u.energy_mwh = row[7].as<int64_t>();
+          out.push_back(u);
+        }
+        return out;
+      });
+}
+
+}  // namespace arbiter::store
