@@ -88,11 +88,32 @@ std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
     }
   }
 
-  for (const GpuSample& s : samples) {
+  // Each reading stands until the next of its series, its interval, or
+  // `to`, whichever comes first: readings closer than their interval never
+  // count the same time twice.
+  std::map<std::tuple<int64_t, int32_t, int32_t>, std::vector<size_t>> series_of;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const GpuSample& s = samples[i];
+    if (s.at >= from && s.at < to) series_of[{s.node_id, s.gpu_index, s.mig_instance}].push_back(i);
+  }
+  std::vector<absl::Duration> span(samples.size());
+  for (auto& [key, indices] : series_of) {
+    std::sort(indices.begin(), indices.end(),
+              [&](size_t a, size_t b) { return samples[a].at < samples[b].at; });
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const GpuSample& s = samples[indices[k]];
+      absl::Duration d = std::min(s.interval, to - s.at);
+      if (k + 1 < indices.size()) d = std::min(d, samples[indices[k + 1]].at - s.at);
+      span[indices[k]] = d;
+    }
+  }
+
+  for (size_t si = 0; si < samples.size(); ++si) {
+    const GpuSample& s = samples[si];
     if (s.at < from || s.at >= to) continue;
     auto it = on_gpu.find({s.node_id, s.gpu_index});
     if (it == on_gpu.end()) continue;
-    const int64_t dt = Millis(std::min(s.interval, to - s.at));
+    const int64_t dt = Millis(span[si]);
     if (dt <= 0) continue;
     int64_t all_milli = 0;    // Every holder: the split of power.
     int64_t whole_milli = 0;  // Non-MIG holders: the split of a GPU's busy time.

@@ -97,6 +97,15 @@ TEST(RollUpTest, CountsOnlyWhileHeldAndInsideTheWindow) {
   EXPECT_EQ(cut[0].used_milli_seconds, 5000);
 }
 
+TEST(RollUpTest, ReadingsCloserThanTheirIntervalDoNotCountTimeTwice) {
+  std::vector<GpuSample> samples = Readings(kT0, absl::Seconds(10), 1000);
+  std::vector<GpuSample> early = Readings(kT0 + absl::Seconds(2), absl::Seconds(10), 0);
+  samples.insert(samples.end(), early.begin(), early.end());
+  auto usage = RollUp({Member(1, 1000)}, samples, kT0, kT0 + absl::Hours(1));
+  EXPECT_EQ(usage[0].sampled_milli_seconds, 12'000);  // 2 s, then 10 s.
+  EXPECT_EQ(usage[0].used_milli_seconds, 2'000);
+}
+
 TEST(RollUpTest, MigMembersReadTheirProfileAndAverageAmbiguousInstances) {
   const auto* profiles = BuiltinMigProfiles("A100-80GB");
   ASSERT_NE(profiles, nullptr);

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""arbiter-agent against a live arbiterd: every published dcgm-exporter
+fixture is streamed by the agent binary; the GPU the node registered (with
+its UUID) is stored with its MIG instance, every other device is reported as
+unknown with its count; a capture of our own is rolled up into the
+allocation's usage.
+
+Usage: agent_test.py ARBITERD AGENT SOURCE_DIR  (DSN from ARBITER_TEST_PG_DSN_FILE)
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import grpc
+
+FIXTURES = "tests/agent/fixtures/dcgm-exporter"
+DOCS_UUID = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"
+# Devices per published fixture (see tests/agent/dcgm_text_test.cc); the
+# NVIDIA docs sample is the registered GPU and one of its MIG instances.
+DEVICES = {
+    "mig-2x-a30-4x1g.6gb.dcgm-exporter-issue317.prom": 6,
+    "mig-a100-80gb-7g.dcgm-exporter-issue713.prom": 1,
+    "mig-h100-1g.10gb-pods.dcgm-exporter-issue512-comment.prom": 3,
+    "mixed-a30mig-rtx2000ada-pods.dcgm-exporter-pr736.prom": 2,
+    "mixed-mig-nonmig-h100-pods.dcgm-exporter-issue512.prom": 5,
+    "nonmig-4x-v100.dcgm-exporter-issue250.prom": 4,
+    "nonmig-8x-titanv.dcgm-exporter-issue58.prom": 5,
+    "pods-3x-l40s.dcgm-issue226.prom": 3,
+    "pods-dcgmproftester.gpu-monitoring-tools-issue138.prom": 1,
+}
+
+
+def generate_stubs(source_dir, out_dir):
+    protos = [os.path.join(source_dir, "proto/arbiter/v1", f)
+              for f in ("types.proto", "inventory.proto", "governance.proto", "allocation.proto",
+                        "telemetry.proto")]
+    subprocess.run(["protoc", "-I" + os.path.join(source_dir, "proto"),
+                    "--python_out=" + out_dir, "--grpc_out=" + out_dir,
+                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] + protos, check=True)
+    sys.path.insert(0, out_dir)
+
+
+def run_agent(agent, endpoint, path):
+    out = subprocess.run([agent, "--endpoint", endpoint, "--cluster", "east",
+                          "--node", "ub20-a100-k8s", "--file", path, "--once"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, (path, out.stdout, out.stderr)
+    m = re.search(r"stored (\d+), duplicates (\d+), unknown GPUs (\d+)", out.stdout)
+    assert m, out.stdout
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def main():
+    arbiterd, agent, source_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+    cluster_dsn = open(os.environ["ARBITER_TEST_PG_DSN_FILE"]).read().strip()
+    db = "agent_" + uuid.uuid4().hex[:12]
+    subprocess.run(["psql", "-Xq", cluster_dsn + " dbname=postgres", "-c",
+                    f"CREATE DATABASE {db} TEMPLATE arbiter_template"], check=True)
+    work = tempfile.mkdtemp(prefix="arbiter-agent-")
+    generate_stubs(source_dir, work)
+    from arbiter.v1 import allocation_pb2 as al, allocation_pb2_grpc as alg
+    from arbiter.v1 import governance_pb2 as gov, governance_pb2_grpc as govg
+    from arbiter.v1 import inventory_pb2 as inv, inventory_pb2_grpc as invg
+    from arbiter.v1 import telemetry_pb2 as tel, telemetry_pb2_grpc as telg
+    from arbiter.v1 import types_pb2 as t
+
+    port_file = os.path.join(work, "port")
+    proc = subprocess.Popen([arbiterd, "--log-level", "warn", "serve", "--dsn",
+                             f"{cluster_dsn} dbname={db}", "--insecure-loopback",
+                             "--listen", "127.0.0.1:0", "--port-file", port_file,
+                             "--rollup-every", "1s"])
+    try:
+        for _ in range(600):
+            if os.path.exists(port_file) and open(port_file).read().strip():
+                break
+            if proc.poll() is not None:
+                raise SystemExit("arbiterd exited early")
+            time.sleep(0.1)
+        endpoint = "127.0.0.1:" + open(port_file).read().strip()
+        channel = grpc.insecure_channel(endpoint)
+        inventory = invg.InventoryServiceStub(channel)
+        governance = govg.GovernanceServiceStub(channel)
+        allocation = alg.AllocationServiceStub(channel)
+        telemetry = telg.TelemetryServiceStub(channel)
+
+        inventory.CreateCluster(inv.CreateClusterRequest(cluster=t.Cluster(name="east")), timeout=10)
+        inventory.CreatePool(inv.CreatePoolRequest(
+            pool=t.Pool(name="batch", latency_class=t.LATENCY_CLASS_BATCH)), timeout=10)
+        inventory.RegisterNode(inv.RegisterNodeRequest(node=t.Node(
+            cluster="east", name="ub20-a100-k8s", pool="batch", cpu_milli=32000,
+            memory_mib=256000, gpus=[t.Gpu(index=0, model="A100-40GB", uuid=DOCS_UUID)])),
+            timeout=10)
+        governance.CreateTeam(gov.CreateTeamRequest(team=t.Team(name="research")), timeout=10)
+        governance.SetQuota(gov.SetQuotaRequest(quota=t.Quota(
+            team="research", pool="batch", nominal_milli=1000)), timeout=10)
+        granted = allocation.RequestCapacity(al.RequestCapacityRequest(
+            idempotency_key="agent-1", team="research", pool="batch",
+            workload_class=t.WORKLOAD_CLASS_BATCH_ANALYTICS, members=1, preemptible=True,
+            shape=t.MemberShape(whole_gpus=1)), timeout=10).request
+        assert granted.state == t.REQUEST_STATE_ADMITTED, granted
+
+        fixtures = os.path.join(source_dir, FIXTURES)
+        stored, _, unknown = run_agent(
+            agent, endpoint,
+            os.path.join(fixtures, "mig-a100-whole-gpu-plus-1g.5gb.nvidia-cloud-native-docs.prom"))
+        assert (stored, unknown) == (2, 0), (stored, unknown)
+        for name, devices in sorted(DEVICES.items()):
+            stored, _, unknown = run_agent(agent, endpoint, os.path.join(fixtures, name))
+            assert (stored, unknown) == (0, devices), (name, stored, unknown)
+
+        # A capture of our own, in the exporter's format: 37% busy, 9 GiB used.
+        capture = os.path.join(work, "capture.prom")
+        labels = f'gpu="0",UUID="{DOCS_UUID}",device="nvidia0",modelName="NVIDIA A100-SXM4-40GB"'
+        with open(capture, "w") as f:
+            f.write("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+                    f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} 37\n"
+                    f"DCGM_FI_DEV_FB_USED{{{labels}}} 9216\n"
+                    f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} 212.5\n")
+        assert run_agent(agent, endpoint, capture)[0] == 1
+        now = int(time.time())
+        req = tel.GetUtilizationRequest()
+        getattr(req, "from").seconds = now - 3600
+        req.to.seconds = now + 3600
+        rows = []
+        for _ in range(100):
+            rows = telemetry.GetUtilization(req, timeout=10).rows
+            if rows and rows[0].peak_memory_mib == 9216:
+                break
+            time.sleep(0.1)
+        assert len(rows) == 1, rows
+        row = rows[0]
+        assert (row.team, row.pool, row.gpu_model) == ("research", "batch", "A100-40GB"), row
+        # Peaks: the docs sample's engine activity (0.995630), our capture's memory.
+        assert row.peak_busy_milli == 996 and row.peak_memory_mib == 9216, row
+        assert row.sampled_milli_gpu_seconds > 0 and row.used_milli_gpu_seconds > 0, row
+        print(f"agent: {len(DEVICES) + 2} scrapes streamed; rolled up: {row}".replace("\n", " "))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        subprocess.run(["psql", "-Xq", cluster_dsn + " dbname=postgres", "-c",
+                        f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"], check=False)
+
+
+if __name__ == "__main__":
+    main()
