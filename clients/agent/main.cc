@@ -97,6 +97,7 @@ bool Scrape(const Options& o, absl::Duration timeout, std::string* text) {
 bool Send(v1::TelemetryService::Stub& stub, const Options& o, int interval_seconds,
           std::vector<v1::DeviceSample>& pending) {
   constexpr int kMaxPerBatch = 10'000;
+  if (pending.empty()) return true;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::StreamSamplesResponse resp;
@@ -193,7 +194,9 @@ int main(int argc, char** argv) {
   while (!g_stop) {
     const absl::Time started = absl::Now();
     std::string text;
-    if (Scrape(o, interval, &text)) {
+    const bool scraped = Scrape(o, interval, &text);
+    if (o.once && !scraped) return 1;
+    if (scraped) {
       arbiter::agent::Scrape parsed = arbiter::agent::ParseDcgmScrape(text);
       for (const auto& p : parsed.problems) {
         std::cerr << "arbiter-agent: line " << p.line << ": " << p.message << "\n";
