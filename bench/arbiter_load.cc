@@ -175,15 +175,21 @@ struct Ask {
   int64_t milli_per_member = 0;  // 0 for MIG (charged at the SM share).
 };
 
+// A one-member request of `team` in `pool`, shape still to set.
+Ask NewAsk(const std::string& team, const std::string& pool, const std::string& key) {
+  Ask a;
+  a.req.set_idempotency_key(key);
+  a.req.set_team(team);
+  a.req.set_pool(pool);
+  a.req.set_members(1);
+  return a;
+}
+
 // A small request (a fraction of 100 or 200 milli-GPU), for filling up.
 Ask SmallAsk(std::mt19937_64& rng, const std::string& team, const std::string& pool,
              const std::string& key) {
-  Ask a;
+  Ask a = NewAsk(team, pool, key);
   v1::RequestCapacityRequest& r = a.req;
-  r.set_idempotency_key(key);
-  r.set_team(team);
-  r.set_pool(pool);
-  r.set_members(1);
   r.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
   a.milli_per_member = 100 * (1 + static_cast<int64_t>(rng() % 2));
   r.mutable_shape()->mutable_fraction()->set_gpu_milli(a.milli_per_member);
@@ -193,12 +199,8 @@ Ask SmallAsk(std::mt19937_64& rng, const std::string& team, const std::string& p
 
 Ask RandomAsk(std::mt19937_64& rng, const std::string& team, const std::string& pool,
               const std::string& key) {
-  Ask a;
+  Ask a = NewAsk(team, pool, key);
   v1::RequestCapacityRequest& r = a.req;
-  r.set_idempotency_key(key);
-  r.set_team(team);
-  r.set_pool(pool);
-  r.set_members(1);
   v1::MemberShape* s = r.mutable_shape();
   const int kind = static_cast<int>(rng() % 10);
   if (kind < 4) {

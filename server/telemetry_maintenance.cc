@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "core/status_macros.h"
-#include "core/telemetry.h"
 
 namespace arbiter::server {
 
@@ -25,9 +24,11 @@ TelemetryMaintenance::~TelemetryMaintenance() {
   if (thread_.joinable()) thread_.join();
 }
 
-void TelemetryMaintenance::MarkDirty(absl::Time t) {
+void TelemetryMaintenance::MarkDirty(absl::Span<const core::GpuSample> samples) {
+  std::set<absl::Time> hours;
+  for (const core::GpuSample& s : samples) hours.insert(HourOf(s.at));
   absl::MutexLock lock(&mu_);
-  dirty_.insert(HourOf(t));
+  dirty_.insert(hours.begin(), hours.end());
 }
 
 absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time now) {

@@ -14,8 +14,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "core/clock.h"
+#include "core/telemetry.h"
 #include "store/store.h"
 
 namespace arbiter::server {
@@ -38,9 +40,9 @@ class TelemetryMaintenance {
 
   const TelemetryOptions& options() const { return options_; }
 
-  // Records that samples of the hour holding `t` were stored, so that its
-  // rollup is recomputed on the next pass.
-  void MarkDirty(absl::Time t) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records that `samples` were stored, so that the rollups of their hours
+  // are recomputed on the next pass.
+  void MarkDirty(absl::Span<const core::GpuSample> samples) ABSL_LOCKS_EXCLUDED(mu_);
 
   // One pass at `now`: rolls up the dirty hours, the hour holding `now` and
   // the one before, and drops samples past retention. Returns the first

@@ -125,7 +125,7 @@ class SampleStreamReactor final : public grpc::ServerReadReactor<v1::SampleBatch
       }
       resp_->set_stored(resp_->stored() + *stored);
       resp_->set_duplicates(resp_->duplicates() + static_cast<int64_t>(samples.size()) - *stored);
-      for (const core::GpuSample& s : samples) ctx_.telemetry->MarkDirty(s.at);
+      ctx_.telemetry->MarkDirty(samples);
       StartRead(&batch_);
     });
     if (!queued)

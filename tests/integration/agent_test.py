@@ -11,11 +11,9 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 
-import grpc
+from live_arbiterd import LiveArbiterd
 
 FIXTURES = "tests/agent/fixtures/dcgm-exporter"
 DOCS_UUID = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"
@@ -34,16 +32,6 @@ DEVICES = {
 }
 
 
-def generate_stubs(source_dir, out_dir):
-    protos = [os.path.join(source_dir, "proto/arbiter/v1", f)
-              for f in ("types.proto", "inventory.proto", "governance.proto", "allocation.proto",
-                        "telemetry.proto")]
-    subprocess.run(["protoc", "-I" + os.path.join(source_dir, "proto"),
-                    "--python_out=" + out_dir, "--grpc_out=" + out_dir,
-                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] + protos, check=True)
-    sys.path.insert(0, out_dir)
-
-
 def run_agent(agent, endpoint, path):
     out = subprocess.run([agent, "--endpoint", endpoint, "--cluster", "east",
                           "--node", "ub20-a100-k8s", "--file", path, "--once"],
@@ -56,32 +44,13 @@ def run_agent(agent, endpoint, path):
 
 def main():
     arbiterd, agent, source_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-    cluster_dsn = open(os.environ["ARBITER_TEST_PG_DSN_FILE"]).read().strip()
-    db = "agent_" + uuid.uuid4().hex[:12]
-    subprocess.run(["psql", "-Xq", cluster_dsn + " dbname=postgres", "-c",
-                    f"CREATE DATABASE {db} TEMPLATE arbiter_template"], check=True)
-    work = tempfile.mkdtemp(prefix="arbiter-agent-")
-    generate_stubs(source_dir, work)
-    from arbiter.v1 import allocation_pb2 as al, allocation_pb2_grpc as alg
-    from arbiter.v1 import governance_pb2 as gov, governance_pb2_grpc as govg
-    from arbiter.v1 import inventory_pb2 as inv, inventory_pb2_grpc as invg
-    from arbiter.v1 import telemetry_pb2 as tel, telemetry_pb2_grpc as telg
-    from arbiter.v1 import types_pb2 as t
-
-    port_file = os.path.join(work, "port")
-    proc = subprocess.Popen([arbiterd, "--log-level", "warn", "serve", "--dsn",
-                             f"{cluster_dsn} dbname={db}", "--insecure-loopback",
-                             "--listen", "127.0.0.1:0", "--port-file", port_file,
-                             "--rollup-every", "1s"])
-    try:
-        for _ in range(600):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            if proc.poll() is not None:
-                raise SystemExit("arbiterd exited early")
-            time.sleep(0.1)
-        endpoint = "127.0.0.1:" + open(port_file).read().strip()
-        channel = grpc.insecure_channel(endpoint)
+    with LiveArbiterd(arbiterd, source_dir, "agent", ["--rollup-every", "1s"]) as live:
+        from arbiter.v1 import allocation_pb2 as al, allocation_pb2_grpc as alg
+        from arbiter.v1 import governance_pb2 as gov, governance_pb2_grpc as govg
+        from arbiter.v1 import inventory_pb2 as inv, inventory_pb2_grpc as invg
+        from arbiter.v1 import telemetry_pb2 as tel, telemetry_pb2_grpc as telg
+        from arbiter.v1 import types_pb2 as t
+        endpoint, channel = live.endpoint, live.channel
         inventory = invg.InventoryServiceStub(channel)
         governance = govg.GovernanceServiceStub(channel)
         allocation = alg.AllocationServiceStub(channel)
@@ -113,7 +82,7 @@ def main():
             assert (stored, unknown) == (0, devices), (name, stored, unknown)
 
         # A capture of our own, in the exporter's format: 37% busy, 9 GiB used.
-        capture = os.path.join(work, "capture.prom")
+        capture = os.path.join(live.work, "capture.prom")
         labels = f'gpu="0",UUID="{DOCS_UUID}",device="nvidia0",modelName="NVIDIA A100-SXM4-40GB"'
         with open(capture, "w") as f:
             f.write("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
@@ -138,11 +107,6 @@ def main():
         assert row.peak_busy_milli == 996 and row.peak_memory_mib == 9216, row
         assert row.sampled_milli_gpu_seconds > 0 and row.used_milli_gpu_seconds > 0, row
         print(f"agent: {len(DEVICES) + 2} scrapes streamed; rolled up: {row}".replace("\n", " "))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        subprocess.run(["psql", "-Xq", cluster_dsn + " dbname=postgres", "-c",
-                        f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"], check=False)
 
 
 if __name__ == "__main__":

@@ -5,50 +5,21 @@ lists teams, requests capacity and releases it, and checks health.
 
 Usage: python_client_test.py ARBITERD SOURCE_DIR  (DSN from ARBITER_TEST_PG_DSN_FILE)
 """
-import os
-import subprocess
 import sys
-import tempfile
-import time
-import uuid
 
 import grpc
 
-
-def generate_stubs(source_dir, out_dir):
-    protos = [os.path.join(source_dir, "proto/arbiter/v1", f)
-              for f in ("types.proto", "inventory.proto", "governance.proto", "allocation.proto")]
-    subprocess.run(["protoc", "-I" + os.path.join(source_dir, "proto"),
-                    "--python_out=" + out_dir, "--grpc_out=" + out_dir,
-                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] + protos, check=True)
-    sys.path.insert(0, out_dir)
+from live_arbiterd import LiveArbiterd
 
 
 def main():
     arbiterd, source_dir = sys.argv[1], sys.argv[2]
-    cluster_dsn = open(os.environ["ARBITER_TEST_PG_DSN_FILE"]).read().strip()
-    db = "py_" + uuid.uuid4().hex[:12]
-    subprocess.run(["psql", "-Xq", cluster_dsn + " dbname=postgres", "-c",
-                    f"CREATE DATABASE {db} TEMPLATE arbiter_template"], check=True)
-    work = tempfile.mkdtemp(prefix="arbiter-py-")
-    generate_stubs(source_dir, work)
-    from arbiter.v1 import allocation_pb2 as al, allocation_pb2_grpc as alg
-    from arbiter.v1 import governance_pb2 as gov, governance_pb2_grpc as govg
-    from arbiter.v1 import inventory_pb2 as inv, inventory_pb2_grpc as invg
-    from arbiter.v1 import types_pb2 as t
-
-    port_file = os.path.join(work, "port")
-    proc = subprocess.Popen([arbiterd, "--log-level", "warn", "serve", "--dsn",
-                             f"{cluster_dsn} dbname={db}", "--insecure-loopback",
-                             "--listen", "127.0.0.1:0", "--port-file", port_file])
-    try:
-        for _ in range(600):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            if proc.poll() is not None:
-                raise SystemExit("arbiterd exited early")
-            time.sleep(0.1)
-        channel = grpc.insecure_channel("127.0.0.1:" + open(port_file).read().strip())
+    with LiveArbiterd(arbiterd, source_dir, "py") as live:
+        from arbiter.v1 import allocation_pb2 as al, allocation_pb2_grpc as alg
+        from arbiter.v1 import governance_pb2 as gov, governance_pb2_grpc as govg
+        from arbiter.v1 import inventory_pb2 as inv, inventory_pb2_grpc as invg
+        from arbiter.v1 import types_pb2 as t
+        channel = live.channel
         inventory = invg.InventoryServiceStub(channel)
         governance = govg.GovernanceServiceStub(channel)
         allocation = alg.AllocationServiceStub(channel)
@@ -96,11 +67,6 @@ def main():
                                     response_deserializer=lambda b: b)
         assert check(b"", timeout=10) == b"\x08\x01", "health is not SERVING"
         print("python client: teams listed, capacity requested, admitted and released")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        subprocess.run(["psql", "-Xq", cluster_dsn + " dbname=postgres", "-c",
-                        f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"], check=False)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,77 @@
+"""A live arbiterd for the Python integration tests: a fresh database made
+from the fixture's arbiter_template, arbiterd serving it in plaintext on a
+loopback port, and the arbiter.v1 Python stubs generated from proto/ and
+importable (Debian's protoc and grpc_python_plugin).
+
+    with LiveArbiterd(arbiterd, source_dir, "py") as live:
+        from arbiter.v1 import inventory_pb2_grpc
+        stub = inventory_pb2_grpc.InventoryServiceStub(live.channel)
+
+The DSN of the test PostgreSQL comes from ARBITER_TEST_PG_DSN_FILE.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import grpc
+
+PROTOS = ("types.proto", "inventory.proto", "governance.proto", "allocation.proto",
+          "telemetry.proto")
+
+
+class LiveArbiterd:
+    def __init__(self, arbiterd, source_dir, prefix, extra_args=()):
+        self.arbiterd = arbiterd
+        self.source_dir = source_dir
+        self.extra_args = list(extra_args)
+        self.cluster_dsn = open(os.environ["ARBITER_TEST_PG_DSN_FILE"]).read().strip()
+        self.db = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        self.work = tempfile.mkdtemp(prefix=f"arbiter-{prefix}-")
+        self.proc = None
+        self.endpoint = None
+        self.channel = None
+
+    def _psql(self, sql, check=True):
+        subprocess.run(["psql", "-Xq", self.cluster_dsn + " dbname=postgres", "-c", sql],
+                       check=check)
+
+    def _generate_stubs(self):
+        protos = [os.path.join(self.source_dir, "proto/arbiter/v1", f) for f in PROTOS]
+        subprocess.run(["protoc", "-I" + os.path.join(self.source_dir, "proto"),
+                        "--python_out=" + self.work, "--grpc_out=" + self.work,
+                        "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] + protos,
+                       check=True)
+        sys.path.insert(0, self.work)
+
+    def __enter__(self):
+        self._psql(f"CREATE DATABASE {self.db} TEMPLATE arbiter_template")
+        try:
+            self._generate_stubs()
+            port_file = os.path.join(self.work, "port")
+            self.proc = subprocess.Popen(
+                [self.arbiterd, "--log-level", "warn", "serve", "--dsn",
+                 f"{self.cluster_dsn} dbname={self.db}", "--insecure-loopback",
+                 "--listen", "127.0.0.1:0", "--port-file", port_file] + self.extra_args)
+            for _ in range(600):
+                if os.path.exists(port_file) and open(port_file).read().strip():
+                    break
+                if self.proc.poll() is not None:
+                    raise SystemExit("arbiterd exited early")
+                time.sleep(0.1)
+            self.endpoint = "127.0.0.1:" + open(port_file).read().strip()
+            self.channel = grpc.insecure_channel(self.endpoint)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+            self.proc = None
+        self._psql(f"DROP DATABASE IF EXISTS {self.db} WITH (FORCE)", check=False)
+        return False
