@@ -68,6 +68,20 @@ absl::Status SetPrice(State& state, const Price& price, ChangeSet& changes);
 // (budget.*), NOT_FOUND (budget.team).
 absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes);
 
+// Declares (or replaces) a serving team's SLO. Errors: INVALID_ARGUMENT
+// (slo.*), NOT_FOUND (slo.team, slo.pool).
+absl::Status SetSlo(State& state, const Slo& slo, ChangeSet& changes);
+// Records `incident` (its id unset) with its charges and the victim's credit,
+// and returns its id. A window already recorded is not recorded again: its
+// incident's id is returned and nothing is written. Errors: NOT_FOUND
+// (window.service: no SLO).
+absl::StatusOr<int64_t> RecordIncident(State& state, Incident incident, ChangeSet& changes);
+// Closes the chargeback period [close.from, close.to), freezing its
+// statements. Errors: INVALID_ARGUMENT (period.to: not after from, or after
+// `now`), FAILED_PRECONDITION (period: overlaps a closed one).
+absl::Status ClosePeriod(State& state, const PeriodClose& close, absl::Time now,
+                         ChangeSet& changes);
+
 // Lets `d.to` give the approvals `d.from` may give, until `d.expires_at`
 // (replacing an earlier delegation between them). Only `from` itself
 // delegates (`caller`), unless `caller` is empty (a platform admin).

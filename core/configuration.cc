@@ -42,6 +42,49 @@ absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes) {
   return absl::OkStatus();
 }
 
+absl::Status SetSlo(State& state, const Slo& slo, ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidateSlo(slo));
+  if (state.FindTeam(slo.team) == nullptr) return NotFound("slo.team", "team", slo.team);
+  if (state.FindPool(slo.pool) == nullptr) return NotFound("slo.pool", "pool", slo.pool);
+  ARBITER_RETURN_IF_ERROR(state.LoadSlo(slo));
+  changes.changes.emplace_back(slo);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> RecordIncident(State& state, Incident incident, ChangeSet& changes) {
+  const LatencyWindow& w = incident.window;
+  if (state.FindSlo(w.team, w.service) == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("window.service: team '", w.team, "' declared no SLO for '", w.service, "'"));
+  }
+  if (int64_t id = state.FindIncident(w.team, w.service, w.start); id != 0) return id;
+  incident.id = state.TakeIncidentId();
+  state.LoadIncident(w.team, w.service, w.start, incident.id);
+  const int64_t id = incident.id;
+  std::vector<ExternalityCharge> charges = ChargesOf(incident);
+  changes.changes.emplace_back(IncidentWrite{std::move(incident)});
+  for (ExternalityCharge& c : charges) changes.changes.emplace_back(std::move(c));
+  return id;
+}
+
+absl::Status ClosePeriod(State& state, const PeriodClose& close, absl::Time now,
+                         ChangeSet& changes) {
+  if (close.to <= close.from) {
+    return absl::InvalidArgumentError("period.to: must be after period.from");
+  }
+  if (close.to > now) {
+    return absl::InvalidArgumentError("period.to: a period can be closed only once it has ended");
+  }
+  if (auto overlap = state.FindClosedOverlap(close.from, close.to)) {
+    return absl::FailedPreconditionError(absl::StrCat("period: overlaps the closed period ",
+                                                      absl::FormatTime(overlap->first), " to ",
+                                                      absl::FormatTime(overlap->second)));
+  }
+  state.LoadClosedPeriod(close.from, close.to);
+  changes.changes.emplace_back(close);
+  return absl::OkStatus();
+}
+
 absl::Status SetAuthorityRule(State& state, const AuthorityRule& rule, ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidateAuthorityRule(rule));
   if (!rule.pool.empty() && state.FindPool(rule.pool) == nullptr) {

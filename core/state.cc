@@ -185,6 +185,41 @@ absl::Status State::LoadBudget(Budget budget) {
   return absl::OkStatus();
 }
 
+absl::Status State::LoadSlo(const Slo& slo) {
+  if (!teams_.contains(slo.team)) return Conflict(absl::StrCat("SLO of unknown team ", slo.team));
+  if (!pools_.contains(slo.pool)) return Conflict(absl::StrCat("SLO in unknown pool ", slo.pool));
+  slos_[{slo.team, slo.service}] = slo;
+  return absl::OkStatus();
+}
+
+const Slo* State::FindSlo(const std::string& team, const std::string& service) const {
+  auto it = slos_.find({team, service});
+  return it == slos_.end() ? nullptr : &it->second;
+}
+
+void State::LoadIncident(const std::string& team, const std::string& service, absl::Time start,
+                         int64_t id) {
+  incidents_[{team, service, start}] = id;
+  next_incident_id_ = std::max(next_incident_id_, id + 1);
+}
+
+int64_t State::FindIncident(const std::string& team, const std::string& service,
+                            absl::Time start) const {
+  auto it = incidents_.find({team, service, start});
+  return it == incidents_.end() ? 0 : it->second;
+}
+
+std::optional<std::pair<absl::Time, absl::Time>> State::FindClosedOverlap(absl::Time from,
+                                                                          absl::Time to) const {
+  // The last period starting before `to` is the only one that can overlap
+  // (closed periods never overlap each other).
+  auto it = closed_periods_.lower_bound(to);
+  if (it == closed_periods_.begin()) return std::nullopt;
+  --it;
+  if (it->second > from) return std::make_pair(it->first, it->second);
+  return std::nullopt;
+}
+
 const Budget* State::FindBudget(const std::string& team) const {
   auto it = budgets_.find(team);
   return it == budgets_.end() ? nullptr : &it->second;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -22,6 +23,7 @@
 
 #include "core/coexistence.h"
 #include "core/demand_profile.h"
+#include "core/externality.h"
 #include "core/fragmentation.h"
 #include "core/inventory_index.h"
 #include "core/model.h"
@@ -53,10 +55,29 @@ struct RoleBindingWrite {
   bool revoke = false;
 };
 
-// One durable change. Cluster, Pool, Node, Team and Price are inserts;
-// Quota, ClassRule and Budget are upserts.
+// A breached window recorded as an incident, with its attribution; its
+// charges follow it as ExternalityCharge changes.
+struct IncidentWrite {
+  Incident incident;
+};
+
+// A chargeback period closed: its statements, frozen, and their hash.
+struct PeriodClose {
+  absl::Time from;
+  absl::Time to;
+  absl::Time closed_at;
+  std::string statements_json;  // The GetChargeback response, as JSON.
+  std::string hash;             // Hex SHA-256 of statements_json.
+  int32_t teams = 0;
+  int64_t net_cost_micros = 0;  // Over all teams.
+};
+
+// One durable change. Cluster, Pool, Node, Team, Price, IncidentWrite,
+// ExternalityCharge and PeriodClose are inserts; Quota, ClassRule, Budget and
+// Slo are upserts.
 using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule,
-                            RoleBindingWrite, AuthorityRuleWrite, Price, Budget, DelegationWrite>;
+                            RoleBindingWrite, AuthorityRuleWrite, Price, Budget, DelegationWrite,
+                            Slo, IncidentWrite, ExternalityCharge, PeriodClose>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {
@@ -118,6 +139,22 @@ class State {
   // Spend charged to `team` for the month starting at `month_start`.
   int64_t Spend(const std::string& team, absl::Time month_start) const;
   void AddSpend(const std::string& team, absl::Time month_start, int64_t micros);
+  // SLOs by (team, service), replaced when declared again.
+  // FAILED_PRECONDITION for an unknown team or pool.
+  [[nodiscard]] absl::Status LoadSlo(const Slo& slo);
+  const Slo* FindSlo(const std::string& team, const std::string& service) const;
+  const std::map<std::pair<std::string, std::string>, Slo>& slos() const { return slos_; }
+  // Incidents recorded, by (team, service, window start): one per window.
+  void LoadIncident(const std::string& team, const std::string& service, absl::Time start,
+                    int64_t id);
+  // The incident recorded for that window; 0 when none is.
+  int64_t FindIncident(const std::string& team, const std::string& service, absl::Time start) const;
+  int64_t TakeIncidentId() { return next_incident_id_++; }
+  // Closed chargeback periods, as [from, to).
+  void LoadClosedPeriod(absl::Time from, absl::Time to) { closed_periods_[from] = to; }
+  // The closed period overlapping [from, to), if any, as (from, to).
+  std::optional<std::pair<absl::Time, absl::Time>> FindClosedOverlap(absl::Time from,
+                                                                     absl::Time to) const;
   // How long a request may wait for approval. Default: 24 hours.
   absl::Duration approval_timeout() const { return approval_timeout_; }
   void set_approval_timeout(absl::Duration d) { approval_timeout_ = d; }
@@ -259,6 +296,10 @@ class State {
   std::map<std::string, Budget> budgets_;
   std::map<std::pair<std::string, absl::Time>, int64_t> spend_;
   absl::Duration approval_timeout_ = absl::Hours(24);
+  std::map<std::pair<std::string, std::string>, Slo> slos_;
+  std::map<std::tuple<std::string, std::string, absl::Time>, int64_t> incidents_;
+  int64_t next_incident_id_ = 1;
+  std::map<absl::Time, absl::Time> closed_periods_;
   absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
   int64_t next_request_id_ = 1;

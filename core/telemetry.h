@@ -57,6 +57,7 @@ struct HeldMember {
   bool exclusive = false;
   bool preemptible = false;
   bool guaranteed = false;
+  int32_t priority = 0;
   absl::Time from;                            // Admitted at.
   absl::Time until = absl::InfiniteFuture();  // Released at; infinite while held.
 };

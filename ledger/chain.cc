@@ -65,12 +65,15 @@ std::string Canonical(const Entry& e) {
                       Escape(e.action), "\n", Escape(e.subject), "\n", e.payload);
 }
 
-std::string HashOf(absl::string_view prev_hash, const Entry& e) {
-  const std::string text = absl::StrCat(prev_hash, "\n", Canonical(e));
+std::string Sha256Hex(absl::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
   return Hex(digest, size);
+}
+
+std::string HashOf(absl::string_view prev_hash, const Entry& e) {
+  return Sha256Hex(absl::StrCat(prev_hash, "\n", Canonical(e)));
 }
 
 Verdict VerifyChain(const std::vector<Entry>& entries, int64_t prev_seq,

@@ -38,6 +38,8 @@ std::string Payload(std::vector<std::pair<std::string, std::string>> fields);
 
 // The text an entry's hash covers (everything but the hashes themselves).
 std::string Canonical(const Entry& e);
+// Lower-case hex SHA-256 of `text`.
+std::string Sha256Hex(absl::string_view text);
 // Lower-case hex SHA-256 of prev_hash, a newline and Canonical(e).
 std::string HashOf(absl::string_view prev_hash, const Entry& e);
 

@@ -83,6 +83,16 @@ const std::vector<Rule>& Rules() {
       {"TelemetryService.ListIdleAllocations", kReaders, Match::kAny},
       {"TelemetryService.GetRightSizing", kReaders, Match::kAny},
       {"LedgerService.ListCheckpoints", {Role::kAuditor, Role::kFinance}, Match::kAny},
+      // A team declares its own SLOs; its serving platform (an agent
+      // identity, or the team's own) reports windows for it.
+      {"ChargebackService.SetSlo", {Role::kTeamAdmin}, Match::kTeam},
+      {"ChargebackService.ListSlos", kReaders, Match::kAny},
+      {"ChargebackService.ReportLatency",
+       {Role::kAgent, Role::kTeamAdmin, Role::kTeamMember},
+       Match::kTeam},
+      {"ChargebackService.ListIncidents", kReaders, Match::kAny},
+      {"ChargebackService.GetChargeback", kReaders, Match::kAny},
+      {"ChargebackService.ClosePeriod", {Role::kFinance}, Match::kAny},
   };
   return *rules;
 }

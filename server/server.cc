@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   server->allocation_ = std::make_unique<AllocationService>(ctx);
   server->ledger_ = std::make_unique<LedgerService>(ctx);
   server->telemetry_service_ = std::make_unique<TelemetryService>(ctx);
+  server->chargeback_service_ = std::make_unique<ChargebackService>(ctx);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection answers without an identity, so it is served only in the
@@ -74,6 +75,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   builder.RegisterService(server->allocation_.get());
   builder.RegisterService(server->ledger_.get());
   builder.RegisterService(server->telemetry_service_.get());
+  builder.RegisterService(server->chargeback_service_.get());
   builder.SetMaxReceiveMessageSize(4 << 20);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {

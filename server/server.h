@@ -79,6 +79,7 @@ class ArbiterServer {
   std::unique_ptr<LedgerService> ledger_;
   std::unique_ptr<TelemetryMaintenance> telemetry_;
   std::unique_ptr<TelemetryService> telemetry_service_;
+  std::unique_ptr<ChargebackService> chargeback_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
 };

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/chargeback.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
@@ -201,6 +202,39 @@ class TelemetryService final : public v1::TelemetryService::CallbackService {
                                            v1::GetRightSizingResponse* resp) override;
 
  private:
+  ServiceContext ctx_;
+};
+
+class ChargebackService final : public v1::ChargebackService::CallbackService {
+ public:
+  explicit ChargebackService(ServiceContext ctx) : ctx_(ctx) {}
+
+  grpc::ServerUnaryReactor* SetSlo(grpc::CallbackServerContext* ctx, const v1::SetSloRequest* req,
+                                   v1::SetSloResponse* resp) override;
+  grpc::ServerUnaryReactor* ListSlos(grpc::CallbackServerContext* ctx,
+                                     const v1::ListSlosRequest* req,
+                                     v1::ListSlosResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportLatency(grpc::CallbackServerContext* ctx,
+                                          const v1::ReportLatencyRequest* req,
+                                          v1::ReportLatencyResponse* resp) override;
+  grpc::ServerUnaryReactor* ListIncidents(grpc::CallbackServerContext* ctx,
+                                          const v1::ListIncidentsRequest* req,
+                                          v1::ListIncidentsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetChargeback(grpc::CallbackServerContext* ctx,
+                                          const v1::GetChargebackRequest* req,
+                                          v1::GetChargebackResponse* resp) override;
+  grpc::ServerUnaryReactor* ClosePeriod(grpc::CallbackServerContext* ctx,
+                                        const v1::ClosePeriodRequest* req,
+                                        v1::ClosePeriodResponse* resp) override;
+
+ private:
+  using Finish = std::function<void(const absl::Status&)>;
+  // ReportLatency's work on the worker pool: the final status, or nullopt
+  // once an incident was handed to the arbiter (which calls `finish`).
+  std::optional<absl::Status> ReportOnPool(const core::LatencyWindow& window,
+                                           const std::string& actor,
+                                           v1::ReportLatencyResponse* resp, Finish finish);
+
   ServiceContext ctx_;
 };
 

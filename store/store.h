@@ -21,6 +21,8 @@
 #include "absl/time/time.h"
 #include "ledger/chain.h"
 
+#include "core/chargeback.h"
+#include "core/externality.h"
 #include "core/model.h"
 #include "core/state.h"
 #include "core/telemetry.h"
@@ -156,6 +158,37 @@ class Store {
   // Rollups of the hours starting in [from, to), summed per member.
   virtual absl::StatusOr<std::vector<core::MemberUsage>> ListMemberUsage(absl::Time from,
                                                                          absl::Time to) = 0;
+  // Used milli-GPU seconds per hour of [from, to) from the rollups, for
+  // `team` ("" for all); hours without rollups are left out.
+  virtual absl::StatusOr<std::vector<core::HourPoint>> ListUsedByHour(absl::Time from,
+                                                                      absl::Time to,
+                                                                      const std::string& team) = 0;
+
+  // --- SLOs, incidents and chargeback.
+  virtual absl::StatusOr<std::vector<core::Slo>> ListSlos(const std::string& team) = 0;
+  // Stores a reported window (a measurement, written at once); false when
+  // that window of that service was already stored (the first report wins).
+  virtual absl::StatusOr<bool> InsertLatencyWindow(const core::LatencyWindow& window,
+                                                   absl::Time reported_at) = 0;
+  // `team`'s requests in `pool` that waited for admission at some time in
+  // [from, to).
+  virtual absl::StatusOr<std::vector<core::WaitingRequest>> ListWaitingRequests(
+      const std::string& team, const std::string& pool, absl::Time from, absl::Time to) = 0;
+  // Incidents recorded in [from, to) that `team` suffered or caused ("" for
+  // all; `id` > 0 for that one only), with their charges (credits left out
+  // of the causes), by id.
+  virtual absl::StatusOr<std::vector<core::Incident>> ListIncidents(absl::Time from, absl::Time to,
+                                                                    const std::string& team,
+                                                                    int64_t id) = 0;
+  // Charges and credits booked in [from, to).
+  virtual absl::StatusOr<std::vector<core::ExternalityCharge>> ListCharges(absl::Time from,
+                                                                           absl::Time to) = 0;
+  // The closed period [from, to) exactly; nullopt when it is not closed.
+  virtual absl::StatusOr<std::optional<core::PeriodClose>> GetClosedPeriod(absl::Time from,
+                                                                           absl::Time to) = 0;
+  // Milli-GPU seconds held in [from, to) by all allocations, summed in SQL
+  // (independently of the statements, as a conservation check).
+  virtual absl::StatusOr<int64_t> ClusterReservedMilliSeconds(absl::Time from, absl::Time to) = 0;
 };
 
 }  // namespace arbiter::store

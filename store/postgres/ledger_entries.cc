@@ -105,6 +105,52 @@ struct EntryOf {
                  {"hard_limit_micros", absl::StrCat(b.hard_limit_micros)},
                  {"over", b.over == core::OverBudget::kApproval ? "approval" : "deny"}});
   }
+  ledger::Entry operator()(const core::Slo& s) const {
+    return Make("slo.set", absl::StrCat("slo/", s.team, "/", s.service),
+                {{"pool", s.pool},
+                 {"p99_target_us", absl::StrCat(s.p99_target_us)},
+                 {"window_seconds", absl::StrCat(absl::ToInt64Seconds(s.window))},
+                 {"penalty_micros_per_minute", absl::StrCat(s.penalty_micros_per_minute)}});
+  }
+  ledger::Entry operator()(const core::IncidentWrite& w) const {
+    const core::Incident& i = w.incident;
+    std::vector<std::string> causes;
+    for (const core::Interference& f : i.attribution.causes) causes.push_back(f.team);
+    return Make("incident.recorded", absl::StrCat("incident/", i.id),
+                {{"team", i.slo.team},
+                 {"service", i.slo.service},
+                 {"pool", i.slo.pool},
+                 {"window_start_us", absl::StrCat(absl::ToUnixMicros(i.window.start))},
+                 {"window_end_us", absl::StrCat(absl::ToUnixMicros(i.window.end))},
+                 {"p99_us", absl::StrCat(i.window.p99_us)},
+                 {"p99_target_us", absl::StrCat(i.slo.p99_target_us)},
+                 {"cost_micros", absl::StrCat(i.attribution.cost_micros)},
+                 {"cost_basis", i.attribution.cost_basis},
+                 {"attributed_micros", absl::StrCat(i.attribution.attributed_micros())},
+                 {"causes", absl::StrJoin(causes, ",")}});
+  }
+  ledger::Entry operator()(const core::ExternalityCharge& c) const {
+    const core::Interference& f = c.interference;
+    return Make(c.micros > 0 ? "externality.charge" : "externality.credit",
+                absl::StrCat("team/", c.team),
+                {{"incident", absl::StrCat(c.incident_id)},
+                 {"micros", absl::StrCat(c.micros)},
+                 {"method", core::kAttributionMethod},
+                 {"borrowed_milli_seconds", absl::StrCat(f.borrowed_milli_seconds)},
+                 {"co_tenancy_milli_seconds", absl::StrCat(f.co_tenancy_milli_seconds)},
+                 {"admission_delay_milli_seconds", absl::StrCat(f.admission_delay_milli_seconds)},
+                 {"requests", absl::StrJoin(f.request_ids, ",")}});
+  }
+  ledger::Entry operator()(const core::PeriodClose& p) const {
+    return Make(
+        "chargeback.close",
+        absl::StrCat("chargeback/", absl::ToUnixMicros(p.from), "-", absl::ToUnixMicros(p.to)),
+        {{"from_us", absl::StrCat(absl::ToUnixMicros(p.from))},
+         {"to_us", absl::StrCat(absl::ToUnixMicros(p.to))},
+         {"sha256", p.hash},
+         {"teams", absl::StrCat(p.teams)},
+         {"net_cost_micros", absl::StrCat(p.net_cost_micros)}});
+  }
   ledger::Entry operator()(const core::AuthorityRuleWrite& w) const {
     const core::AuthorityRule& r = w.rule;
     return Make(w.remove ? "authority.remove" : "authority.set",

@@ -148,6 +148,12 @@ std::vector<int32_t> IntArray(const pqxx::field& field) {
   return out;
 }
 
+std::vector<int64_t> BigintArray(const pqxx::field& field) {
+  std::vector<int64_t> out;
+  for (const std::string& s : ArrayElements(field)) out.push_back(std::stoll(s));
+  return out;
+}
+
 std::string IntArrayLiteral(const std::vector<int32_t>& values) {
   ArrayLiteral a;
   for (int32_t v : values) a.Add(int64_t{v});

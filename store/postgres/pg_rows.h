@@ -38,6 +38,7 @@ class ArrayLiteral {
 std::string IntArrayLiteral(const std::vector<int32_t>& values);
 // The elements of an integer[] field.
 std::vector<int32_t> IntArray(const pqxx::field& field);
+std::vector<int64_t> BigintArray(const pqxx::field& field);
 std::string BigintArrayLiteral(const std::vector<int64_t>& values);
 std::string TextArrayLiteral(const std::vector<std::string>& values);
 

@@ -81,6 +81,30 @@ struct ChangeWriter {
                      std::string(core::ApprovalActionName(r.action)), r.approver, r.limit_milli,
                      r.threshold_milli, r.threshold_seconds, r.limit_seconds, r.limit_micros);
   }
+  void operator()(const core::Slo& s) const {
+    tx.exec_prepared(sql::kUpsertSlo, s.team, s.service, s.pool, s.p99_target_us,
+                     absl::ToInt64Seconds(s.window), s.penalty_micros_per_minute);
+  }
+  void operator()(const core::IncidentWrite& w) const {
+    const core::Incident& i = w.incident;
+    tx.exec_prepared(sql::kInsertIncident, i.id, i.slo.team, i.slo.service, i.slo.pool,
+                     rows::ToMicros(i.window.start), rows::ToMicros(i.window.end), i.window.p50_us,
+                     i.window.p99_us, i.slo.p99_target_us, i.attribution.cost_micros,
+                     i.attribution.cost_basis, i.attribution.attributed_micros(),
+                     rows::ToMicros(i.recorded_at));
+  }
+  void operator()(const core::ExternalityCharge& c) const {
+    const core::Interference& f = c.interference;
+    tx.exec_prepared(sql::kInsertExternalityCharge, c.incident_id, c.team, c.micros,
+                     f.borrowed_milli_seconds, f.co_tenancy_milli_seconds,
+                     f.admission_delay_milli_seconds, rows::BigintArrayLiteral(f.request_ids),
+                     std::string(core::kAttributionMethod), rows::ToMicros(c.booked_at));
+  }
+  void operator()(const core::PeriodClose& p) const {
+    tx.exec_prepared(sql::kInsertChargebackPeriod, rows::ToMicros(p.from), rows::ToMicros(p.to),
+                     rows::ToMicros(p.closed_at), p.statements_json, p.hash, p.teams,
+                     p.net_cost_micros);
+  }
   void operator()(const core::ClassRule& r) const {
     tx.exec_prepared(sql::kUpsertClassRule, std::string(core::WorkloadClassName(r.a)),
                      std::string(core::WorkloadClassName(r.b)),
@@ -245,6 +269,24 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
   for (const core::Price& p : PricesFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadPrice(p));
   for (const core::Delegation& d : DelegationsFrom(tx)) state.LoadDelegation(d);
   for (core::Budget& b : BudgetsFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadBudget(std::move(b)));
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectSlos, std::string())) {
+    core::Slo slo;
+    slo.team = row[0].as<std::string>();
+    slo.service = row[1].as<std::string>();
+    slo.pool = row[2].as<std::string>();
+    slo.p99_target_us = row[3].as<int64_t>();
+    slo.window = absl::Seconds(row[4].as<int64_t>());
+    slo.penalty_micros_per_minute = row[5].as<int64_t>();
+    ARBITER_RETURN_IF_ERROR(state.LoadSlo(slo));
+  }
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectIncidentKeys)) {
+    state.LoadIncident(row[0].as<std::string>(), row[1].as<std::string>(),
+                       absl::FromUnixMicros(row[2].as<int64_t>()), row[3].as<int64_t>());
+  }
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectChargebackPeriods)) {
+    state.LoadClosedPeriod(absl::FromUnixMicros(row[0].as<int64_t>()),
+                           absl::FromUnixMicros(row[1].as<int64_t>()));
+  }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
     core::CapacityRequest r;
     r.id = row[0].as<int64_t>();

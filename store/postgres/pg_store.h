@@ -76,6 +76,23 @@ class PgStore final : public Store {
                                                               const std::string& team) override;
   absl::StatusOr<std::vector<core::MemberUsage>> ListMemberUsage(absl::Time from,
                                                                  absl::Time to) override;
+  absl::StatusOr<std::vector<core::HourPoint>> ListUsedByHour(absl::Time from, absl::Time to,
+                                                              const std::string& team) override;
+  absl::StatusOr<std::vector<core::Slo>> ListSlos(const std::string& team) override;
+  absl::StatusOr<bool> InsertLatencyWindow(const core::LatencyWindow& window,
+                                           absl::Time reported_at) override;
+  absl::StatusOr<std::vector<core::WaitingRequest>> ListWaitingRequests(const std::string& team,
+                                                                        const std::string& pool,
+                                                                        absl::Time from,
+                                                                        absl::Time to) override;
+  absl::StatusOr<std::vector<core::Incident>> ListIncidents(absl::Time from, absl::Time to,
+                                                            const std::string& team,
+                                                            int64_t id) override;
+  absl::StatusOr<std::vector<core::ExternalityCharge>> ListCharges(absl::Time from,
+                                                                   absl::Time to) override;
+  absl::StatusOr<std::optional<core::PeriodClose>> GetClosedPeriod(absl::Time from,
+                                                                   absl::Time to) override;
+  absl::StatusOr<int64_t> ClusterReservedMilliSeconds(absl::Time from, absl::Time to) override;
 
  private:
   explicit PgStore(const PgStoreOptions& options);

@@ -56,6 +56,7 @@ core::HeldMember HeldMemberFromRow(const pqxx::row& row) {
   m.from = absl::FromUnixMicros(row[14].as<int64_t>());
   const absl::Time until = rows::FromMicrosOrMin(row[15].as<int64_t>());
   m.until = until == absl::InfinitePast() ? absl::InfiniteFuture() : until;
+  m.priority = row[16].as<int32_t>();
   return m;
 }
 

@@ -152,7 +152,7 @@ constexpr Statement kStatements[] = {
      "p.gpu_memory_mib, p.mig_profile, p.exclusive, r.preemptible, r.guaranteed, "
      "(extract(epoch FROM r.admitted_at) * 1000000)::bigint, "
      "CASE WHEN r.state IN ('admitted', 'preempting') THEN -9223372036854775808 "
-     "ELSE (extract(epoch FROM r.updated_at) * 1000000)::bigint END "
+     "ELSE (extract(epoch FROM r.updated_at) * 1000000)::bigint END, r.priority "
      "FROM requests r JOIN placements p ON p.request_id = r.id "
      "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
      "AND r.admitted_at < " TS(2) " AND (r.state IN ('admitted', 'preempting') OR r.updated_at "
@@ -171,6 +171,99 @@ constexpr Statement kStatements[] = {
      "max(peak_busy_milli), max(peak_memory_mib), sum(energy_mwh)::bigint FROM usage_hourly "
      "WHERE hour >= " TS(1) " AND hour < " TS(2) " GROUP BY request_id, member "
                                                  "ORDER BY request_id, member"},
+    // SLOs, incidents and chargeback (migrations/0017).
+    {kUpsertSlo,
+     "INSERT INTO slos (team, service, pool, p99_target_us, window_seconds, "
+     "penalty_micros_per_minute) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (team, service) "
+     "DO UPDATE SET pool = EXCLUDED.pool, p99_target_us = EXCLUDED.p99_target_us, "
+     "window_seconds = EXCLUDED.window_seconds, "
+     "penalty_micros_per_minute = EXCLUDED.penalty_micros_per_minute, updated_at = now()"},
+    {kSelectSlos,
+     "SELECT team, service, pool, p99_target_us, window_seconds, penalty_micros_per_minute "
+     "FROM slos WHERE ($1 = '' OR team = $1) ORDER BY team, service"},
+    {kInsertLatencyWindow,
+     "INSERT INTO latency_windows (team, service, window_start, window_end, p50_us, p99_us, "
+     "requests_milli_per_second, reported_at) VALUES ($1, $2, " TS(3) ", " TS(
+         4) ", $5, $6, $7, " TS(8) ") ON CONFLICT DO NOTHING"},
+    {kInsertIncident,
+     "INSERT INTO incidents (id, team, service, pool, window_start, window_end, p50_us, p99_us, "
+     "p99_target_us, cost_micros, cost_basis, attributed_micros, recorded_at) VALUES ($1, $2, $3, "
+     "$4, " TS(5) ", " TS(6) ", $7, $8, $9, $10, $11, $12, " TS(13) ")"},
+    {kInsertExternalityCharge,
+     "INSERT INTO externality_charges (incident_id, team, micros, borrowed_milli_seconds, "
+     "co_tenancy_milli_seconds, admission_delay_milli_seconds, request_ids, method, booked_at) "
+     "VALUES ($1, $2, $3, $4, $5, $6, $7::bigint[], $8, " TS(9) ")"},
+    {kSelectIncidentKeys,
+     "SELECT team, service, (extract(epoch FROM window_start) * 1000000)::bigint, id "
+     "FROM incidents"},
+    {kSelectIncidents,
+     "SELECT i.id, i.team, i.service, i.pool, (extract(epoch FROM i.window_start) * "
+     "1000000)::bigint, "
+     "(extract(epoch FROM i.window_end) * 1000000)::bigint, i.p50_us, i.p99_us, i.p99_target_us, "
+     "i.cost_micros, i.cost_basis, (extract(epoch FROM i.recorded_at) * 1000000)::bigint, "
+     "COALESCE(s.window_seconds, 0), COALESCE(s.penalty_micros_per_minute, 0) "
+     "FROM incidents i LEFT JOIN slos s ON s.team = i.team AND s.service = i.service "
+     "WHERE i.recorded_at >= " TS(1) " AND i.recorded_at < " TS(
+         2) " AND ($3 = '' OR i.team = $3 "
+            "OR EXISTS (SELECT 1 FROM externality_charges c WHERE c.incident_id = i.id AND c.team "
+            "= $3)) "
+            "AND ($4 = 0 OR i.id = $4) ORDER BY i.id"},
+    {kSelectIncidentCharges,
+     "SELECT incident_id, team, micros, borrowed_milli_seconds, co_tenancy_milli_seconds, "
+     "admission_delay_milli_seconds, request_ids, (extract(epoch FROM booked_at) * "
+     "1000000)::bigint "
+     "FROM externality_charges WHERE incident_id = ANY($1::bigint[]) ORDER BY incident_id, "
+     "micros < 0, team"},
+    {kSelectChargesBooked,
+     "SELECT incident_id, team, micros, borrowed_milli_seconds, co_tenancy_milli_seconds, "
+     "admission_delay_milli_seconds, request_ids, (extract(epoch FROM booked_at) * "
+     "1000000)::bigint "
+     "FROM externality_charges WHERE booked_at >= " TS(1) " AND booked_at < " TS(
+         2) " "
+            "ORDER BY incident_id, team"},
+    // The victim's requests in a pool that waited at some time in [$3, $4):
+    // from creation to admission (or to their end, or still waiting).
+    {kSelectWaitingRequests,
+     "SELECT id, gpu_milli * members, priority, (extract(epoch FROM created_at) * "
+     "1000000)::bigint, "
+     "CASE WHEN admitted_at IS NOT NULL THEN (extract(epoch FROM admitted_at) * 1000000)::bigint "
+     "WHEN state IN ('queued', 'pending_approval') THEN 9223372036854775807 "
+     "ELSE (extract(epoch FROM updated_at) * 1000000)::bigint END AS until_us "
+     "FROM requests WHERE team = $1 AND pool = $2 AND created_at < " TS(
+         4) " "
+            "AND (admitted_at IS NULL OR admitted_at > " TS(
+                3) ") AND state <> 'denied' "
+                   "AND state <> 'reserved' ORDER BY id"},
+    {kInsertChargebackPeriod,
+     "INSERT INTO chargeback_periods (period_from, period_to, closed_at, statements_json, hash, "
+     "teams, net_cost_micros) VALUES (" TS(1) ", " TS(2) ", " TS(3) ", $4, $5, $6, $7)"},
+    {kSelectChargebackPeriods,
+     "SELECT (extract(epoch FROM period_from) * 1000000)::bigint, "
+     "(extract(epoch FROM period_to) * 1000000)::bigint FROM chargeback_periods"},
+    {kSelectChargebackPeriod,
+     "SELECT (extract(epoch FROM closed_at) * 1000000)::bigint, statements_json, hash, teams, "
+     "net_cost_micros FROM chargeback_periods WHERE period_from = " TS(1) " AND period_to = " TS(
+         2)},
+    // Milli-GPU seconds held in [$1, $2) by every allocation, computed here
+    // independently of the statements (a conservation check).
+    {kSelectClusterReserved,
+     "SELECT COALESCE(sum(p.gpu_milli * cardinality(p.gpu_indices) * "
+     "((extract(epoch FROM LEAST(CASE WHEN r.state IN ('admitted', 'preempting') THEN " TS(
+         2) " "
+            "ELSE r.updated_at END, " TS(
+                2) ")) * 1000000)::bigint - "
+                   "(extract(epoch FROM GREATEST(r.admitted_at, " TS(
+                       1) ")) * 1000000)::bigint) / 1000000), 0)::bigint "
+                          "FROM requests r JOIN placements p ON p.request_id = r.id "
+                          "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', "
+                          "'cancelled') "
+                          "AND r.admitted_at < " TS(2) " AND (r.state IN ('admitted', "
+                                                       "'preempting') OR r.updated_at > " TS(
+                                                           1) ")"},
+    {kSelectUsedByHour,
+     "SELECT (extract(epoch FROM hour) * 1000000)::bigint, sum(used_milli_seconds)::bigint "
+     "FROM usage_hourly WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "
+                                                                   "GROUP BY hour ORDER BY hour"},
     {kSelectSpend,
      "SELECT team, COALESCE(sum(cost_micros), 0)::bigint FROM requests"
      " WHERE admitted_at >= " TS(1) " AND admitted_at < " TS(2) " GROUP BY team"},

@@ -87,6 +87,23 @@ inline constexpr const char* kInsertUsageRows = "insert_usage_rows";
 inline constexpr const char* kSelectUtilization = "select_utilization";
 inline constexpr const char* kSelectMemberUsage = "select_member_usage";
 
+// SLOs, incidents and chargeback.
+inline constexpr const char* kUpsertSlo = "upsert_slo";
+inline constexpr const char* kSelectSlos = "select_slos";
+inline constexpr const char* kInsertLatencyWindow = "insert_latency_window";
+inline constexpr const char* kInsertIncident = "insert_incident";
+inline constexpr const char* kInsertExternalityCharge = "insert_externality_charge";
+inline constexpr const char* kSelectIncidentKeys = "select_incident_keys";
+inline constexpr const char* kSelectIncidents = "select_incidents";
+inline constexpr const char* kSelectIncidentCharges = "select_incident_charges";
+inline constexpr const char* kSelectChargesBooked = "select_charges_booked";
+inline constexpr const char* kSelectWaitingRequests = "select_waiting_requests";
+inline constexpr const char* kInsertChargebackPeriod = "insert_chargeback_period";
+inline constexpr const char* kSelectChargebackPeriods = "select_chargeback_periods";
+inline constexpr const char* kSelectChargebackPeriod = "select_chargeback_period";
+inline constexpr const char* kSelectClusterReserved = "select_cluster_reserved";
+inline constexpr const char* kSelectUsedByHour = "select_used_by_hour";
+
 // Prepares every statement above on `conn` and sets its session options.
 void PrepareAll(pqxx::connection& conn);
 

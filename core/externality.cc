@@ -1,0 +1,333 @@
+#include "core/externality.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+#include "core/budget.h"
+
+namespace arbiter::core {
+namespace {
+
+using Wide = __int128;
+constexpr int64_t kMicrosPerSecond = 1000000;
+
+int64_t Gpus(const HeldMember& m) { return static_cast<int64_t>(m.gpu_indices.size()); }
+int64_t MilliOf(const HeldMember& m) { return m.gpu_milli * Gpus(m); }
+
+bool ActiveAt(const HeldMember& m, absl::Time t) { return m.from <= t && t < m.until; }
+bool ActiveAt(const WaitingRequest& w, absl::Time t) { return w.from <= t && t < w.until; }
+bool SoftShared(const HeldMember& m) { return !m.exclusive && m.mig_profile.empty(); }
+
+// The times in [from, to) where what is held or waiting may change.
+std::vector<absl::Time> Boundaries(absl::Span<const HeldMember> held,
+                                   absl::Span<const WaitingRequest> waiting, absl::Time from,
+                                   absl::Time to) {
+  std::set<absl::Time> at = {from, to};
+  auto add = [&](absl::Time t) {
+    if (t > from && t < to) at.insert(t);
+  };
+  for (const HeldMember& m : held) {
+    add(m.from);
+    add(m.until);
+  }
+  for (const WaitingRequest& w : waiting) {
+    add(w.from);
+    add(w.until);
+  }
+  return {at.begin(), at.end()};
+}
+
+// Milli-GPU microseconds per team, turned into milli-GPU seconds at the end.
+class Accumulator {
+ public:
+  void Add(const std::string& team, Wide milli_micros) { sums_[team] += milli_micros; }
+  std::map<std::string, int64_t> MilliSeconds() const {
+    std::map<std::string, int64_t> out;
+    for (const auto& [team, v] : sums_) {
+      const int64_t ms = static_cast<int64_t>(v / kMicrosPerSecond);
+      if (ms > 0) out[team] = ms;
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::string, Wide> sums_;
+};
+
+// Adds `amount` milli held for `micros`, split among `weights` by weight.
+void AddShares(Accumulator& acc, const std::map<std::string, int64_t>& weights, int64_t amount,
+               int64_t micros) {
+  if (amount <= 0) return;
+  Wide total = 0;
+  for (const auto& [team, w] : weights) total += w;
+  if (total <= 0) return;
+  for (const auto& [team, w] : weights) {
+    acc.Add(team, static_cast<Wide>(amount) * w * micros / total);
+  }
+}
+
+// Milli held in `pool` per team by the members active at `t`.
+std::map<std::string, int64_t> HeldByTeam(absl::Span<const HeldMember> held,
+                                          const std::string& pool, absl::Time t) {
+  std::map<std::string, int64_t> out;
+  for (const HeldMember& m : held) {
+    if (m.pool == pool && ActiveAt(m, t)) out[m.team] += MilliOf(m);
+  }
+  return out;
+}
+
+// Each team's use beyond its nominal quota, teams other than `skip` only.
+std::map<std::string, int64_t> Excess(const std::map<std::string, int64_t>& held_by_team,
+                                      const std::map<std::string, int64_t>& nominal,
+                                      const std::string& skip) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [team, milli] : held_by_team) {
+    if (team == skip) continue;
+    auto it = nominal.find(team);
+    const int64_t over = milli - (it == nominal.end() ? 0 : it->second);
+    if (over > 0) out[team] = over;
+  }
+  return out;
+}
+
+int64_t Sum(const std::map<std::string, int64_t>& m) {
+  int64_t s = 0;
+  for (const auto& [k, v] : m) s += v;
+  return s;
+}
+
+struct Pressure {
+  Accumulator borrowed, co_tenancy, admission;
+  std::map<std::string, std::set<int64_t>> requests;
+};
+
+// The pressure on the victim over one segment [a, a + micros).
+void AddSegment(const AttributionInputs& in, absl::Time a, int64_t micros, Pressure& p) {
+  const std::string& victim = in.slo.team;
+  const std::map<std::string, int64_t> held = HeldByTeam(in.held, in.slo.pool, a);
+  auto nominal_it = in.nominal_milli.find(victim);
+  const int64_t victim_nominal = nominal_it == in.nominal_milli.end() ? 0 : nominal_it->second;
+  auto held_it = held.find(victim);
+  const int64_t shortfall =
+      std::max<int64_t>(0, victim_nominal - (held_it == held.end() ? 0 : held_it->second));
+
+  // Borrowed: capacity others held beyond their nominal, up to the shortfall.
+  const std::map<std::string, int64_t> excess = Excess(held, in.nominal_milli, victim);
+  const int64_t borrowed = std::min(shortfall, Sum(excess));
+  AddShares(p.borrowed, excess, borrowed, micros);
+
+  // Admission delay: lower-priority holds while a victim request waited.
+  int64_t waiting_milli = 0;
+  int32_t top_priority = INT32_MIN;
+  for (const WaitingRequest& w : in.waiting) {
+    if (!ActiveAt(w, a)) continue;
+    waiting_milli += w.gpu_milli;
+    top_priority = std::max(top_priority, w.priority);
+  }
+  std::map<std::string, int64_t> blockers;
+  if (waiting_milli > 0) {
+    for (const HeldMember& m : in.held) {
+      if (m.team == victim || m.pool != in.slo.pool || !ActiveAt(m, a)) continue;
+      if (m.priority >= top_priority) continue;
+      blockers[m.team] += MilliOf(m);
+      p.requests[m.team].insert(m.request_id);
+    }
+  }
+  const int64_t delayed = std::max<int64_t>(0, std::min(waiting_milli, shortfall) - borrowed);
+  AddShares(p.admission, blockers, std::min(delayed, Sum(blockers)), micros);
+
+  // Co-tenancy: soft-shared neighbours on the victim's soft-shared GPUs.
+  std::set<std::pair<int64_t, int32_t>> victim_gpus;
+  for (const HeldMember& m : in.held) {
+    if (m.team != victim || m.pool != in.slo.pool || !SoftShared(m) || !ActiveAt(m, a)) continue;
+    for (int32_t g : m.gpu_indices) victim_gpus.insert({m.node_id, g});
+  }
+  for (const HeldMember& m : in.held) {
+    if (m.team == victim || !SoftShared(m) || !ActiveAt(m, a)) continue;
+    int64_t shared = 0;
+    for (int32_t g : m.gpu_indices) shared += victim_gpus.count({m.node_id, g});
+    if (shared == 0) continue;
+    p.co_tenancy.Add(m.team, static_cast<Wide>(m.gpu_milli) * shared * micros);
+    p.requests[m.team].insert(m.request_id);
+  }
+  // Borrowers' requests: those of teams over nominal, held in the pool.
+  if (borrowed > 0) {
+    for (const HeldMember& m : in.held) {
+      if (m.pool == in.slo.pool && excess.contains(m.team) && ActiveAt(m, a)) {
+        p.requests[m.team].insert(m.request_id);
+      }
+    }
+  }
+}
+
+int64_t ReservedCost(const AttributionInputs& in) {
+  int64_t total = 0;
+  for (const HeldMember& m : in.held) {
+    if (m.team != in.slo.team || m.pool != in.slo.pool) continue;
+    auto price = in.micros_per_gpu_hour.find(m.gpu_model);
+    if (price == in.micros_per_gpu_hour.end()) continue;
+    const absl::Time from = std::max(m.from, in.window.start);
+    const absl::Time to = std::min(m.until, in.window.end);
+    if (to > from) total += CostMicros(price->second, MilliOf(m), to - from);
+  }
+  return total;
+}
+
+}  // namespace
+
+absl::string_view PressureKindName(PressureKind k) {
+  switch (k) {
+    case PressureKind::kBorrowed:
+      return "borrowed";
+    case PressureKind::kCoTenancy:
+      return "co_tenancy";
+    case PressureKind::kAdmissionDelay:
+      return "admission_delay";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateSlo(const Slo& slo) {
+  if (slo.team.empty()) return absl::InvalidArgumentError("slo.team: required");
+  if (slo.service.empty()) return absl::InvalidArgumentError("slo.service: required");
+  if (slo.service.size() > 128) {
+    return absl::InvalidArgumentError("slo.service: at most 128 characters");
+  }
+  if (slo.pool.empty()) return absl::InvalidArgumentError("slo.pool: required");
+  if (slo.p99_target_us <= 0) {
+    return absl::InvalidArgumentError("slo.p99_target_us: must be positive");
+  }
+  if (slo.window < absl::Minutes(1) || slo.window > absl::Hours(24) ||
+      slo.window % absl::Seconds(1) != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("slo.window_seconds: must be whole seconds from 60 to 86400");
+  }
+  if (slo.penalty_micros_per_minute < 0) {
+    return absl::InvalidArgumentError("slo.penalty_micros_per_minute: must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLatencyWindow(const LatencyWindow& w, const Slo& slo) {
+  if (w.end - w.start != slo.window) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window.end: the window must be the SLO's ", absl::FormatDuration(slo.window),
+                     " long; it is ", absl::FormatDuration(w.end - w.start)));
+  }
+  if (w.p50_us < 0) return absl::InvalidArgumentError("window.p50_us: must not be negative");
+  if (w.p99_us < w.p50_us) {
+    return absl::InvalidArgumentError("window.p99_us: must not be below p50_us");
+  }
+  if (w.requests_milli_per_second < 0) {
+    return absl::InvalidArgumentError("window.requests_milli_per_second: must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+int64_t Attribution::attributed_micros() const {
+  return std::accumulate(charges_micros.begin(), charges_micros.end(), int64_t{0});
+}
+
+std::vector<int64_t> SplitProRata(int64_t total, absl::Span<const int64_t> weights) {
+  std::vector<int64_t> parts(weights.size(), 0);
+  Wide sum = 0;
+  for (int64_t w : weights) sum += w;
+  if (sum <= 0 || total <= 0) return parts;
+  std::vector<std::pair<Wide, size_t>> remainders;
+  int64_t given = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Wide exact = static_cast<Wide>(total) * weights[i];
+    parts[i] = static_cast<int64_t>(exact / sum);
+    given += parts[i];
+    remainders.push_back({exact % sum, i});
+  }
+  // Largest remainders first; ties to the lower index.
+  std::sort(remainders.begin(), remainders.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
+  for (size_t k = 0; given < total; ++k, ++given) ++parts[remainders[k].second];
+  return parts;
+}
+
+Attribution AttributeIncident(const AttributionInputs& in) {
+  Attribution out;
+  const absl::Duration length = in.window.end - in.window.start;
+  if (in.slo.penalty_micros_per_minute > 0) {
+    const int64_t minutes = absl::ToInt64Seconds(absl::Ceil(length, absl::Minutes(1))) / 60;
+    out.cost_micros = in.slo.penalty_micros_per_minute * minutes;
+    out.cost_basis = "penalty";
+  } else {
+    out.cost_micros = ReservedCost(in);
+    out.cost_basis = "reserved_cost";
+  }
+
+  Pressure p;
+  const std::vector<absl::Time> at =
+      Boundaries(in.held, in.waiting, in.window.start, in.window.end);
+  for (size_t i = 0; i + 1 < at.size(); ++i) {
+    AddSegment(in, at[i], absl::ToInt64Microseconds(at[i + 1] - at[i]), p);
+  }
+  std::map<std::string, Interference> by_team;
+  for (const auto& [team, ms] : p.borrowed.MilliSeconds())
+    by_team[team].borrowed_milli_seconds = ms;
+  for (const auto& [team, ms] : p.co_tenancy.MilliSeconds()) {
+    by_team[team].co_tenancy_milli_seconds = ms;
+  }
+  for (const auto& [team, ms] : p.admission.MilliSeconds()) {
+    by_team[team].admission_delay_milli_seconds = ms;
+  }
+  std::vector<int64_t> weights;
+  for (auto& [team, f] : by_team) {
+    f.team = team;
+    const std::set<int64_t>& ids = p.requests[team];
+    f.request_ids.assign(ids.begin(), ids.end());
+    out.causes.push_back(f);
+    weights.push_back(f.total());
+  }
+  out.charges_micros = SplitProRata(out.cost_micros, weights);
+  return out;
+}
+
+std::map<std::string, int64_t> MilliSecondsOverNominal(
+    absl::Span<const HeldMember> held, const std::string& pool,
+    const std::map<std::string, int64_t>& nominal_milli, absl::Time from, absl::Time to) {
+  Accumulator acc;
+  const std::vector<absl::Time> at = Boundaries(held, {}, from, to);
+  for (size_t i = 0; i + 1 < at.size(); ++i) {
+    const int64_t micros = absl::ToInt64Microseconds(at[i + 1] - at[i]);
+    for (const auto& [team, over] : Excess(HeldByTeam(held, pool, at[i]), nominal_milli, "")) {
+      acc.Add(team, static_cast<Wide>(over) * micros);
+    }
+  }
+  return acc.MilliSeconds();
+}
+
+int64_t HeldMilliSeconds(const HeldMember& m, absl::Time from, absl::Time to) {
+  const absl::Time a = std::max(m.from, from);
+  const absl::Time b = std::min(m.until, to);
+  if (b <= a) return 0;
+  const Wide micros = absl::ToInt64Microseconds(b - a);
+  return static_cast<int64_t>(static_cast<Wide>(MilliOf(m)) * micros / kMicrosPerSecond);
+}
+
+std::vector<ExternalityCharge> ChargesOf(const Incident& incident) {
+  std::vector<ExternalityCharge> out;
+  const Attribution& a = incident.attribution;
+  int64_t credited = 0;
+  for (size_t i = 0; i < a.causes.size(); ++i) {
+    if (a.charges_micros[i] == 0) continue;
+    out.push_back(
+        {incident.id, a.causes[i].team, a.charges_micros[i], a.causes[i], incident.recorded_at});
+    credited += a.charges_micros[i];
+  }
+  if (credited > 0) {
+    out.push_back(
+        {incident.id, incident.slo.team, -credited, Interference{}, incident.recorded_at});
+  }
+  return out;
+}
+
+}  // namespace arbiter::core
