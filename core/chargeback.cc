@@ -63,7 +63,7 @@ std::map<std::string, std::map<LineKey, StatementLine>> LinesByTeam(const Charge
   return out;
 }
 
-// Milli-seconds over nominal per team, summed over the pools.
+// Borrowed milli-seconds per team, summed over the pools.
 std::map<std::string, int64_t> Borrowed(const ChargebackInputs& in) {
   std::set<std::string> pools;
   for (const HeldMember& m : in.held) pools.insert(m.pool);
@@ -73,7 +73,10 @@ std::map<std::string, int64_t> Borrowed(const ChargebackInputs& in) {
     for (const auto& [key, milli] : in.nominal_milli) {
       if (key.first == pool) nominal[key.second] = milli;
     }
-    for (const auto& [team, ms] : MilliSecondsOverNominal(in.held, pool, nominal, in.from, in.to)) {
+    auto cls = in.pool_classes.find(pool);
+    const bool serving = cls != in.pool_classes.end() && cls->second == LatencyClass::kServing;
+    for (const auto& [team, ms] :
+         BorrowedMilliSeconds(in.held, pool, serving, nominal, in.from, in.to)) {
       out[team] += ms;
     }
   }

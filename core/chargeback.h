@@ -59,7 +59,8 @@ struct Statement {
   int64_t reserved_cost_micros = 0;
   int64_t idle_cost_micros = 0;
   int64_t energy_mwh = 0;
-  // Held beyond the team's nominal quota, summed over pools.
+  // Borrowed: held beyond the team's nominal quota, or lent by a serving
+  // pool to a class other than inference, summed over pools.
   int64_t borrowed_milli_seconds = 0;
   // Externality charges booked in the period: paid as a causing team,
   // received as a victim (both >= 0).

@@ -70,25 +70,36 @@ void AddShares(Accumulator& acc, const std::map<std::string, int64_t>& weights, 
   }
 }
 
-// Milli held in `pool` per team by the members active at `t`.
-std::map<std::string, int64_t> HeldByTeam(absl::Span<const HeldMember> held,
-                                          const std::string& pool, absl::Time t) {
-  std::map<std::string, int64_t> out;
+// What each team held in a pool at one instant: in all, and of that the part
+// lent by a serving pool to a class other than inference.
+struct Holding {
+  int64_t milli = 0;
+  int64_t lent_milli = 0;
+};
+
+std::map<std::string, Holding> HeldByTeam(absl::Span<const HeldMember> held,
+                                          const std::string& pool, bool serving_pool,
+                                          absl::Time t) {
+  std::map<std::string, Holding> out;
   for (const HeldMember& m : held) {
-    if (m.pool == pool && ActiveAt(m, t)) out[m.team] += MilliOf(m);
+    if (m.pool != pool || !ActiveAt(m, t)) continue;
+    Holding& h = out[m.team];
+    h.milli += MilliOf(m);
+    if (serving_pool && m.workload_class != WorkloadClass::kInference) h.lent_milli += MilliOf(m);
   }
   return out;
 }
 
-// Each team's use beyond its nominal quota, teams other than `skip` only.
-std::map<std::string, int64_t> Excess(const std::map<std::string, int64_t>& held_by_team,
+// Each team's borrowed capacity (teams other than `skip`): its use beyond its
+// nominal quota, or, when more, what a serving pool lent it.
+std::map<std::string, int64_t> Excess(const std::map<std::string, Holding>& held_by_team,
                                       const std::map<std::string, int64_t>& nominal,
                                       const std::string& skip) {
   std::map<std::string, int64_t> out;
-  for (const auto& [team, milli] : held_by_team) {
+  for (const auto& [team, h] : held_by_team) {
     if (team == skip) continue;
     auto it = nominal.find(team);
-    const int64_t over = milli - (it == nominal.end() ? 0 : it->second);
+    const int64_t over = std::max(h.milli - (it == nominal.end() ? 0 : it->second), h.lent_milli);
     if (over > 0) out[team] = over;
   }
   return out;
@@ -108,12 +119,12 @@ struct Pressure {
 // The pressure on the victim over one segment [a, a + micros).
 void AddSegment(const AttributionInputs& in, absl::Time a, int64_t micros, Pressure& p) {
   const std::string& victim = in.slo.team;
-  const std::map<std::string, int64_t> held = HeldByTeam(in.held, in.slo.pool, a);
+  const std::map<std::string, Holding> held = HeldByTeam(in.held, in.slo.pool, in.serving_pool, a);
   auto nominal_it = in.nominal_milli.find(victim);
   const int64_t victim_nominal = nominal_it == in.nominal_milli.end() ? 0 : nominal_it->second;
   auto held_it = held.find(victim);
   const int64_t shortfall =
-      std::max<int64_t>(0, victim_nominal - (held_it == held.end() ? 0 : held_it->second));
+      std::max<int64_t>(0, victim_nominal - (held_it == held.end() ? 0 : held_it->second.milli));
 
   // Borrowed: capacity others held beyond their nominal, up to the shortfall.
   const std::map<std::string, int64_t> excess = Excess(held, in.nominal_milli, victim);
@@ -291,14 +302,15 @@ Attribution AttributeIncident(const AttributionInputs& in) {
   return out;
 }
 
-std::map<std::string, int64_t> MilliSecondsOverNominal(
-    absl::Span<const HeldMember> held, const std::string& pool,
+std::map<std::string, int64_t> BorrowedMilliSeconds(
+    absl::Span<const HeldMember> held, const std::string& pool, bool serving_pool,
     const std::map<std::string, int64_t>& nominal_milli, absl::Time from, absl::Time to) {
   Accumulator acc;
   const std::vector<absl::Time> at = Boundaries(held, {}, from, to);
   for (size_t i = 0; i + 1 < at.size(); ++i) {
     const int64_t micros = absl::ToInt64Microseconds(at[i + 1] - at[i]);
-    for (const auto& [team, over] : Excess(HeldByTeam(held, pool, at[i]), nominal_milli, "")) {
+    for (const auto& [team, over] :
+         Excess(HeldByTeam(held, pool, serving_pool, at[i]), nominal_milli, "")) {
       acc.Add(team, static_cast<Wide>(over) * micros);
     }
   }

@@ -62,9 +62,10 @@ struct WaitingRequest {
 };
 
 // How an allocation pressed on the victim (docs/chargeback.md):
-//   kBorrowed: capacity held beyond the holder's nominal quota in the
-//     victim's pool while the victim held less than its own nominal (capped
-//     at the victim's shortfall);
+//   kBorrowed: borrowed capacity in the victim's pool (a team's use beyond
+//     its nominal quota there, or, where more, what a serving pool lent it:
+//     its members of classes other than inference) while the victim held
+//     less than its own nominal, capped at the victim's shortfall;
 //   kCoTenancy: soft-shared (MPS or time-sliced) milli on the GPUs the
 //     victim's soft-shared members ran on;
 //   kAdmissionDelay: lower-priority holds in the pool while a victim request
@@ -97,6 +98,8 @@ struct AttributionInputs {
   std::vector<WaitingRequest> waiting;
   // Nominal quota in the SLO's pool per team (all GPU models).
   std::map<std::string, int64_t> nominal_milli;
+  // The SLO's pool is a serving pool: what it lends counts as borrowed.
+  bool serving_pool = false;
   // Price per GPU-hour of each GPU model in the SLO's pool (the price in
   // force at the window's start); models without a price cost nothing.
   std::map<std::string, int64_t> micros_per_gpu_hour;
@@ -122,10 +125,10 @@ Attribution AttributeIncident(const AttributionInputs& inputs);
 // the lower index.
 std::vector<int64_t> SplitProRata(int64_t total, absl::Span<const int64_t> weights);
 
-// Milli-GPU seconds that each team held beyond its nominal quota in `pool`
-// over [from, to), from `held` (members of any pool).
-std::map<std::string, int64_t> MilliSecondsOverNominal(
-    absl::Span<const HeldMember> held, const std::string& pool,
+// Milli-GPU seconds of borrowed capacity (as for kBorrowed) each team held in
+// `pool` over [from, to), from `held` (members of any pool).
+std::map<std::string, int64_t> BorrowedMilliSeconds(
+    absl::Span<const HeldMember> held, const std::string& pool, bool serving_pool,
     const std::map<std::string, int64_t>& nominal_milli, absl::Time from, absl::Time to);
 
 // Milli-GPU seconds `m` held in [from, to): milli x GPUs x whole microseconds

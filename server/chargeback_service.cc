@@ -171,6 +171,7 @@ absl::StatusOr<core::AttributionInputs> GatherAttribution(store::Store& store, c
   const core::PriceBook book(prices);
   for (const core::Pool& p : pools) {
     if (p.name != slo.pool) continue;
+    in.serving_pool = p.latency_class == core::LatencyClass::kServing;
     for (const core::HeldMember& m : in.held) {
       if (m.pool != slo.pool) continue;
       if (auto price = book.At(m.gpu_model, p.latency_class, window.start)) {
