@@ -27,6 +27,8 @@ namespace {
 
 // The longest period a statement covers.
 constexpr absl::Duration kMaxPeriod = absl::Hours(24 * 400);
+// Later than any time the API accepts (TimeFromProto: up to 2200).
+const absl::Time kEndOfTime = absl::FromUnixSeconds(7'258'118'400);
 // How far past the server's clock a reported window may end.
 constexpr absl::Duration kWindowSkew = absl::Minutes(1);
 
@@ -363,7 +365,7 @@ std::optional<absl::Status> ChargebackService::ReportOnPool(const core::LatencyW
         resp->set_duplicate(true);
         const bool read = ctx_.reads->Submit([this, id = incident->id, resp, finish] {
           absl::StatusOr<std::vector<core::Incident>> stored =
-              ctx_.store->ListIncidents(absl::InfinitePast(), absl::InfiniteFuture(), "", id);
+              ctx_.store->ListIncidents(absl::UnixEpoch(), kEndOfTime, "", id);
           if (stored.ok() && !stored->empty()) ToProto(stored->front(), resp->mutable_incident());
           finish(stored.status());
         });

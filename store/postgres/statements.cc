@@ -224,7 +224,7 @@ constexpr Statement kStatements[] = {
     // The victim's requests in a pool that waited at some time in [$3, $4):
     // from creation to admission (or to their end, or still waiting).
     {kSelectWaitingRequests,
-     "SELECT id, gpu_milli * members, priority, (extract(epoch FROM created_at) * "
+     "SELECT id, gpu_milli_per_member * members, priority, (extract(epoch FROM created_at) * "
      "1000000)::bigint, "
      "CASE WHEN admitted_at IS NOT NULL THEN (extract(epoch FROM admitted_at) * 1000000)::bigint "
      "WHEN state IN ('queued', 'pending_approval') THEN 9223372036854775807 "
