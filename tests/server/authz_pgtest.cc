@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/chargeback.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
@@ -54,6 +55,7 @@ struct Stubs {
   std::unique_ptr<v1::AllocationService::Stub> allocation;
   std::unique_ptr<v1::LedgerService::Stub> ledger;
   std::unique_ptr<v1::TelemetryService::Stub> telemetry;
+  std::unique_ptr<v1::ChargebackService::Stub> chargeback;
   std::shared_ptr<grpc::Channel> channel;
 };
 
@@ -79,7 +81,9 @@ const std::set<std::string> kReads = {
     "GovernanceService.ListQuotas",         "GovernanceService.ListCoexistenceRules",
     "AllocationService.GetRequest",         "AllocationService.ListRequests",
     "AllocationService.WatchAllocations",   "TelemetryService.GetUtilization",
-    "TelemetryService.ListIdleAllocations", "TelemetryService.GetRightSizing"};
+    "TelemetryService.ListIdleAllocations", "TelemetryService.GetRightSizing",
+    "ChargebackService.ListSlos",           "ChargebackService.ListIncidents",
+    "ChargebackService.GetChargeback"};
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -128,6 +132,7 @@ class AuthzTest : public ::testing::Test {
     s.allocation = v1::AllocationService::NewStub(s.channel);
     s.ledger = v1::LedgerService::NewStub(s.channel);
     s.telemetry = v1::TelemetryService::NewStub(s.channel);
+    s.chargeback = v1::ChargebackService::NewStub(s.channel);
     return s;
   }
 
@@ -388,6 +393,46 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
     span(r);
     return Unary(*s.telemetry, &v1::TelemetryService::Stub::GetRightSizing, r);
   };
+  using Cb = v1::ChargebackService::Stub;
+  auto period = [](v1::Period* p) {
+    p->mutable_from()->set_seconds(1'800'000'000 - 7200);
+    p->mutable_to()->set_seconds(1'800'000'000);
+  };
+  calls["ChargebackService.SetSlo"] = [](Stubs& s, int n) {
+    v1::SetSloRequest r;
+    r.mutable_slo()->set_team("inference");
+    r.mutable_slo()->set_service(absl::StrCat("svc", n));
+    r.mutable_slo()->set_pool("serving");
+    r.mutable_slo()->set_p99_target_us(100'000);
+    r.mutable_slo()->set_window_seconds(300);
+    return Unary(*s.chargeback, &Cb::SetSlo, r);
+  };
+  calls["ChargebackService.ListSlos"] = [](Stubs& s, int) {
+    return Unary(*s.chargeback, &Cb::ListSlos, v1::ListSlosRequest());
+  };
+  calls["ChargebackService.ReportLatency"] = [](Stubs& s, int) {
+    v1::ReportLatencyRequest r;
+    r.mutable_window()->set_team("inference");
+    r.mutable_window()->set_service("no-such-service");
+    r.mutable_window()->mutable_start()->set_seconds(1'800'000'000 - 600);
+    r.mutable_window()->mutable_end()->set_seconds(1'800'000'000 - 300);
+    return Unary(*s.chargeback, &Cb::ReportLatency, r);
+  };
+  calls["ChargebackService.ListIncidents"] = [period](Stubs& s, int) {
+    v1::ListIncidentsRequest r;
+    period(r.mutable_period());
+    return Unary(*s.chargeback, &Cb::ListIncidents, r);
+  };
+  calls["ChargebackService.GetChargeback"] = [period](Stubs& s, int) {
+    v1::GetChargebackRequest r;
+    period(r.mutable_period());
+    return Unary(*s.chargeback, &Cb::GetChargeback, r);
+  };
+  calls["ChargebackService.ClosePeriod"] = [period](Stubs& s, int) {
+    v1::ClosePeriodRequest r;
+    period(r.mutable_period());
+    return Unary(*s.chargeback, &Cb::ClosePeriod, r);
+  };
   calls["AllocationService.WatchAllocations"] = [](Stubs& s, int) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
@@ -407,7 +452,7 @@ TEST(AuthzTableTest, EveryRpcOfTheApiIsInTheAccessTable) {
   const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
   for (const char* name : {"arbiter.v1.InventoryService", "arbiter.v1.GovernanceService",
                            "arbiter.v1.AllocationService", "arbiter.v1.LedgerService",
-                           "arbiter.v1.TelemetryService"}) {
+                           "arbiter.v1.TelemetryService", "arbiter.v1.ChargebackService"}) {
     const google::protobuf::ServiceDescriptor* service = pool->FindServiceByName(name);
     ASSERT_NE(service, nullptr) << name;
     for (int i = 0; i < service->method_count(); ++i) {
@@ -447,8 +492,10 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
   for (const auto& [name, call] : Calls()) everything.insert(name);
   const std::vector<Identity> identities = {
       {"admin", Code::PERMISSION_DENIED, everything},
-      {"member", Code::PERMISSION_DENIED, Plus(Plus(kReads, team_writes), kApprovals)},
-      {"grouped", Code::PERMISSION_DENIED, Plus(Plus(kReads, team_writes), kApprovals)},
+      {"member", Code::PERMISSION_DENIED,
+       Plus(Plus(Plus(kReads, team_writes), kApprovals), {"ChargebackService.ReportLatency"})},
+      {"grouped", Code::PERMISSION_DENIED,
+       Plus(Plus(Plus(kReads, team_writes), kApprovals), {"ChargebackService.ReportLatency"})},
       {"auditor", Code::PERMISSION_DENIED,
        Plus(Plus(kReads, {"GovernanceService.ListRoleBindings", "LedgerService.ListLedgerEntries",
                           "LedgerService.ListCheckpoints", "GovernanceService.ListBudgets"}),
@@ -456,11 +503,12 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
       {"finance", Code::PERMISSION_DENIED,
        Plus(Plus(kReads, {"GovernanceService.SetPrice", "GovernanceService.SetBudget",
                           "GovernanceService.ListBudgets", "LedgerService.ListLedgerEntries",
-                          "LedgerService.ListCheckpoints"}),
+                          "LedgerService.ListCheckpoints", "ChargebackService.ClosePeriod"}),
             kApprovals)},
       {"authority", Code::PERMISSION_DENIED,
        Plus(Plus(kReads, {"GovernanceService.SetQuota"}), kApprovals)},
-      {"agent", Code::PERMISSION_DENIED, Plus({"TelemetryService.StreamSamples"}, kApprovals)},
+      {"agent", Code::PERMISSION_DENIED,
+       Plus({"TelemetryService.StreamSamples", "ChargebackService.ReportLatency"}, kApprovals)},
       {"nobody", Code::PERMISSION_DENIED, kApprovals},
       {"", Code::UNAUTHENTICATED, {}},
       {"expired", Code::UNAVAILABLE, {}},
