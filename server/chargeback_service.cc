@@ -185,13 +185,16 @@ absl::StatusOr<core::AttributionInputs> GatherAttribution(store::Store& store, c
 }
 
 // The statements of every team for [from, to), with the hourly series, the
-// period's incidents and the conservation totals.
-absl::Status ComputeChargeback(store::Store& store, absl::Time from, absl::Time to,
+// period's incidents and the conservation totals. Allocations still held
+// count until `now` (an open period's future holds nothing yet).
+absl::Status ComputeChargeback(store::Store& store, absl::Time from, absl::Time to, absl::Time now,
                                v1::GetChargebackResponse* resp) {
   core::ChargebackInputs in;
   in.from = from;
   in.to = to;
-  ARBITER_ASSIGN_OR_RETURN(in.held, store.ListHeldMembers(from, to));
+  const absl::Time held_to = std::max(from, std::min(to, now));
+  ARBITER_ASSIGN_OR_RETURN(in.held, store.ListHeldMembers(from, held_to));
+  for (core::HeldMember& m : in.held) m.until = std::min(m.until, held_to);
   ARBITER_ASSIGN_OR_RETURN(auto usage, store.ListMemberUsage(from, to));
   for (const core::MemberUsage& u : usage) in.usage[{u.request_id, u.member}] = u;
   ARBITER_ASSIGN_OR_RETURN(auto pools, store.ListPools());
@@ -226,7 +229,7 @@ absl::Status ComputeChargeback(store::Store& store, absl::Time from, absl::Time 
     attributed += i.attribution.attributed_micros();
   }
   resp->set_incidents_attributed_micros(attributed);
-  ARBITER_ASSIGN_OR_RETURN(int64_t cluster, store.ClusterReservedMilliSeconds(from, to));
+  ARBITER_ASSIGN_OR_RETURN(int64_t cluster, store.ClusterReservedMilliSeconds(from, held_to));
   resp->set_cluster_reserved_milli_seconds(cluster);
   return absl::OkStatus();
 }
@@ -419,7 +422,8 @@ grpc::ServerUnaryReactor* ChargebackService::GetChargeback(grpc::CallbackServerC
           }
           MarkClosed(*closed, resp);
         } else {
-          ARBITER_RETURN_IF_ERROR(ComputeChargeback(*ctx_.store, from, to, resp));
+          ARBITER_RETURN_IF_ERROR(
+              ComputeChargeback(*ctx_.store, from, to, ctx_.clock->TimeNow(), resp));
         }
         NarrowToTeam(team, resp);
         return absl::OkStatus();
@@ -444,7 +448,8 @@ grpc::ServerUnaryReactor* ChargebackService::ClosePeriod(grpc::CallbackServerCon
   };
   const bool queued = ctx_.reads->Submit([this, from, to, resp, finish, actor = ActorOf(*ctx)] {
     v1::GetChargebackResponse* out = resp->mutable_chargeback();
-    if (absl::Status s = ComputeChargeback(*ctx_.store, from, to, out); !s.ok()) return finish(s);
+    absl::Status computed = ComputeChargeback(*ctx_.store, from, to, ctx_.clock->TimeNow(), out);
+    if (!computed.ok()) return finish(computed);
     auto close = std::make_shared<core::PeriodClose>();
     close->from = from;
     close->to = to;

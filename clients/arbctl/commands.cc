@@ -124,6 +124,7 @@ Commands::Commands(GlobalOptions options) : options_(std::move(options)) {
   governance_ = v1::GovernanceService::NewStub(channel);
   allocation_ = v1::AllocationService::NewStub(channel);
   ledger_ = v1::LedgerService::NewStub(channel);
+  chargeback_ = v1::ChargebackService::NewStub(channel);
 }
 
 void Commands::Deadline(grpc::ClientContext& ctx) const {

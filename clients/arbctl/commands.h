@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 
 #include "arbiter/v1/allocation.grpc.pb.h"
+#include "arbiter/v1/chargeback.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
@@ -18,8 +19,8 @@ namespace arbiter::arbctl {
 
 namespace v1 = ::arbiter::v1;
 
-// Parses an RFC 3339 time, or "+<duration>" from now (e.g. "+2h"); false
-// when it is neither.
+// Parses an RFC 3339 time, or "+<duration>" / "-<duration>" from now (e.g.
+// "+2h", "-90m"); false when it is neither.
 bool ParseWhen(const std::string& text, absl::Time* out);
 
 struct GlobalOptions {
@@ -122,6 +123,20 @@ class Commands {
   // With `from_checkpoint` > 0, starts at that checkpoint (whose signature
   // must verify) instead of genesis.
   int LedgerVerify(const std::string& public_key_file, int64_t from_checkpoint = 0);
+  // SLOs, incidents and chargeback (clients/arbctl/chargeback.cc). Times are
+  // RFC 3339 or +/-<duration> from now; periods are rounded out to whole
+  // hours.
+  int SetSlo(const std::string& team, const std::string& service, const std::string& pool,
+             int64_t p99_target_us, int64_t window_seconds, int64_t penalty_micros_per_minute);
+  int ListSlos(const std::string& team);
+  int ReportLatency(const std::string& team, const std::string& service, const std::string& start,
+                    int64_t window_seconds, int64_t p50_us, int64_t p99_us,
+                    int64_t requests_milli_per_second);
+  int ListIncidents(const std::string& from, const std::string& to, const std::string& team);
+  // `format`: table, json, csv, csv-lines or html; `output` "" for stdout.
+  int Chargeback(const std::string& from, const std::string& to, const std::string& team,
+                 const std::string& format, const std::string& output);
+  int ClosePeriod(const std::string& from, const std::string& to);
   // Loads the demo organisation; what already exists is left as it is.
   int LoadDemo();
 
@@ -149,6 +164,7 @@ class Commands {
   std::unique_ptr<v1::GovernanceService::Stub> governance_;
   std::unique_ptr<v1::AllocationService::Stub> allocation_;
   std::unique_ptr<v1::LedgerService::Stub> ledger_;
+  std::unique_ptr<v1::ChargebackService::Stub> chargeback_;
 };
 
 }  // namespace arbiter::arbctl

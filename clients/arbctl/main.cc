@@ -309,11 +309,79 @@ int main(int argc, char** argv) {
                                  from_checkpoint);
   });
 
+  CLI::App* slo = app.add_subcommand("slo", "serving teams' latency objectives");
+  CLI::App* slo_set = slo->add_subcommand("set", "declare or replace a service's SLO");
+  std::string slo_team, slo_service, slo_pool;
+  int64_t slo_target_ms = 0, slo_window = 300, slo_penalty = 0;
+  slo_set->add_option("team", slo_team, "the serving team")->required();
+  slo_set->add_option("service", slo_service, "the service, e.g. chat-api")->required();
+  slo_set->add_option("--pool", slo_pool, "the pool it runs in")->required();
+  slo_set->add_option("--p99-ms", slo_target_ms, "p99 latency target, ms")->required();
+  slo_set->add_option("--window-seconds", slo_window, "evaluation window")->capture_default_str();
+  slo_set
+      ->add_option("--penalty-micros-per-minute", slo_penalty,
+                   "cost of a minute of breach; 0: the team's reserved cost")
+      ->capture_default_str();
+  slo_set->callback([&] {
+    rc = commands().SetSlo(slo_team, slo_service, slo_pool, slo_target_ms * 1000, slo_window,
+                           slo_penalty);
+  });
+  std::string slo_list_team;
+  CLI::App* slo_list = slo->add_subcommand("list", "SLOs");
+  slo_list->add_option("--team", slo_list_team, "one team's");
+  slo_list->callback([&] { rc = commands().ListSlos(slo_list_team); });
+
+  CLI::App* latency = app.add_subcommand("latency", "latency windows from a serving platform");
+  CLI::App* latency_report =
+      latency->add_subcommand("report", "report one window; a breach becomes an incident");
+  std::string lat_team, lat_service, lat_start;
+  int64_t lat_window = 300, lat_p50_ms = 0, lat_p99_ms = 0, lat_rps = 0;
+  latency_report->add_option("team", lat_team, "the serving team")->required();
+  latency_report->add_option("service", lat_service, "the service")->required();
+  latency_report->add_option("--start", lat_start, "window start: RFC 3339 or -<duration>")
+      ->required();
+  latency_report->add_option("--window-seconds", lat_window, "the SLO's window")
+      ->capture_default_str();
+  latency_report->add_option("--p50-ms", lat_p50_ms, "p50, ms")->required();
+  latency_report->add_option("--p99-ms", lat_p99_ms, "p99, ms")->required();
+  latency_report->add_option("--rps", lat_rps, "requests per second");
+  latency_report->callback([&] {
+    rc = commands().ReportLatency(lat_team, lat_service, lat_start, lat_window, lat_p50_ms * 1000,
+                                  lat_p99_ms * 1000, lat_rps * 1000);
+  });
+
+  std::string period_from = "-24h", period_to = "+0s", period_team, cb_format = "table", cb_out;
+  CLI::App* incidents = app.add_subcommand("incidents", "SLO breaches and who was charged");
+  CLI::App* incidents_list = incidents->add_subcommand("list", "incidents recorded in a period");
+  incidents_list->add_option("--from", period_from, "RFC 3339 or -<duration>")
+      ->capture_default_str();
+  incidents_list->add_option("--to", period_to, "RFC 3339 or +/-<duration>")->capture_default_str();
+  incidents_list->add_option("--team", period_team, "suffered or caused by this team");
+  incidents_list->callback(
+      [&] { rc = commands().ListIncidents(period_from, period_to, period_team); });
+
+  CLI::App* chargeback = app.add_subcommand("chargeback", "per-team statements for finance");
+  CLI::App* cb_show = chargeback->add_subcommand("show", "statements for a period (whole hours)");
+  cb_show->add_option("--from", period_from, "RFC 3339 or -<duration>")->capture_default_str();
+  cb_show->add_option("--to", period_to, "RFC 3339 or +/-<duration>")->capture_default_str();
+  cb_show->add_option("--team", period_team, "one team's statement");
+  cb_show->add_option("--format", cb_format, "table, json, csv, csv-lines or html")
+      ->capture_default_str();
+  cb_show->add_option("-o,--output", cb_out, "write to this file instead of stdout");
+  cb_show->callback(
+      [&] { rc = commands().Chargeback(period_from, period_to, period_team, cb_format, cb_out); });
+  CLI::App* cb_close =
+      chargeback->add_subcommand("close", "freeze an ended period; its hash goes into the ledger");
+  cb_close->add_option("--from", period_from, "RFC 3339")->required();
+  cb_close->add_option("--to", period_to, "RFC 3339")->required();
+  cb_close->callback([&] { rc = commands().ClosePeriod(period_from, period_to); });
+
   CLI::App* demo = app.add_subcommand("demo", "demo data");
   demo->add_subcommand("load", "load the demo organisation (idempotent)")->callback([&] {
     rc = commands().LoadDemo();
   });
-  for (CLI::App* group : {models, clusters, pools, inventory, teams, quotas, requests, demo}) {
+  for (CLI::App* group : {models, clusters, pools, inventory, teams, quotas, requests, demo, slo,
+                          latency, incidents, chargeback}) {
     group->require_subcommand(1);
   }
 

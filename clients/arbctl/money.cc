@@ -23,8 +23,9 @@ std::string Money(int64_t micros) {
 bool ParseWhen(const std::string& text, absl::Time* out) {
   absl::Duration after;
   std::string err;
-  if (!text.empty() && text[0] == '+' && absl::ParseDuration(text.substr(1), &after)) {
-    *out = absl::Now() + after;
+  if (!text.empty() && (text[0] == '+' || text[0] == '-') &&
+      absl::ParseDuration(text.substr(1), &after)) {
+    *out = absl::Now() + (text[0] == '+' ? after : -after);
     return true;
   }
   return absl::ParseTime(absl::RFC3339_full, text, out, &err);

@@ -19,7 +19,7 @@ import uuid
 import grpc
 
 PROTOS = ("types.proto", "inventory.proto", "governance.proto", "allocation.proto",
-          "telemetry.proto")
+          "telemetry.proto", "chargeback.proto", "ledger.proto")
 
 
 class LiveArbiterd:
