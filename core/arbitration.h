@@ -68,6 +68,14 @@ absl::Status SetPrice(State& state, const Price& price, ChangeSet& changes);
 // (budget.*), NOT_FOUND (budget.team).
 absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes);
 
+// Gives idle preemptible work notice to vacate: PREEMPTING with reason
+// IDLE_RECLAIM and a deadline `notice` from `now`, after which Tick takes the
+// capacity back. Errors: NOT_FOUND (no live request `id`),
+// FAILED_PRECONDITION (not admitted, not preemptible, or guaranteed).
+absl::StatusOr<CapacityRequest> ReclaimIdle(State& state, int64_t id, absl::Duration notice,
+                                            const std::string& why, absl::Time now,
+                                            ChangeSet& changes);
+
 // Declares (or replaces) a serving team's SLO. Errors: INVALID_ARGUMENT
 // (slo.*), NOT_FOUND (slo.team, slo.pool).
 absl::Status SetSlo(State& state, const Slo& slo, ChangeSet& changes);

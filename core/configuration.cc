@@ -42,6 +42,27 @@ absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<CapacityRequest> ReclaimIdle(State& state, int64_t id, absl::Duration notice,
+                                            const std::string& why, absl::Time now,
+                                            ChangeSet& changes) {
+  const CapacityRequest* live = state.FindLiveRequest(id);
+  if (live == nullptr) return absl::NotFoundError(absl::StrCat("id: no live request ", id));
+  if (live->state != RequestState::kAdmitted || !live->spec.preemptible || live->spec.guaranteed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "id: request ", id, " is not admitted preemptible work; idle reclaim only reports it"));
+  }
+  CapacityRequest r = *live;
+  r.state = RequestState::kPreempting;
+  r.preempt_deadline = now + notice;
+  r.preempted_by = 0;
+  r.updated_at = now;
+  r.reason_code = kReasonIdleReclaim;
+  r.reason = absl::StrCat("idle: ", why, "; vacate within ", absl::ToInt64Seconds(notice), " s");
+  state.PutRequest(r);
+  changes.changes.emplace_back(RequestWrite{r, /*is_new=*/false});
+  return r;
+}
+
 absl::Status SetSlo(State& state, const Slo& slo, ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidateSlo(slo));
   if (state.FindTeam(slo.team) == nullptr) return NotFound("slo.team", "team", slo.team);

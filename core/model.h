@@ -435,6 +435,7 @@ inline constexpr char kReasonNoAuthority[] = "NO_AUTHORITY";
 inline constexpr char kReasonDeniedByAuthority[] = "DENIED_BY_AUTHORITY";
 inline constexpr char kReasonApprovalExpired[] = "APPROVAL_EXPIRED";
 inline constexpr char kReasonBudgetExceeded[] = "BUDGET_EXCEEDED";
+inline constexpr char kReasonIdleReclaim[] = "IDLE_RECLAIM";
 
 // One GPU held by an advance reservation.
 struct GpuHold {

@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
                                         options.arbiter, server->authz_.get()));
   server->telemetry_ =
       std::make_unique<TelemetryMaintenance>(server->store_.get(), clock, options.telemetry);
+  server->telemetry_->EnableIdleReclaim(server->arbiter_.get());
   ServiceContext ctx;
   ctx.arbiter = server->arbiter_.get();
   ctx.store = server->store_.get();
@@ -90,10 +91,11 @@ ArbiterServer::~ArbiterServer() {
     grpc_server_->Shutdown(
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(5, GPR_TIMESPAN)));
   }
-  // Order matters: no calls arrive now; stop the arbiter (answers what is
-  // queued), then the read workers.
-  arbiter_.reset();
+  // Order matters: no calls arrive now; stop the telemetry thread (it submits
+  // idle reclaims), then the arbiter (answers what is queued), then the read
+  // workers.
   telemetry_.reset();
+  arbiter_.reset();
   reads_.reset();
 }
 

@@ -1,7 +1,9 @@
 #include "server/telemetry_maintenance.h"
 
+#include "absl/strings/str_cat.h"
 #include <spdlog/spdlog.h>
 
+#include "core/arbitration.h"
 #include "core/status_macros.h"
 
 namespace arbiter::server {
@@ -40,6 +42,61 @@ absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time now) {
   return store_->ReplaceUsageHour(hour, members, usage, now);
 }
 
+absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle(absl::Time now) {
+  const std::vector<core::IdlePolicy> policies = core::DefaultIdlePolicies();
+  absl::Duration longest;
+  for (const core::IdlePolicy& p : policies) longest = std::max(longest, p.window);
+  ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListHeldMembers(now - longest, now));
+  std::erase_if(members,
+                [](const core::HeldMember& m) { return m.until != absl::InfiniteFuture(); });
+  ARBITER_ASSIGN_OR_RETURN(auto samples, store_->ListSamples(now - longest, now));
+  return core::FindIdle(members, samples, policies, now);
+}
+
+void TelemetryMaintenance::EnableIdleReclaim(Arbiter* arbiter) {
+  absl::MutexLock lock(&mu_);
+  arbiter_ = arbiter;
+}
+
+absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
+  Arbiter* arbiter = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    arbiter = arbiter_;
+  }
+  if (arbiter == nullptr) return absl::OkStatus();
+  ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, FindIdle(now));
+  for (const core::IdleFinding& f : idle) {
+    if (f.action != core::IdleAction::kRelease) continue;
+    core::IdlePolicy policy;
+    for (const core::IdlePolicy& p : core::DefaultIdlePolicies()) {
+      if (p.workload_class == f.workload_class) policy = p;
+    }
+    const std::string why =
+        absl::StrCat("busy under ", policy.threshold_milli / 10.0, "% (peak ",
+                     f.peak_busy_milli / 10.0, "%) for ", absl::FormatDuration(policy.window));
+    arbiter->Submit(
+        [id = f.request_id, notice = policy.notice, why](core::State& state, absl::Time at,
+                                                         core::ChangeSet& changes) {
+          const core::CapacityRequest* live = state.FindLiveRequest(id);
+          // Already on notice (an earlier pass) or gone: nothing to do.
+          if (live == nullptr || live->state != core::RequestState::kAdmitted) {
+            return absl::OkStatus();
+          }
+          return core::ReclaimIdle(state, id, notice, why, at, changes).status();
+        },
+        [id = f.request_id](const absl::Status& s) {
+          if (s.ok()) {
+            spdlog::info("telemetry: request {} is idle; notice to vacate given", id);
+          } else {
+            spdlog::warn("telemetry: idle reclaim of request {}: {}", id, s.ToString());
+          }
+        },
+        "arbiter");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
   std::set<absl::Time> hours;
   bool drop = false;
@@ -64,6 +121,7 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
       break;
     }
   }
+  if (absl::Status s = ReclaimIdle(now); !s.ok() && first.ok()) first = s;
   if (drop) {
     absl::StatusOr<int32_t> dropped = store_->DropSamplesBefore(now - options_.retention);
     if (!dropped.ok() && first.ok()) first = dropped.status();

@@ -1,8 +1,9 @@
 // TelemetryMaintenance: keeps the hourly usage rollups current and the raw
-// samples within their retention. A background thread rolls up, every
-// `rollup_every`, the current hour, the previous one, and any older hour
-// that received late samples; once an hour it drops sample partitions past
-// the retention period.
+// samples within their retention, and acts on idle allocations. A background
+// thread rolls up, every `rollup_every`, the current hour, the previous one,
+// and any older hour that received late samples; once an hour it drops
+// sample partitions past the retention period; each pass gives idle
+// preemptible work notice to vacate where the class policy says "release".
 //
 // Thread-safe.
 #pragma once
@@ -18,6 +19,7 @@
 
 #include "core/clock.h"
 #include "core/telemetry.h"
+#include "server/arbiter.h"
 #include "store/store.h"
 
 namespace arbiter::server {
@@ -52,9 +54,17 @@ class TelemetryMaintenance {
   // Recomputes the rollup of the hour starting at `hour`, counting held time
   // up to `now` at most.
   absl::Status RollUpHour(absl::Time hour, absl::Time now);
+  // Live allocations idle at `now` under the class policies.
+  absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(absl::Time now);
+  // From now on, each pass also gives idle preemptible work whose class
+  // policy says "release" notice to vacate (core::ReclaimIdle), through
+  // `arbiter`. REQUIRES: called once, before the arbiter is destroyed.
+  void EnableIdleReclaim(Arbiter* arbiter) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Run();
+  // Gives notice to the idle allocations whose policy releases them.
+  absl::Status ReclaimIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   store::Store* const store_;
   Clock* const clock_;
@@ -62,6 +72,7 @@ class TelemetryMaintenance {
   absl::Mutex mu_;
   std::set<absl::Time> dirty_ ABSL_GUARDED_BY(mu_);
   absl::Time last_drop_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  Arbiter* arbiter_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -280,14 +280,8 @@ grpc::ServerUnaryReactor* TelemetryService::ListIdleAllocations(
   }
   const absl::Time now = ctx_.clock->TimeNow();
   return RunRead(ctx, *ctx_.reads, "ListIdleAllocations", [this, now, resp]() -> absl::Status {
-    const std::vector<core::IdlePolicy> policies = core::DefaultIdlePolicies();
-    absl::Duration longest;
-    for (const core::IdlePolicy& p : policies) longest = std::max(longest, p.window);
-    ARBITER_ASSIGN_OR_RETURN(auto members, ctx_.store->ListHeldMembers(now - longest, now));
-    std::erase_if(members,
-                  [](const core::HeldMember& m) { return m.until != absl::InfiniteFuture(); });
-    ARBITER_ASSIGN_OR_RETURN(auto samples, ctx_.store->ListSamples(now - longest, now));
-    for (const core::IdleFinding& f : core::FindIdle(members, samples, policies, now)) {
+    ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, ctx_.telemetry->FindIdle(now));
+    for (const core::IdleFinding& f : idle) {
       v1::IdleAllocation* out = resp->add_allocations();
       out->set_request_id(f.request_id);
       out->set_team(f.team);

@@ -2,6 +2,8 @@
 // registered GPUs (or counted as unknown, duplicate, skewed, in the future),
 // hourly rollups, idle detection and right-sizing.
 #include "arbiter/v1/telemetry.grpc.pb.h"
+#include "clients/agent/dcgm_text.h"
+#include "clients/agent/sample.h"
 #include "server/convert.h"
 #include "tests/server/server_fixture.h"
 
@@ -178,6 +180,83 @@ TEST_F(TelemetryTest, SamplesAreMatchedCountedRolledUpAndReported) {
                               "to_timestamp(" +
                               std::to_string(absl::ToUnixSeconds(t0)) + ")"),
               ::arbiter::testing::IsOkAndHolds(std::string("72000")));
+}
+
+// The agent's path end to end: a capture in dcgm-exporter's format, parsed
+// and put on the wire as arbiter-agent does, streamed for 65 minutes (the
+// agent's clock simulated). The idle batch job is advised a 50-milli
+// fraction, given notice to vacate by the arbiter itself, and preempted
+// when the notice runs out.
+TEST_F(TelemetryTest, AnIdleCaptureLeadsToRightSizingAndIdleReclaim) {
+  const absl::Time t0 = clock_.TimeNow();
+  v1::RequestCapacityRequest job = ValidRequest("idle-job");
+  job.set_workload_class(v1::WORKLOAD_CLASS_BATCH_ANALYTICS);
+  job.set_pool("batch");
+  job.set_preemptible(true);
+  job.mutable_shape()->set_whole_gpus(1);
+  v1::RequestCapacityResponse admitted;
+  ASSERT_TRUE(Request(job, &admitted).ok());
+  ASSERT_EQ(admitted.request().state(), v1::REQUEST_STATE_ADMITTED);
+  const int32_t gpu = admitted.request().placements(0).gpu_indices(0);
+  const std::string labels =
+      absl::StrCat("{gpu=\"", gpu, "\",UUID=\"GPU-0000000", gpu, "\",device=\"nvidia", gpu,
+                   "\",modelName=\"NVIDIA L4\",Hostname=\"n1\"}");
+  const std::string capture = absl::StrCat(
+      "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+      "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n",
+      "DCGM_FI_DEV_GPU_UTIL", labels, " 1\n", "DCGM_FI_DEV_FB_USED", labels, " 1800\n",
+      "DCGM_FI_DEV_FB_FREE", labels, " 21000\n", "DCGM_FI_DEV_POWER_USAGE", labels, " 31.5\n");
+  const agent::Scrape scrape = agent::ParseDcgmScrape(capture);
+  ASSERT_TRUE(scrape.problems.empty());
+  ASSERT_EQ(scrape.devices.size(), 1u);
+
+  clock_.Advance(absl::Minutes(65));
+  const absl::Time now = clock_.TimeNow();
+  v1::SampleBatch batch = Batch(now);
+  batch.set_interval_seconds(60);
+  for (absl::Time t = t0; t < now; t += absl::Minutes(1)) {
+    *batch.add_samples() = agent::ToSample(scrape.devices[0], TimestampOf(t));
+  }
+  v1::StreamSamplesResponse streamed;
+  ASSERT_TRUE(Stream({batch}, &streamed).ok());
+  EXPECT_EQ(streamed.stored(), 65);
+  ASSERT_THAT(server_->telemetry().RunOnce(now), IsOk());
+
+  // 1% busy and 1,800 MiB with 20% headroom: a 50-milli fraction of 2,160 MiB.
+  v1::GetRightSizingRequest size_req;
+  *size_req.mutable_from() = TimestampOf(t0);
+  *size_req.mutable_to() = TimestampOf(now);
+  v1::GetRightSizingResponse sizing;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(telemetry_->GetRightSizing(&ctx, size_req, &sizing).ok());
+  }
+  ASSERT_EQ(sizing.advice_size(), 1);
+  EXPECT_EQ(sizing.advice(0).advised_milli(), 50);
+  EXPECT_EQ(sizing.advice(0).advised_memory_mib(), 2160);
+
+  // The batch class releases after 30 idle minutes, with 10 minutes' notice.
+  const int64_t id = admitted.request().id();
+  auto state_of = [&]() {
+    grpc::ClientContext ctx;
+    v1::GetRequestRequest req;
+    req.set_id(id);
+    v1::GetRequestResponse resp;
+    EXPECT_TRUE(allocation_->GetRequest(&ctx, req, &resp).ok());
+    return resp.request();
+  };
+  auto await = [&](v1::RequestState state) {
+    for (int i = 0; i < 200 && state_of().state() != state; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return state_of();
+  };
+  const v1::CapacityRequest noticed = await(v1::REQUEST_STATE_PREEMPTING);
+  ASSERT_EQ(noticed.state(), v1::REQUEST_STATE_PREEMPTING);
+  EXPECT_EQ(noticed.reason_code(), "IDLE_RECLAIM");
+  EXPECT_EQ(noticed.preempt_deadline().seconds(), absl::ToUnixSeconds(now + absl::Minutes(10)));
+  clock_.Advance(absl::Minutes(10) + absl::Seconds(1));
+  EXPECT_EQ(await(v1::REQUEST_STATE_PREEMPTED).state(), v1::REQUEST_STATE_PREEMPTED);
 }
 
 TEST_F(TelemetryTest, AMalformedBatchNamesTheFieldAndIsNotStored) {
