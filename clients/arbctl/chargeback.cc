@@ -105,6 +105,20 @@ int Commands::ReportLatency(const std::string& team, const std::string& service,
     std::cerr << "arbctl: --start is an RFC 3339 time or +/-<duration> from now\n";
     return 2;
   }
+  if (window_seconds == 0) {  // The SLO's own window.
+    v1::ListSlosRequest list;
+    list.set_team(team);
+    v1::ListSlosResponse slos;
+    if (!Call(*chargeback_, &v1::ChargebackService::Stub::ListSlos, list, &slos)) return 1;
+    for (const v1::Slo& s : slos.slos()) {
+      if (s.service() == service) window_seconds = s.window_seconds();
+    }
+    if (window_seconds == 0) {
+      std::cerr << "arbctl: team " << team << " declared no SLO for " << service
+                << " (arbctl slo set)\n";
+      return 1;
+    }
+  }
   v1::ReportLatencyRequest req;
   v1::LatencyWindow* w = req.mutable_window();
   w->set_team(team);

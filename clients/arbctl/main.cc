@@ -335,13 +335,13 @@ int main(int argc, char** argv) {
   CLI::App* latency_report =
       latency->add_subcommand("report", "report one window; a breach becomes an incident");
   std::string lat_team, lat_service, lat_start;
-  int64_t lat_window = 300, lat_p50_ms = 0, lat_p99_ms = 0, lat_rps = 0;
+  int64_t lat_window = 0, lat_p50_ms = 0, lat_p99_ms = 0, lat_rps = 0;
   latency_report->add_option("team", lat_team, "the serving team")->required();
   latency_report->add_option("service", lat_service, "the service")->required();
   latency_report->add_option("--start", lat_start, "window start: RFC 3339 or -<duration>")
       ->required();
-  latency_report->add_option("--window-seconds", lat_window, "the SLO's window")
-      ->capture_default_str();
+  latency_report->add_option("--window-seconds", lat_window,
+                             "the window's length; default: the SLO's window");
   latency_report->add_option("--p50-ms", lat_p50_ms, "p50, ms")->required();
   latency_report->add_option("--p99-ms", lat_p99_ms, "p99, ms")->required();
   latency_report->add_option("--rps", lat_rps, "requests per second");

@@ -45,6 +45,7 @@ arbctl="$build/clients/arbctl"
 # Every `build/clients/arbctl ...` line of the README, except `watch` (it
 # streams until interrupted), in order.
 mapfile -t commands < <(grep -E '^build/clients/arbctl ' "$src/README.md" | grep -v ' watch')
+cd "$work"  # Files the tour writes (the HTML report) go with it.
 [ "${#commands[@]}" -ge 5 ] || { echo "README shows too few arbctl commands" >&2; exit 1; }
 for line in "${commands[@]}"; do
   args=${line#build/clients/arbctl }
@@ -56,6 +57,11 @@ for line in "${commands[@]}"; do
   case "$args" in
     "teams list"*) grep -q "inference" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
+    "slo set"*) grep -q "SLO inference/chat-api in serving" <<<"$out" ;;
+    "latency report"*) grep -q "^incident [0-9]*: cost 2.00 (penalty)" <<<"$out" ;;
+    "incidents list"*) grep -q "chat-api" <<<"$out" ;;
+    "chargeback show"*html*) grep -q 'id="chart-usage"' "$work/chargeback.html" ;;
+    "chargeback show"*) grep -q "inference" <<<"$out" ;;
     *--start*) grep -q "reserved" <<<"$out" ;;
     "request --team inference --pool serving --class inference --members 2"*)
       grep -q "WAITING_FOR_PREEMPTION" <<<"$out" ;;
