@@ -352,22 +352,27 @@ void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& c
 
 // Re-decides the queued requests of `pool`: those waiting for their victims
 // first, then higher priority, then the team with the lower dominant share
-// (taken at the start of the pass), then the oldest. Records those whose
+// (taken at the start of the pass), then the team that used less of what it
+// held recently (measured usage per weight), then the oldest. Records those whose
 // state, reason or claim changed.
 void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
   const std::set<int64_t>& queued = state.QueuedIn(pool);
   if (queued.empty()) return;
-  std::map<std::string, int64_t> shares;
-  // Not waiting, -priority, share, id.
-  std::vector<std::tuple<bool, int32_t, int64_t, int64_t>> order;
+  // Team -> (dominant share, measured share).
+  std::map<std::string, std::pair<int64_t, int64_t>> shares;
+  // Not waiting, -priority, share, measured share, id.
+  std::vector<std::tuple<bool, int32_t, int64_t, int64_t, int64_t>> order;
   for (int64_t id : queued) {
     const CapacityRequest& r = *state.FindLiveRequest(id);
-    auto [it, fresh] = shares.try_emplace(r.spec.team, 0);
-    if (fresh) it->second = DominantShare(state, r.spec.team, pool);
-    order.emplace_back(r.reason_code != kReasonPreempting, -r.spec.priority, it->second, id);
+    auto [it, fresh] = shares.try_emplace(r.spec.team);
+    if (fresh) {
+      it->second = {DominantShare(state, r.spec.team, pool), MeasuredShare(state, r.spec.team)};
+    }
+    order.emplace_back(r.reason_code != kReasonPreempting, -r.spec.priority, it->second.first,
+                       it->second.second, id);
   }
   std::sort(order.begin(), order.end());
-  for (const auto& [not_waiting, neg_priority, share, id] : order) {
+  for (const auto& [not_waiting, neg_priority, share, measured, id] : order) {
     const CapacityRequest* live = state.FindLiveRequest(id);
     if (live == nullptr || live->state != RequestState::kQueued) continue;
     const CapacityRequest before = *live;

@@ -125,6 +125,12 @@ QuotaCheck CheckQuota(const State& state, const CapacityRequestSpec& spec, const
   return check;
 }
 
+int64_t MeasuredShare(const State& state, const std::string& team) {
+  const Team* t = state.FindTeam(team);
+  const int64_t weight = t == nullptr ? 1000 : std::max<int64_t>(1, t->weight_milli);
+  return static_cast<int64_t>(static_cast<__int128>(state.MeasuredUsage(team)) * 1000 / weight);
+}
+
 int64_t DominantShare(const State& state, const std::string& team, const std::string& pool) {
   const Team* t = state.FindTeam(team);
   const int64_t weight = t == nullptr ? 1000 : std::max<int64_t>(1, t->weight_milli);

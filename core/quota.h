@@ -63,5 +63,8 @@ CohortUse CohortUseOf(const State& state, const Quota& quota);
 // cohort lends, divided by its weight, in millionths. 0 while within nominal.
 // Lower shares borrow first.
 int64_t DominantShare(const State& state, const std::string& team, const std::string& pool);
+// The team's measured usage (State::MeasuredUsage) divided by its weight:
+// among teams of equal dominant share, the one that used less goes first.
+int64_t MeasuredShare(const State& state, const std::string& team);
 
 }  // namespace arbiter::core

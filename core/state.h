@@ -150,6 +150,16 @@ class State {
   // The incident recorded for that window; 0 when none is.
   int64_t FindIncident(const std::string& team, const std::string& service, absl::Time start) const;
   int64_t TakeIncidentId() { return next_incident_id_++; }
+  // Busy milli-GPU seconds each team used recently, as telemetry measured
+  // them (arbiterd: the last 24 hours of rollups, refreshed by each telemetry
+  // pass; not stored). Fair share breaks ties with it (AdmitQueued).
+  void SetMeasuredUsage(std::map<std::string, int64_t> usage) {
+    measured_usage_ = std::move(usage);
+  }
+  int64_t MeasuredUsage(const std::string& team) const {
+    auto it = measured_usage_.find(team);
+    return it == measured_usage_.end() ? 0 : it->second;
+  }
   // Closed chargeback periods, as [from, to).
   void LoadClosedPeriod(absl::Time from, absl::Time to) { closed_periods_[from] = to; }
   // The closed period overlapping [from, to), if any, as (from, to).
@@ -300,6 +310,7 @@ class State {
   std::map<std::tuple<std::string, std::string, absl::Time>, int64_t> incidents_;
   int64_t next_incident_id_ = 1;
   std::map<absl::Time, absl::Time> closed_periods_;
+  std::map<std::string, int64_t> measured_usage_;
   absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
   int64_t next_request_id_ = 1;

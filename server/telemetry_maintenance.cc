@@ -1,5 +1,7 @@
 #include "server/telemetry_maintenance.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include <spdlog/spdlog.h>
 
@@ -7,6 +9,12 @@
 #include "core/status_macros.h"
 
 namespace arbiter::server {
+namespace {
+
+// The window of measured usage that fair share weighs.
+constexpr absl::Duration kFairShareHistory = absl::Hours(24);
+
+}  // namespace
 
 absl::Time HourOf(absl::Time t) {
   return absl::FromCivil(absl::ToCivilHour(t, absl::UTCTimeZone()), absl::UTCTimeZone());
@@ -97,6 +105,26 @@ absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
   return absl::OkStatus();
 }
 
+absl::Status TelemetryMaintenance::RefreshMeasuredUsage(absl::Time now) {
+  Arbiter* arbiter = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    arbiter = arbiter_;
+  }
+  if (arbiter == nullptr) return absl::OkStatus();
+  const absl::Time to = HourOf(now) + absl::Hours(1);
+  ARBITER_ASSIGN_OR_RETURN(auto rows, store_->ListUtilization(to - kFairShareHistory, to, ""));
+  std::map<std::string, int64_t> used;
+  for (const store::UtilizationRow& r : rows) used[r.team] += r.usage.used_milli_seconds;
+  arbiter->Submit(
+      [used = std::move(used)](core::State& state, absl::Time, core::ChangeSet&) {
+        state.SetMeasuredUsage(used);
+        return absl::OkStatus();
+      },
+      [](const absl::Status&) {}, "arbiter");
+  return absl::OkStatus();
+}
+
 absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
   std::set<absl::Time> hours;
   bool drop = false;
@@ -122,6 +150,7 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
     }
   }
   if (absl::Status s = ReclaimIdle(now); !s.ok() && first.ok()) first = s;
+  if (absl::Status s = RefreshMeasuredUsage(now); !s.ok() && first.ok()) first = s;
   if (drop) {
     absl::StatusOr<int32_t> dropped = store_->DropSamplesBefore(now - options_.retention);
     if (!dropped.ok() && first.ok()) first = dropped.status();

@@ -3,7 +3,8 @@
 // thread rolls up, every `rollup_every`, the current hour, the previous one,
 // and any older hour that received late samples; once an hour it drops
 // sample partitions past the retention period; each pass gives idle
-// preemptible work notice to vacate where the class policy says "release".
+// preemptible work notice to vacate where the class policy says "release",
+// and hands the teams' measured usage to fair share.
 //
 // Thread-safe.
 #pragma once
@@ -57,14 +58,17 @@ class TelemetryMaintenance {
   // Live allocations idle at `now` under the class policies.
   absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(absl::Time now);
   // From now on, each pass also gives idle preemptible work whose class
-  // policy says "release" notice to vacate (core::ReclaimIdle), through
-  // `arbiter`. REQUIRES: called once, before the arbiter is destroyed.
+  // policy says "release" notice to vacate (core::ReclaimIdle), and sets the
+  // teams' measured usage for fair share (State::SetMeasuredUsage), through
+  // `arbiter`. REQUIRES: called once; the arbiter outlives this object.
   void EnableIdleReclaim(Arbiter* arbiter) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Run();
   // Gives notice to the idle allocations whose policy releases them.
   absl::Status ReclaimIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Hands the teams' measured usage over the last 24 hours to fair share.
+  absl::Status RefreshMeasuredUsage(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   store::Store* const store_;
   Clock* const clock_;

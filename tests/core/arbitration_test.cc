@@ -153,6 +153,36 @@ TEST(ArbitrationTest, QuotaQueuesThenAdmitsOnRelease) {
   EXPECT_EQ(s.UsedMilli("t", "serving"), 1000);
 }
 
+// Fair share counts measured usage: of two teams within their quotas, the
+// one that kept its GPUs busier recently waits behind the other, even with
+// the older request.
+TEST(ArbitrationTest, MeasuredUsageOrdersTeamsOfEqualShare) {
+  for (bool measured : {false, true}) {
+    State s = MakeState();
+    AddNode(s, MakeNode("n1", 1, "H100-80GB"));
+    ChangeSet setup;
+    for (const char* team : {"heavy", "light"}) {
+      ASSERT_THAT(CreateTeam(s, {team, "", 1000}, setup), IsOk());
+      ASSERT_THAT(SetQuota(s, {team, "serving", 8000}, kT0, setup), IsOk());
+    }
+    CapacityRequest holder = Decide(s, WholeSpec("holder", 1, 1));
+    ASSERT_EQ(holder.state, RequestState::kAdmitted);
+    CapacityRequestSpec heavy = WholeSpec("heavy", 1, 1);
+    heavy.team = "heavy";
+    CapacityRequestSpec light = WholeSpec("light", 1, 1);
+    light.team = "light";
+    const CapacityRequest older = Decide(s, heavy);
+    const CapacityRequest newer = Decide(s, light);
+    ASSERT_EQ(older.state, RequestState::kQueued);
+    ASSERT_EQ(newer.state, RequestState::kQueued);
+    if (measured) s.SetMeasuredUsage({{"heavy", 36'000'000}, {"light", 3'600'000}});
+    ChangeSet changes;
+    ASSERT_THAT(ReleaseRequest(s, holder.id, kT0 + absl::Seconds(5), changes), IsOk());
+    const int64_t first = measured ? newer.id : older.id;
+    EXPECT_EQ(s.FindLiveRequest(first)->state, RequestState::kAdmitted) << measured;
+  }
+}
+
 TEST(ArbitrationTest, DeniesWhatCanNeverBeGranted) {
   State s = MakeState(/*nominal_milli=*/4000);
   AddNode(s, MakeNode("n1", 8, "H100-80GB"));
