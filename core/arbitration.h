@@ -76,6 +76,9 @@ absl::StatusOr<CapacityRequest> ReclaimIdle(State& state, int64_t id, absl::Dura
                                             const std::string& why, absl::Time now,
                                             ChangeSet& changes);
 
+// Sets the idle policy of a class. Errors: INVALID_ARGUMENT (policy.*).
+absl::Status SetIdlePolicy(State& state, const IdlePolicy& policy, ChangeSet& changes);
+
 // Declares (or replaces) a serving team's SLO. Errors: INVALID_ARGUMENT
 // (slo.*), NOT_FOUND (slo.team, slo.pool).
 absl::Status SetSlo(State& state, const Slo& slo, ChangeSet& changes);

@@ -63,6 +63,12 @@ absl::StatusOr<CapacityRequest> ReclaimIdle(State& state, int64_t id, absl::Dura
   return r;
 }
 
+absl::Status SetIdlePolicy(State& state, const IdlePolicy& policy, ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidateIdlePolicy(policy));
+  changes.changes.emplace_back(policy);
+  return absl::OkStatus();
+}
+
 absl::Status SetSlo(State& state, const Slo& slo, ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidateSlo(slo));
   if (state.FindTeam(slo.team) == nullptr) return NotFound("slo.team", "team", slo.team);

@@ -27,6 +27,7 @@
 #include "core/fragmentation.h"
 #include "core/inventory_index.h"
 #include "core/model.h"
+#include "core/telemetry.h"
 
 namespace arbiter::core {
 
@@ -73,11 +74,11 @@ struct PeriodClose {
 };
 
 // One durable change. Cluster, Pool, Node, Team, Price, IncidentWrite,
-// ExternalityCharge and PeriodClose are inserts; Quota, ClassRule, Budget and
-// Slo are upserts.
+// ExternalityCharge and PeriodClose are inserts; Quota, ClassRule, Budget,
+// Slo and IdlePolicy are upserts.
 using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule,
                             RoleBindingWrite, AuthorityRuleWrite, Price, Budget, DelegationWrite,
-                            Slo, IncidentWrite, ExternalityCharge, PeriodClose>;
+                            Slo, IncidentWrite, ExternalityCharge, PeriodClose, IdlePolicy>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {

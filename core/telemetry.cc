@@ -197,6 +197,31 @@ std::vector<IdlePolicy> DefaultIdlePolicies() {
   };
 }
 
+std::vector<IdlePolicy> IdlePoliciesInForce(absl::Span<const IdlePolicy> stored) {
+  std::map<WorkloadClass, IdlePolicy> by_class;
+  for (const IdlePolicy& p : DefaultIdlePolicies()) by_class[p.workload_class] = p;
+  for (const IdlePolicy& p : stored) by_class[p.workload_class] = p;
+  std::vector<IdlePolicy> out;
+  for (const auto& [cls, p] : by_class) out.push_back(p);
+  return out;
+}
+
+absl::Status ValidateIdlePolicy(const IdlePolicy& p) {
+  if (p.workload_class == WorkloadClass::kUnspecified) {
+    return absl::InvalidArgumentError("policy.workload_class: required");
+  }
+  if (p.threshold_milli < 1 || p.threshold_milli > 1000) {
+    return absl::InvalidArgumentError("policy.threshold_milli: must be in 1..1000");
+  }
+  if (p.window < absl::Minutes(1) || p.window > absl::Hours(24 * 7)) {
+    return absl::InvalidArgumentError("policy.window_seconds: must be 60 s to 7 days");
+  }
+  if (p.notice < absl::ZeroDuration() || p.notice > absl::Hours(24)) {
+    return absl::InvalidArgumentError("policy.notice_seconds: must be 0 to 1 day");
+  }
+  return absl::OkStatus();
+}
+
 std::vector<IdleFinding> FindIdle(absl::Span<const HeldMember> members,
                                   absl::Span<const GpuSample> samples,
                                   absl::Span<const IdlePolicy> policies, absl::Time now) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
@@ -107,10 +108,15 @@ struct IdlePolicy {
   absl::Duration window = absl::Hours(1);
   IdleAction action = IdleAction::kReport;
   absl::Duration notice = absl::Minutes(15);  // Before a release.
+  bool operator==(const IdlePolicy&) const = default;
 };
 
 // The defaults per class, used where none is stored.
 std::vector<IdlePolicy> DefaultIdlePolicies();
+// `stored` over the defaults: one policy per class, by class.
+std::vector<IdlePolicy> IdlePoliciesInForce(absl::Span<const IdlePolicy> stored);
+// INVALID_ARGUMENT naming the field (policy.threshold_milli, ...).
+absl::Status ValidateIdlePolicy(const IdlePolicy& policy);
 
 struct IdleFinding {
   int64_t request_id = 0;

@@ -82,6 +82,8 @@ const std::vector<Rule>& Rules() {
       {"TelemetryService.GetUtilization", kReaders, Match::kAny},
       {"TelemetryService.ListIdleAllocations", kReaders, Match::kAny},
       {"TelemetryService.GetRightSizing", kReaders, Match::kAny},
+      {"TelemetryService.SetIdlePolicy", {}, Match::kOrg},
+      {"TelemetryService.ListIdlePolicies", kReaders, Match::kAny},
       {"LedgerService.ListCheckpoints", {Role::kAuditor, Role::kFinance}, Match::kAny},
       // A team declares its own SLOs; its serving platform (an agent
       // identity, or the team's own) reports windows for it.

@@ -200,6 +200,12 @@ class TelemetryService final : public v1::TelemetryService::CallbackService {
   grpc::ServerUnaryReactor* GetRightSizing(grpc::CallbackServerContext* ctx,
                                            const v1::GetRightSizingRequest* req,
                                            v1::GetRightSizingResponse* resp) override;
+  grpc::ServerUnaryReactor* SetIdlePolicy(grpc::CallbackServerContext* ctx,
+                                          const v1::SetIdlePolicyRequest* req,
+                                          v1::SetIdlePolicyResponse* resp) override;
+  grpc::ServerUnaryReactor* ListIdlePolicies(grpc::CallbackServerContext* ctx,
+                                             const v1::ListIdlePoliciesRequest* req,
+                                             v1::ListIdlePoliciesResponse* resp) override;
 
  private:
   ServiceContext ctx_;

@@ -51,7 +51,8 @@ absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time now) {
 }
 
 absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle(absl::Time now) {
-  const std::vector<core::IdlePolicy> policies = core::DefaultIdlePolicies();
+  ARBITER_ASSIGN_OR_RETURN(auto stored, store_->ListIdlePolicies());
+  const std::vector<core::IdlePolicy> policies = core::IdlePoliciesInForce(stored);
   absl::Duration longest;
   for (const core::IdlePolicy& p : policies) longest = std::max(longest, p.window);
   ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListHeldMembers(now - longest, now));
@@ -74,10 +75,12 @@ absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
   }
   if (arbiter == nullptr) return absl::OkStatus();
   ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, FindIdle(now));
+  ARBITER_ASSIGN_OR_RETURN(auto stored, store_->ListIdlePolicies());
+  const std::vector<core::IdlePolicy> policies = core::IdlePoliciesInForce(stored);
   for (const core::IdleFinding& f : idle) {
     if (f.action != core::IdleAction::kRelease) continue;
     core::IdlePolicy policy;
-    for (const core::IdlePolicy& p : core::DefaultIdlePolicies()) {
+    for (const core::IdlePolicy& p : policies) {
       if (p.workload_class == f.workload_class) policy = p;
     }
     const std::string why =

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include <spdlog/spdlog.h>
 
+#include "core/arbitration.h"
 #include "core/status_macros.h"
 #include "core/telemetry.h"
 #include "core/validate.h"
@@ -355,6 +356,69 @@ grpc::ServerUnaryReactor* TelemetryService::GetRightSizing(grpc::CallbackServerC
         }
         return absl::OkStatus();
       });
+}
+
+namespace {
+
+void ToProto(const core::IdlePolicy& p, v1::IdlePolicy* out) {
+  out->set_workload_class(static_cast<v1::WorkloadClass>(p.workload_class));
+  out->set_threshold_milli(p.threshold_milli);
+  out->set_window_seconds(absl::ToInt64Seconds(p.window));
+  out->set_action(std::string(core::IdleActionName(p.action)));
+  out->set_notice_seconds(absl::ToInt64Seconds(p.notice));
+}
+
+absl::StatusOr<core::IdlePolicy> IdlePolicyFromProto(const v1::IdlePolicy& p) {
+  core::IdlePolicy out;
+  if (!v1::WorkloadClass_IsValid(p.workload_class())) {
+    return absl::InvalidArgumentError("policy.workload_class: unknown class");
+  }
+  out.workload_class = static_cast<core::WorkloadClass>(p.workload_class());
+  out.threshold_milli = p.threshold_milli();
+  out.window = absl::Seconds(p.window_seconds());
+  if (p.action() != "report" && p.action() != "notify" && p.action() != "release") {
+    return absl::InvalidArgumentError("policy.action: must be report, notify or release");
+  }
+  out.action = core::IdleActionFromName(p.action());
+  out.notice = absl::Seconds(p.notice_seconds());
+  return out;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* TelemetryService::SetIdlePolicy(grpc::CallbackServerContext* ctx,
+                                                          const v1::SetIdlePolicyRequest* req,
+                                                          v1::SetIdlePolicyResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "TelemetryService.SetIdlePolicy", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "SetIdlePolicy");
+  }
+  absl::StatusOr<core::IdlePolicy> policy = IdlePolicyFromProto(req->policy());
+  if (policy.ok()) {
+    if (absl::Status valid = core::ValidateIdlePolicy(*policy); !valid.ok()) policy = valid;
+  }
+  if (!policy.ok()) return FinishWith(ctx, policy.status(), "SetIdlePolicy");
+  ToProto(*policy, resp->mutable_policy());
+  return RunCommand(ctx, *ctx_.arbiter, "SetIdlePolicy",
+                    [p = *policy](core::State& state, absl::Time, core::ChangeSet& changes) {
+                      return core::SetIdlePolicy(state, p, changes);
+                    });
+}
+
+grpc::ServerUnaryReactor* TelemetryService::ListIdlePolicies(grpc::CallbackServerContext* ctx,
+                                                             const v1::ListIdlePoliciesRequest*,
+                                                             v1::ListIdlePoliciesResponse* resp) {
+  if (absl::Status access = CheckAccess(*ctx, ctx_, "TelemetryService.ListIdlePolicies", {});
+      !access.ok()) {
+    return FinishWith(ctx, access, "ListIdlePolicies");
+  }
+  return RunRead(ctx, *ctx_.reads, "ListIdlePolicies", [this, resp]() -> absl::Status {
+    ARBITER_ASSIGN_OR_RETURN(auto stored, ctx_.store->ListIdlePolicies());
+    for (const core::IdlePolicy& p : core::IdlePoliciesInForce(stored)) {
+      ToProto(p, resp->add_policies());
+    }
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace arbiter::server

@@ -164,6 +164,9 @@ class Store {
                                                                       absl::Time to,
                                                                       const std::string& team) = 0;
 
+  // Idle policies set per class (without the built-in defaults).
+  virtual absl::StatusOr<std::vector<core::IdlePolicy>> ListIdlePolicies() = 0;
+
   // --- SLOs, incidents and chargeback.
   virtual absl::StatusOr<std::vector<core::Slo>> ListSlos(const std::string& team) = 0;
   // Stores a reported window (a measurement, written at once); false when

@@ -105,6 +105,14 @@ struct EntryOf {
                  {"hard_limit_micros", absl::StrCat(b.hard_limit_micros)},
                  {"over", b.over == core::OverBudget::kApproval ? "approval" : "deny"}});
   }
+  ledger::Entry operator()(const core::IdlePolicy& p) const {
+    return Make("idle_policy.set",
+                absl::StrCat("idle_policy/", core::WorkloadClassName(p.workload_class)),
+                {{"threshold_milli", absl::StrCat(p.threshold_milli)},
+                 {"window_seconds", absl::StrCat(absl::ToInt64Seconds(p.window))},
+                 {"action", Str(core::IdleActionName(p.action))},
+                 {"notice_seconds", absl::StrCat(absl::ToInt64Seconds(p.notice))}});
+  }
   ledger::Entry operator()(const core::Slo& s) const {
     return Make("slo.set", absl::StrCat("slo/", s.team, "/", s.service),
                 {{"pool", s.pool},

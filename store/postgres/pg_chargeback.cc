@@ -1,4 +1,4 @@
-// PgStore: SLOs, latency windows, incidents with their charges, and closed
+// PgStore: idle policies, SLOs, latency windows, incidents with their charges, and closed
 // chargeback periods.
 #include <string>
 #include <vector>
@@ -64,6 +64,25 @@ absl::StatusOr<std::vector<core::HourPoint>> PgStore::ListUsedByHour(absl::Time 
         }
         return out;
       });
+}
+
+absl::StatusOr<std::vector<core::IdlePolicy>> PgStore::ListIdlePolicies() {
+  return WithConnection("list idle policies",
+                        [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::IdlePolicy>> {
+                          pqxx::read_transaction tx(c);
+                          std::vector<core::IdlePolicy> out;
+                          for (const pqxx::row& row : tx.exec_prepared(sql::kSelectIdlePolicies)) {
+                            core::IdlePolicy p;
+                            p.workload_class =
+                                core::WorkloadClassFromName(row[0].as<std::string>());
+                            p.threshold_milli = row[1].as<int32_t>();
+                            p.window = absl::Seconds(row[2].as<int64_t>());
+                            p.action = core::IdleActionFromName(row[3].as<std::string>());
+                            p.notice = absl::Seconds(row[4].as<int64_t>());
+                            out.push_back(p);
+                          }
+                          return out;
+                        });
 }
 
 absl::StatusOr<std::vector<core::Slo>> PgStore::ListSlos(const std::string& team) {

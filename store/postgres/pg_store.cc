@@ -81,6 +81,11 @@ struct ChangeWriter {
                      std::string(core::ApprovalActionName(r.action)), r.approver, r.limit_milli,
                      r.threshold_milli, r.threshold_seconds, r.limit_seconds, r.limit_micros);
   }
+  void operator()(const core::IdlePolicy& p) const {
+    tx.exec_prepared(sql::kUpsertIdlePolicy, std::string(core::WorkloadClassName(p.workload_class)),
+                     p.threshold_milli, absl::ToInt64Seconds(p.window),
+                     std::string(core::IdleActionName(p.action)), absl::ToInt64Seconds(p.notice));
+  }
   void operator()(const core::Slo& s) const {
     tx.exec_prepared(sql::kUpsertSlo, s.team, s.service, s.pool, s.p99_target_us,
                      absl::ToInt64Seconds(s.window), s.penalty_micros_per_minute);

@@ -79,6 +79,7 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::HourPoint>> ListUsedByHour(absl::Time from, absl::Time to,
                                                               const std::string& team) override;
   absl::StatusOr<std::vector<core::Slo>> ListSlos(const std::string& team) override;
+  absl::StatusOr<std::vector<core::IdlePolicy>> ListIdlePolicies() override;
   absl::StatusOr<bool> InsertLatencyWindow(const core::LatencyWindow& window,
                                            absl::Time reported_at) override;
   absl::StatusOr<std::vector<core::WaitingRequest>> ListWaitingRequests(const std::string& team,

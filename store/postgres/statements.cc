@@ -264,6 +264,14 @@ constexpr Statement kStatements[] = {
      "SELECT (extract(epoch FROM hour) * 1000000)::bigint, sum(used_milli_seconds)::bigint "
      "FROM usage_hourly WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "
                                                                    "GROUP BY hour ORDER BY hour"},
+    {kUpsertIdlePolicy,
+     "INSERT INTO idle_policies (workload_class, threshold_milli, window_seconds, action, "
+     "notice_seconds) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workload_class) DO UPDATE SET "
+     "threshold_milli = EXCLUDED.threshold_milli, window_seconds = EXCLUDED.window_seconds, "
+     "action = EXCLUDED.action, notice_seconds = EXCLUDED.notice_seconds, updated_at = now()"},
+    {kSelectIdlePolicies,
+     "SELECT workload_class, threshold_milli, window_seconds, action, notice_seconds "
+     "FROM idle_policies ORDER BY workload_class"},
     {kSelectSpend,
      "SELECT team, COALESCE(sum(cost_micros), 0)::bigint FROM requests"
      " WHERE admitted_at >= " TS(1) " AND admitted_at < " TS(2) " GROUP BY team"},

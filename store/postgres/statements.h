@@ -103,6 +103,8 @@ inline constexpr const char* kSelectChargebackPeriods = "select_chargeback_perio
 inline constexpr const char* kSelectChargebackPeriod = "select_chargeback_period";
 inline constexpr const char* kSelectClusterReserved = "select_cluster_reserved";
 inline constexpr const char* kSelectUsedByHour = "select_used_by_hour";
+inline constexpr const char* kUpsertIdlePolicy = "upsert_idle_policy";
+inline constexpr const char* kSelectIdlePolicies = "select_idle_policies";
 
 // Prepares every statement above on `conn` and sets its session options.
 void PrepareAll(pqxx::connection& conn);

@@ -83,7 +83,7 @@ const std::set<std::string> kReads = {
     "AllocationService.WatchAllocations",   "TelemetryService.GetUtilization",
     "TelemetryService.ListIdleAllocations", "TelemetryService.GetRightSizing",
     "ChargebackService.ListSlos",           "ChargebackService.ListIncidents",
-    "ChargebackService.GetChargeback"};
+    "ChargebackService.GetChargeback",      "TelemetryService.ListIdlePolicies"};
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -392,6 +392,19 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
     v1::GetRightSizingRequest r;
     span(r);
     return Unary(*s.telemetry, &v1::TelemetryService::Stub::GetRightSizing, r);
+  };
+  calls["TelemetryService.SetIdlePolicy"] = [](Stubs& s, int) {
+    v1::SetIdlePolicyRequest r;
+    r.mutable_policy()->set_workload_class(v1::WORKLOAD_CLASS_EXPERIMENTATION);
+    r.mutable_policy()->set_threshold_milli(50);
+    r.mutable_policy()->set_window_seconds(3600);
+    r.mutable_policy()->set_action("release");
+    r.mutable_policy()->set_notice_seconds(600);
+    return Unary(*s.telemetry, &v1::TelemetryService::Stub::SetIdlePolicy, r);
+  };
+  calls["TelemetryService.ListIdlePolicies"] = [](Stubs& s, int) {
+    return Unary(*s.telemetry, &v1::TelemetryService::Stub::ListIdlePolicies,
+                 v1::ListIdlePoliciesRequest());
   };
   using Cb = v1::ChargebackService::Stub;
   auto period = [](v1::Period* p) {

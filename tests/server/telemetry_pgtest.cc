@@ -185,8 +185,8 @@ TEST_F(TelemetryTest, SamplesAreMatchedCountedRolledUpAndReported) {
 // The agent's path end to end: a capture in dcgm-exporter's format, parsed
 // and put on the wire as arbiter-agent does, streamed for 65 minutes (the
 // agent's clock simulated). The idle batch job is advised a 50-milli
-// fraction, given notice to vacate by the arbiter itself, and preempted
-// when the notice runs out.
+// fraction, given notice to vacate by the arbiter itself (with the notice
+// of the class policy the platform set), and preempted when it runs out.
 TEST_F(TelemetryTest, AnIdleCaptureLeadsToRightSizingAndIdleReclaim) {
   const absl::Time t0 = clock_.TimeNow();
   v1::RequestCapacityRequest job = ValidRequest("idle-job");
@@ -220,6 +220,33 @@ TEST_F(TelemetryTest, AnIdleCaptureLeadsToRightSizingAndIdleReclaim) {
   v1::StreamSamplesResponse streamed;
   ASSERT_TRUE(Stream({batch}, &streamed).ok());
   EXPECT_EQ(streamed.stored(), 65);
+  // The platform shortens batch analytics' notice to 5 minutes.
+  v1::SetIdlePolicyRequest policy;
+  policy.mutable_policy()->set_workload_class(v1::WORKLOAD_CLASS_BATCH_ANALYTICS);
+  policy.mutable_policy()->set_threshold_milli(50);
+  policy.mutable_policy()->set_window_seconds(1800);
+  policy.mutable_policy()->set_action("release");
+  policy.mutable_policy()->set_notice_seconds(300);
+  {
+    grpc::ClientContext ctx;
+    v1::SetIdlePolicyResponse set;
+    ASSERT_TRUE(telemetry_->SetIdlePolicy(&ctx, policy, &set).ok());
+    grpc::ClientContext bad_ctx;
+    v1::SetIdlePolicyRequest bad = policy;
+    bad.mutable_policy()->set_action("delete");
+    const grpc::Status refused = telemetry_->SetIdlePolicy(&bad_ctx, bad, &set);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("policy.action"));
+    grpc::ClientContext list_ctx;
+    v1::ListIdlePoliciesResponse policies;
+    ASSERT_TRUE(telemetry_->ListIdlePolicies(&list_ctx, {}, &policies).ok());
+    ASSERT_EQ(policies.policies_size(), 4);
+    for (const v1::IdlePolicy& p : policies.policies()) {
+      if (p.workload_class() == v1::WORKLOAD_CLASS_BATCH_ANALYTICS) {
+        EXPECT_EQ(p.notice_seconds(), 300);
+      }
+    }
+  }
   ASSERT_THAT(server_->telemetry().RunOnce(now), IsOk());
 
   // 1% busy and 1,800 MiB with 20% headroom: a 50-milli fraction of 2,160 MiB.
@@ -235,7 +262,7 @@ TEST_F(TelemetryTest, AnIdleCaptureLeadsToRightSizingAndIdleReclaim) {
   EXPECT_EQ(sizing.advice(0).advised_milli(), 50);
   EXPECT_EQ(sizing.advice(0).advised_memory_mib(), 2160);
 
-  // The batch class releases after 30 idle minutes, with 10 minutes' notice.
+  // The batch class releases after 30 idle minutes, with the 5 minutes' notice set.
   const int64_t id = admitted.request().id();
   auto state_of = [&]() {
     grpc::ClientContext ctx;
@@ -254,8 +281,8 @@ TEST_F(TelemetryTest, AnIdleCaptureLeadsToRightSizingAndIdleReclaim) {
   const v1::CapacityRequest noticed = await(v1::REQUEST_STATE_PREEMPTING);
   ASSERT_EQ(noticed.state(), v1::REQUEST_STATE_PREEMPTING);
   EXPECT_EQ(noticed.reason_code(), "IDLE_RECLAIM");
-  EXPECT_EQ(noticed.preempt_deadline().seconds(), absl::ToUnixSeconds(now + absl::Minutes(10)));
-  clock_.Advance(absl::Minutes(10) + absl::Seconds(1));
+  EXPECT_EQ(noticed.preempt_deadline().seconds(), absl::ToUnixSeconds(now + absl::Minutes(5)));
+  clock_.Advance(absl::Minutes(5) + absl::Seconds(1));
   EXPECT_EQ(await(v1::REQUEST_STATE_PREEMPTED).state(), v1::REQUEST_STATE_PREEMPTED);
 }
 
