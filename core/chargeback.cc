@@ -163,14 +163,18 @@ std::vector<Statement> BuildStatements(const ChargebackInputs& in) {
 std::vector<HourPoint> HourlyReserved(absl::Span<const HeldMember> held, const std::string& team,
                                       absl::Time from, absl::Time to) {
   std::vector<HourPoint> out;
-  for (absl::Time h = from; h < to; h += absl::Hours(1)) {
-    HourPoint p;
-    p.hour = h;
-    const absl::Time end = std::min(h + absl::Hours(1), to);
-    for (const HeldMember& m : held) {
-      if (team.empty() || m.team == team) p.reserved_milli_seconds += HeldMilliSeconds(m, h, end);
+  for (absl::Time h = from; h < to; h += absl::Hours(1)) out.push_back({h, 0, 0});
+  // Each member visits only the hours it overlaps.
+  for (const HeldMember& m : held) {
+    if (!team.empty() && m.team != team) continue;
+    const absl::Time start = std::max(m.from, from);
+    const absl::Time end = std::min(m.until, to);
+    if (end <= start) continue;
+    for (size_t i = static_cast<size_t>((start - from) / absl::Hours(1));
+         i < out.size() && out[i].hour < end; ++i) {
+      out[i].reserved_milli_seconds +=
+          HeldMilliSeconds(m, out[i].hour, std::min(out[i].hour + absl::Hours(1), to));
     }
-    out.push_back(p);
   }
   return out;
 }
