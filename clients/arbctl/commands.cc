@@ -125,6 +125,7 @@ Commands::Commands(GlobalOptions options) : options_(std::move(options)) {
   allocation_ = v1::AllocationService::NewStub(channel);
   ledger_ = v1::LedgerService::NewStub(channel);
   chargeback_ = v1::ChargebackService::NewStub(channel);
+  telemetry_ = v1::TelemetryService::NewStub(channel);
 }
 
 void Commands::Deadline(grpc::ClientContext& ctx) const {

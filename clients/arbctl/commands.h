@@ -14,6 +14,7 @@
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
+#include "arbiter/v1/telemetry.grpc.pb.h"
 
 namespace arbiter::arbctl {
 
@@ -137,6 +138,14 @@ class Commands {
   int Chargeback(const std::string& from, const std::string& to, const std::string& team,
                  const std::string& format, const std::string& output);
   int ClosePeriod(const std::string& from, const std::string& to);
+  // Telemetry reads and idle policies (clients/arbctl/telemetry.cc).
+  int Usage(const std::string& from, const std::string& to, const std::string& team);
+  int ListIdle();
+  int ListIdlePolicies();
+  // `action`: report, notify or release.
+  int SetIdlePolicy(const std::string& workload_class, int32_t threshold_milli,
+                    int64_t window_seconds, const std::string& action, int64_t notice_seconds);
+  int RightSize(const std::string& from, const std::string& to, const std::string& team);
   // Loads the demo organisation; what already exists is left as it is.
   int LoadDemo();
 
@@ -165,6 +174,7 @@ class Commands {
   std::unique_ptr<v1::AllocationService::Stub> allocation_;
   std::unique_ptr<v1::LedgerService::Stub> ledger_;
   std::unique_ptr<v1::ChargebackService::Stub> chargeback_;
+  std::unique_ptr<v1::TelemetryService::Stub> telemetry_;
 };
 
 }  // namespace arbiter::arbctl

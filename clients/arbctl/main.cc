@@ -376,12 +376,46 @@ int main(int argc, char** argv) {
   cb_close->add_option("--to", period_to, "RFC 3339")->required();
   cb_close->callback([&] { rc = commands().ClosePeriod(period_from, period_to); });
 
+  CLI::App* usage = app.add_subcommand("usage", "allocated vs used GPU-hours (telemetry)");
+  usage->add_option("--from", period_from, "RFC 3339 or -<duration>")->capture_default_str();
+  usage->add_option("--to", period_to, "RFC 3339 or +/-<duration>")->capture_default_str();
+  usage->add_option("--team", period_team, "one team's");
+  usage->callback([&] { rc = commands().Usage(period_from, period_to, period_team); });
+  CLI::App* rightsize =
+      app.add_subcommand("rightsize", "smaller forms that would carry the observed peaks");
+  rightsize->add_option("--from", period_from, "RFC 3339 or -<duration>")->capture_default_str();
+  rightsize->add_option("--to", period_to, "RFC 3339 or +/-<duration>")->capture_default_str();
+  rightsize->add_option("--team", period_team, "one team's");
+  rightsize->callback([&] { rc = commands().RightSize(period_from, period_to, period_team); });
+  CLI::App* idle = app.add_subcommand("idle", "idle allocations and the policies per class");
+  idle->add_subcommand("list", "live allocations idle now")->callback([&] {
+    rc = commands().ListIdle();
+  });
+  idle->add_subcommand("policies", "the idle policy of every class")->callback([&] {
+    rc = commands().ListIdlePolicies();
+  });
+  CLI::App* idle_set = idle->add_subcommand("set-policy", "replace a class's idle policy");
+  std::string idle_class, idle_action;
+  int32_t idle_threshold = 50;
+  int64_t idle_window = 3600, idle_notice = 900;
+  idle_set->add_option("class", idle_class, "training, inference, batch_analytics, ...")
+      ->required();
+  idle_set->add_option("--under-milli", idle_threshold, "idle: busy under this (1000 = 100%)")
+      ->capture_default_str();
+  idle_set->add_option("--for-seconds", idle_window, "for this long")->capture_default_str();
+  idle_set->add_option("--action", idle_action, "report, notify or release")->required();
+  idle_set->add_option("--notice-seconds", idle_notice, "before a release")->capture_default_str();
+  idle_set->callback([&] {
+    rc =
+        commands().SetIdlePolicy(idle_class, idle_threshold, idle_window, idle_action, idle_notice);
+  });
+
   CLI::App* demo = app.add_subcommand("demo", "demo data");
   demo->add_subcommand("load", "load the demo organisation (idempotent)")->callback([&] {
     rc = commands().LoadDemo();
   });
   for (CLI::App* group : {models, clusters, pools, inventory, teams, quotas, requests, demo, slo,
-                          latency, incidents, chargeback}) {
+                          latency, incidents, chargeback, idle}) {
     group->require_subcommand(1);
   }
 

@@ -57,6 +57,8 @@ for line in "${commands[@]}"; do
   case "$args" in
     "teams list"*) grep -q "inference" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
+    "usage"*) grep -q "^TOTAL" <<<"$out" ;;
+    "idle policies"*) grep -q "batch_analytics  *5%  *1800  *release" <<<"$out" ;;
     "slo set"*) grep -q "SLO inference/chat-api in serving" <<<"$out" ;;
     "latency report"*) grep -q "^incident [0-9]*: cost 2.00 (penalty)" <<<"$out" ;;
     "incidents list"*) grep -q "chat-api" <<<"$out" ;;

@@ -1,0 +1,136 @@
+// arbctl usage, idle list|policies|set-policy, rightsize.
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+#include "clients/arbctl/commands.h"
+#include "clients/arbctl/report.h"
+#include "clients/arbctl/table.h"
+
+namespace arbiter::arbctl {
+namespace {
+
+std::string ClassOf(v1::WorkloadClass c) {
+  return absl::AsciiStrToLower(
+      v1::WorkloadClass_Name(c).substr(std::string("WORKLOAD_CLASS_").size()));
+}
+
+// Sets `from` and `to` (whole hours around the given times). False, with a
+// message, when either does not parse.
+template <typename Request>
+bool SetSpan(const std::string& from, const std::string& to, Request* req) {
+  absl::Time a, b;
+  if (!ParseWhen(from, &a) || !ParseWhen(to, &b)) {
+    std::cerr << "arbctl: --from and --to are RFC 3339 times or +/-<duration> from now\n";
+    return false;
+  }
+  req->mutable_from()->set_seconds(absl::ToUnixSeconds(a));
+  req->mutable_to()->set_seconds(absl::ToUnixSeconds(b));
+  return true;
+}
+
+std::string Percent(int64_t milli) { return absl::StrCat(milli / 10.0, "%"); }
+
+}  // namespace
+
+int Commands::Usage(const std::string& from, const std::string& to, const std::string& team) {
+  v1::GetUtilizationRequest req;
+  if (!SetSpan(from, to, &req)) return 2;
+  req.set_team(team);
+  v1::GetUtilizationResponse resp;
+  if (!Call(*telemetry_, &v1::TelemetryService::Stub::GetUtilization, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"TEAM", "POOL", "CLASS", "MODEL", "ALLOCATED_GPU_H", "USED_GPU_H", "COVERAGE",
+           "PEAK_BUSY", "PEAK_MEM_MIB", "KWH"});
+  auto row = [&](const v1::UtilizationRow& r, const std::string& team_name) {
+    const int64_t alloc = r.allocated_milli_gpu_seconds();
+    t.AddRow({team_name, r.pool(), r.workload_class() == 0 ? "" : ClassOf(r.workload_class()),
+              r.gpu_model(), GpuHoursText(alloc), GpuHoursText(r.used_milli_gpu_seconds()),
+              alloc == 0 ? "-" : Percent(r.sampled_milli_gpu_seconds() * 1000 / alloc),
+              Percent(r.peak_busy_milli()), absl::StrCat(r.peak_memory_mib()),
+              KwhText(r.energy_mwh())});
+  };
+  for (const v1::UtilizationRow& r : resp.rows()) row(r, r.team());
+  row(resp.total(), "TOTAL");
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::ListIdle() {
+  v1::ListIdleAllocationsResponse resp;
+  if (!Call(*telemetry_, &v1::TelemetryService::Stub::ListIdleAllocations,
+            v1::ListIdleAllocationsRequest(), &resp)) {
+    return 1;
+  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"REQUEST", "TEAM", "POOL", "CLASS", "PEAK_BUSY", "IDLE_GPU_H", "ACTION"});
+  for (const v1::IdleAllocation& a : resp.allocations()) {
+    t.AddRow({absl::StrCat(a.request_id()), a.team(), a.pool(), ClassOf(a.workload_class()),
+              Percent(a.peak_busy_milli()), GpuHoursText(a.idle_milli_gpu_seconds()), a.action()});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::ListIdlePolicies() {
+  v1::ListIdlePoliciesResponse resp;
+  if (!Call(*telemetry_, &v1::TelemetryService::Stub::ListIdlePolicies,
+            v1::ListIdlePoliciesRequest(), &resp)) {
+    return 1;
+  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"CLASS", "IDLE_UNDER", "FOR_S", "ACTION", "NOTICE_S"});
+  for (const v1::IdlePolicy& p : resp.policies()) {
+    t.AddRow({ClassOf(p.workload_class()), Percent(p.threshold_milli()),
+              absl::StrCat(p.window_seconds()), p.action(), absl::StrCat(p.notice_seconds())});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::SetIdlePolicy(const std::string& workload_class, int32_t threshold_milli,
+                            int64_t window_seconds, const std::string& action,
+                            int64_t notice_seconds) {
+  v1::WorkloadClass cls = v1::WORKLOAD_CLASS_UNSPECIFIED;
+  if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(workload_class), &cls)) {
+    std::cerr << "arbctl: the class is training, inference, batch_analytics or experimentation\n";
+    return 2;
+  }
+  v1::SetIdlePolicyRequest req;
+  req.mutable_policy()->set_workload_class(cls);
+  req.mutable_policy()->set_threshold_milli(threshold_milli);
+  req.mutable_policy()->set_window_seconds(window_seconds);
+  req.mutable_policy()->set_action(action);
+  req.mutable_policy()->set_notice_seconds(notice_seconds);
+  v1::SetIdlePolicyResponse resp;
+  if (!Call(*telemetry_, &v1::TelemetryService::Stub::SetIdlePolicy, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << workload_class << ": idle under " << Percent(threshold_milli) << " for "
+            << window_seconds << " s -> " << action << " (notice " << notice_seconds << " s)\n";
+  return 0;
+}
+
+int Commands::RightSize(const std::string& from, const std::string& to, const std::string& team) {
+  v1::GetRightSizingRequest req;
+  if (!SetSpan(from, to, &req)) return 2;
+  req.set_team(team);
+  v1::GetRightSizingResponse resp;
+  if (!Call(*telemetry_, &v1::TelemetryService::Stub::GetRightSizing, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t(
+      {"REQUEST", "MEMBER", "TEAM", "MODEL", "NOW_MILLI", "PEAK_BUSY", "PEAK_MEM_MIB", "ADVICE"});
+  for (const v1::RightSizing& a : resp.advice()) {
+    const std::string advice =
+        a.advised_mig_profile().empty()
+            ? absl::StrCat(a.advised_milli(), " milli, ", a.advised_memory_mib(), " MiB")
+            : absl::StrCat("MIG ", a.advised_mig_profile());
+    t.AddRow({absl::StrCat(a.request_id()), absl::StrCat(a.member()), a.team(), a.gpu_model(),
+              absl::StrCat(a.current_milli()), Percent(a.peak_busy_milli()),
+              absl::StrCat(a.peak_memory_mib()), advice});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+}  // namespace arbiter::arbctl
