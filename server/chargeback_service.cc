@@ -338,16 +338,20 @@ std::optional<absl::Status> ChargebackService::ReportOnPool(const core::LatencyW
   if (w.end > now + kWindowSkew) {
     return absl::InvalidArgumentError("window.end: the window has not ended yet");
   }
-  absl::StatusOr<bool> first = ctx_.store->InsertLatencyWindow(w, now);
-  if (!first.ok()) return first.status();
-  resp->set_duplicate(!*first);
-  if (w.p99_us <= slo->p99_target_us) return absl::OkStatus();
+  // The first report of a window stands. A repeat (or a retry after a
+  // failure between storing the window and recording its incident) decides
+  // on the stored window; the arbiter records its incident at most once.
+  absl::StatusOr<store::Store::StoredWindow> stored = ctx_.store->InsertLatencyWindow(w, now);
+  if (!stored.ok()) return stored.status();
+  const core::LatencyWindow& window = stored->window;
+  resp->set_duplicate(!stored->first);
+  if (window.p99_us <= slo->p99_target_us) return absl::OkStatus();
   resp->set_breached(true);
-  absl::StatusOr<core::AttributionInputs> in = GatherAttribution(*ctx_.store, *slo, w);
+  absl::StatusOr<core::AttributionInputs> in = GatherAttribution(*ctx_.store, *slo, window);
   if (!in.ok()) return in.status();
   auto incident = std::make_shared<core::Incident>();
   incident->slo = *slo;
-  incident->window = w;
+  incident->window = window;
   incident->recorded_at = now;
   incident->attribution = core::AttributeIncident(*in);
   // Set on the arbiter thread: whether this call recorded the incident.

@@ -169,10 +169,15 @@ class Store {
 
   // --- SLOs, incidents and chargeback.
   virtual absl::StatusOr<std::vector<core::Slo>> ListSlos(const std::string& team) = 0;
-  // Stores a reported window (a measurement, written at once); false when
-  // that window of that service was already stored (the first report wins).
-  virtual absl::StatusOr<bool> InsertLatencyWindow(const core::LatencyWindow& window,
-                                                   absl::Time reported_at) = 0;
+  // Stores a reported window (a measurement, written at once) unless that
+  // window of that service is stored already: the first report wins.
+  // Returns the stored window, and whether this call stored it.
+  struct StoredWindow {
+    core::LatencyWindow window;
+    bool first = false;
+  };
+  virtual absl::StatusOr<StoredWindow> InsertLatencyWindow(const core::LatencyWindow& window,
+                                                           absl::Time reported_at) = 0;
   // `team`'s requests in `pool` that waited for admission at some time in
   // [from, to).
   virtual absl::StatusOr<std::vector<core::WaitingRequest>> ListWaitingRequests(

@@ -104,17 +104,28 @@ absl::StatusOr<std::vector<core::Slo>> PgStore::ListSlos(const std::string& team
                         });
 }
 
-absl::StatusOr<bool> PgStore::InsertLatencyWindow(const core::LatencyWindow& w,
-                                                  absl::Time reported_at) {
-  return WithConnection("insert latency window", [&](pqxx::connection& c) -> absl::StatusOr<bool> {
-    pqxx::work tx(c);
-    const pqxx::result r =
-        tx.exec_prepared(sql::kInsertLatencyWindow, w.team, w.service, rows::ToMicros(w.start),
-                         rows::ToMicros(w.end), w.p50_us, w.p99_us, w.requests_milli_per_second,
-                         rows::ToMicros(reported_at));
-    tx.commit();
-    return r.affected_rows() == 1;
-  });
+absl::StatusOr<Store::StoredWindow> PgStore::InsertLatencyWindow(const core::LatencyWindow& w,
+                                                                 absl::Time reported_at) {
+  return WithConnection(
+      "insert latency window", [&](pqxx::connection& c) -> absl::StatusOr<StoredWindow> {
+        pqxx::work tx(c);
+        const pqxx::result r =
+            tx.exec_prepared(sql::kInsertLatencyWindow, w.team, w.service, rows::ToMicros(w.start),
+                             rows::ToMicros(w.end), w.p50_us, w.p99_us, w.requests_milli_per_second,
+                             rows::ToMicros(reported_at));
+        StoredWindow out{w, r.affected_rows() == 1};
+        if (!out.first) {
+          const pqxx::result stored = tx.exec_prepared(sql::kSelectLatencyWindow, w.team, w.service,
+                                                       rows::ToMicros(w.start));
+          if (stored.empty()) return absl::AbortedError("latency window vanished; retry");
+          out.window.end = absl::FromUnixMicros(stored[0][0].as<int64_t>());
+          out.window.p50_us = stored[0][1].as<int64_t>();
+          out.window.p99_us = stored[0][2].as<int64_t>();
+          out.window.requests_milli_per_second = stored[0][3].as<int64_t>();
+        }
+        tx.commit();
+        return out;
+      });
 }
 
 absl::StatusOr<std::vector<core::WaitingRequest>> PgStore::ListWaitingRequests(

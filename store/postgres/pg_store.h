@@ -80,8 +80,8 @@ class PgStore final : public Store {
                                                               const std::string& team) override;
   absl::StatusOr<std::vector<core::Slo>> ListSlos(const std::string& team) override;
   absl::StatusOr<std::vector<core::IdlePolicy>> ListIdlePolicies() override;
-  absl::StatusOr<bool> InsertLatencyWindow(const core::LatencyWindow& window,
-                                           absl::Time reported_at) override;
+  absl::StatusOr<StoredWindow> InsertLatencyWindow(const core::LatencyWindow& window,
+                                                   absl::Time reported_at) override;
   absl::StatusOr<std::vector<core::WaitingRequest>> ListWaitingRequests(const std::string& team,
                                                                         const std::string& pool,
                                                                         absl::Time from,

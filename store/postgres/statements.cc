@@ -185,6 +185,10 @@ constexpr Statement kStatements[] = {
      "INSERT INTO latency_windows (team, service, window_start, window_end, p50_us, p99_us, "
      "requests_milli_per_second, reported_at) VALUES ($1, $2, " TS(3) ", " TS(
          4) ", $5, $6, $7, " TS(8) ") ON CONFLICT DO NOTHING"},
+    {kSelectLatencyWindow,
+     "SELECT (extract(epoch FROM window_end) * 1000000)::bigint, p50_us, p99_us, "
+     "requests_milli_per_second FROM latency_windows WHERE team = $1 AND service = $2 AND "
+     "window_start = " TS(3)},
     {kInsertIncident,
      "INSERT INTO incidents (id, team, service, pool, window_start, window_end, p50_us, p99_us, "
      "p99_target_us, cost_micros, cost_basis, attributed_micros, recorded_at) VALUES ($1, $2, $3, "

@@ -91,6 +91,7 @@ inline constexpr const char* kSelectMemberUsage = "select_member_usage";
 inline constexpr const char* kUpsertSlo = "upsert_slo";
 inline constexpr const char* kSelectSlos = "select_slos";
 inline constexpr const char* kInsertLatencyWindow = "insert_latency_window";
+inline constexpr const char* kSelectLatencyWindow = "select_latency_window";
 inline constexpr const char* kInsertIncident = "insert_incident";
 inline constexpr const char* kInsertExternalityCharge = "insert_externality_charge";
 inline constexpr const char* kSelectIncidentKeys = "select_incident_keys";
