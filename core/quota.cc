@@ -125,15 +125,23 @@ QuotaCheck CheckQuota(const State& state, const CapacityRequestSpec& spec, const
   return check;
 }
 
-int64_t MeasuredShare(const State& state, const std::string& team) {
+namespace {
+
+// A team's fair-share weight in milli (1000 when unknown), at least 1.
+int64_t WeightOf(const State& state, const std::string& team) {
   const Team* t = state.FindTeam(team);
-  const int64_t weight = t == nullptr ? 1000 : std::max<int64_t>(1, t->weight_milli);
+  return t == nullptr ? 1000 : std::max<int64_t>(1, t->weight_milli);
+}
+
+}  // namespace
+
+int64_t MeasuredShare(const State& state, const std::string& team) {
+  const int64_t weight = WeightOf(state, team);
   return static_cast<int64_t>(static_cast<__int128>(state.MeasuredUsage(team)) * 1000 / weight);
 }
 
 int64_t DominantShare(const State& state, const std::string& team, const std::string& pool) {
-  const Team* t = state.FindTeam(team);
-  const int64_t weight = t == nullptr ? 1000 : std::max<int64_t>(1, t->weight_milli);
+  const int64_t weight = WeightOf(state, team);
   int64_t share = 0;
   for (const Quota* q : state.QuotasOf(team, pool)) {
     const int64_t over = state.UsedMilli(team, pool, q->gpu_model) - q->nominal_milli;

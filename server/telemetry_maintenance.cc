@@ -50,9 +50,18 @@ absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time now) {
   return store_->ReplaceUsageHour(hour, members, usage, now);
 }
 
-absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle(absl::Time now) {
+absl::StatusOr<std::vector<core::IdlePolicy>> TelemetryMaintenance::PoliciesInForce() {
   ARBITER_ASSIGN_OR_RETURN(auto stored, store_->ListIdlePolicies());
-  const std::vector<core::IdlePolicy> policies = core::IdlePoliciesInForce(stored);
+  return core::IdlePoliciesInForce(stored);
+}
+
+absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle(absl::Time now) {
+  ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdlePolicy> policies, PoliciesInForce());
+  return FindIdle(now, policies);
+}
+
+absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle(
+    absl::Time now, const std::vector<core::IdlePolicy>& policies) {
   absl::Duration longest;
   for (const core::IdlePolicy& p : policies) longest = std::max(longest, p.window);
   ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListHeldMembers(now - longest, now));
@@ -67,16 +76,16 @@ void TelemetryMaintenance::EnableIdleReclaim(Arbiter* arbiter) {
   arbiter_ = arbiter;
 }
 
+Arbiter* TelemetryMaintenance::arbiter() {
+  absl::MutexLock lock(&mu_);
+  return arbiter_;
+}
+
 absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
-  Arbiter* arbiter = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    arbiter = arbiter_;
-  }
+  Arbiter* arbiter = this->arbiter();
   if (arbiter == nullptr) return absl::OkStatus();
-  ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, FindIdle(now));
-  ARBITER_ASSIGN_OR_RETURN(auto stored, store_->ListIdlePolicies());
-  const std::vector<core::IdlePolicy> policies = core::IdlePoliciesInForce(stored);
+  ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdlePolicy> policies, PoliciesInForce());
+  ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, FindIdle(now, policies));
   for (const core::IdleFinding& f : idle) {
     if (f.action != core::IdleAction::kRelease) continue;
     core::IdlePolicy policy;
@@ -109,11 +118,7 @@ absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
 }
 
 absl::Status TelemetryMaintenance::RefreshMeasuredUsage(absl::Time now) {
-  Arbiter* arbiter = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    arbiter = arbiter_;
-  }
+  Arbiter* arbiter = this->arbiter();
   if (arbiter == nullptr) return absl::OkStatus();
   const absl::Time to = HourOf(now) + absl::Hours(1);
   ARBITER_ASSIGN_OR_RETURN(auto rows, store_->ListUtilization(to - kFairShareHistory, to, ""));

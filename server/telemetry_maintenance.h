@@ -65,6 +65,12 @@ class TelemetryMaintenance {
 
  private:
   void Run();
+  // The arbiter idle reclaim and fair share go through; null until enabled.
+  Arbiter* arbiter() ABSL_LOCKS_EXCLUDED(mu_);
+  // The stored idle policies over the defaults.
+  absl::StatusOr<std::vector<core::IdlePolicy>> PoliciesInForce();
+  absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(
+      absl::Time now, const std::vector<core::IdlePolicy>& policies);
   // Gives notice to the idle allocations whose policy releases them.
   absl::Status ReclaimIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the teams' measured usage over the last 24 hours to fair share.

@@ -34,11 +34,6 @@ std::string Csv(absl::string_view s) {
   return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\"", "\"\""}}), "\"");
 }
 
-std::string ClassName(v1::WorkloadClass c) {
-  return absl::AsciiStrToLower(
-      v1::WorkloadClass_Name(c).substr(std::string("WORKLOAD_CLASS_").size()));
-}
-
 std::string Time(const google::protobuf::Timestamp& t) { return TimeUtil::ToString(t); }
 
 // A cell showing `text`, carrying the exact `value` for `key`.
@@ -266,6 +261,11 @@ std::string IncidentTable(const v1::GetChargebackResponse& cb) {
 std::string MoneyText(int64_t micros) { return Fixed(micros, 1'000'000, 2); }
 std::string GpuHoursText(int64_t milli_seconds) { return Fixed(milli_seconds, 3'600'000, 2); }
 std::string KwhText(int64_t mwh) { return Fixed(mwh, 1'000'000, 3); }
+std::string ClassText(v1::WorkloadClass c) {
+  return absl::AsciiStrToLower(
+      v1::WorkloadClass_Name(c).substr(std::string("WORKLOAD_CLASS_").size()));
+}
+std::string PercentText(int64_t milli) { return absl::StrCat(milli / 10.0, "%"); }
 
 std::string ChargebackCsv(const v1::GetChargebackResponse& cb, bool lines) {
   const std::string from = Time(cb.period().from()), to = Time(cb.period().to());
@@ -278,7 +278,7 @@ std::string ChargebackCsv(const v1::GetChargebackResponse& cb, bool lines) {
       for (const v1::StatementLine& l : s.lines()) {
         absl::StrAppend(
             &out, from, ",", to, ",", Csv(s.team()), ",", Csv(l.pool()), ",", Csv(l.gpu_model()),
-            ",", ClassName(l.workload_class()), ",", GpuHoursText(l.reserved_milli_seconds()), ",",
+            ",", ClassText(l.workload_class()), ",", GpuHoursText(l.reserved_milli_seconds()), ",",
             GpuHoursText(l.used_milli_seconds()), ",", GpuHoursText(l.sampled_milli_seconds()), ",",
             MoneyText(l.reserved_cost_micros()), ",", MoneyText(l.idle_cost_micros()), ",",
             KwhText(l.energy_mwh()), "\n");

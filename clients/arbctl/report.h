@@ -22,6 +22,9 @@ namespace arbiter::arbctl {
 std::string MoneyText(int64_t micros);
 std::string GpuHoursText(int64_t milli_seconds);
 std::string KwhText(int64_t mwh);
+// "batch_analytics" for WORKLOAD_CLASS_BATCH_ANALYTICS; milli as "12.5%".
+std::string ClassText(v1::WorkloadClass c);
+std::string PercentText(int64_t milli);
 
 // One row per team with the statement's totals; `lines` adds one row per
 // statement line instead (pool, model, class).

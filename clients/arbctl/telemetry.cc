@@ -11,11 +11,6 @@
 namespace arbiter::arbctl {
 namespace {
 
-std::string ClassOf(v1::WorkloadClass c) {
-  return absl::AsciiStrToLower(
-      v1::WorkloadClass_Name(c).substr(std::string("WORKLOAD_CLASS_").size()));
-}
-
 // Sets `from` and `to` (whole hours around the given times). False, with a
 // message, when either does not parse.
 template <typename Request>
@@ -30,8 +25,6 @@ bool SetSpan(const std::string& from, const std::string& to, Request* req) {
   return true;
 }
 
-std::string Percent(int64_t milli) { return absl::StrCat(milli / 10.0, "%"); }
-
 }  // namespace
 
 int Commands::Usage(const std::string& from, const std::string& to, const std::string& team) {
@@ -45,10 +38,10 @@ int Commands::Usage(const std::string& from, const std::string& to, const std::s
            "PEAK_BUSY", "PEAK_MEM_MIB", "KWH"});
   auto row = [&](const v1::UtilizationRow& r, const std::string& team_name) {
     const int64_t alloc = r.allocated_milli_gpu_seconds();
-    t.AddRow({team_name, r.pool(), r.workload_class() == 0 ? "" : ClassOf(r.workload_class()),
+    t.AddRow({team_name, r.pool(), r.workload_class() == 0 ? "" : ClassText(r.workload_class()),
               r.gpu_model(), GpuHoursText(alloc), GpuHoursText(r.used_milli_gpu_seconds()),
-              alloc == 0 ? "-" : Percent(r.sampled_milli_gpu_seconds() * 1000 / alloc),
-              Percent(r.peak_busy_milli()), absl::StrCat(r.peak_memory_mib()),
+              alloc == 0 ? "-" : PercentText(r.sampled_milli_gpu_seconds() * 1000 / alloc),
+              PercentText(r.peak_busy_milli()), absl::StrCat(r.peak_memory_mib()),
               KwhText(r.energy_mwh())});
   };
   for (const v1::UtilizationRow& r : resp.rows()) row(r, r.team());
@@ -66,8 +59,9 @@ int Commands::ListIdle() {
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"REQUEST", "TEAM", "POOL", "CLASS", "PEAK_BUSY", "IDLE_GPU_H", "ACTION"});
   for (const v1::IdleAllocation& a : resp.allocations()) {
-    t.AddRow({absl::StrCat(a.request_id()), a.team(), a.pool(), ClassOf(a.workload_class()),
-              Percent(a.peak_busy_milli()), GpuHoursText(a.idle_milli_gpu_seconds()), a.action()});
+    t.AddRow({absl::StrCat(a.request_id()), a.team(), a.pool(), ClassText(a.workload_class()),
+              PercentText(a.peak_busy_milli()), GpuHoursText(a.idle_milli_gpu_seconds()),
+              a.action()});
   }
   t.Print(std::cout);
   return 0;
@@ -82,7 +76,7 @@ int Commands::ListIdlePolicies() {
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"CLASS", "IDLE_UNDER", "FOR_S", "ACTION", "NOTICE_S"});
   for (const v1::IdlePolicy& p : resp.policies()) {
-    t.AddRow({ClassOf(p.workload_class()), Percent(p.threshold_milli()),
+    t.AddRow({ClassText(p.workload_class()), PercentText(p.threshold_milli()),
               absl::StrCat(p.window_seconds()), p.action(), absl::StrCat(p.notice_seconds())});
   }
   t.Print(std::cout);
@@ -106,7 +100,7 @@ int Commands::SetIdlePolicy(const std::string& workload_class, int32_t threshold
   v1::SetIdlePolicyResponse resp;
   if (!Call(*telemetry_, &v1::TelemetryService::Stub::SetIdlePolicy, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
-  std::cout << workload_class << ": idle under " << Percent(threshold_milli) << " for "
+  std::cout << workload_class << ": idle under " << PercentText(threshold_milli) << " for "
             << window_seconds << " s -> " << action << " (notice " << notice_seconds << " s)\n";
   return 0;
 }
@@ -126,7 +120,7 @@ int Commands::RightSize(const std::string& from, const std::string& to, const st
             ? absl::StrCat(a.advised_milli(), " milli, ", a.advised_memory_mib(), " MiB")
             : absl::StrCat("MIG ", a.advised_mig_profile());
     t.AddRow({absl::StrCat(a.request_id()), absl::StrCat(a.member()), a.team(), a.gpu_model(),
-              absl::StrCat(a.current_milli()), Percent(a.peak_busy_milli()),
+              absl::StrCat(a.current_milli()), PercentText(a.peak_busy_milli()),
               absl::StrCat(a.peak_memory_mib()), advice});
   }
   t.Print(std::cout);
