@@ -6,8 +6,31 @@
 namespace arbiter::core {
 namespace {
 
+// Milli-GPU that `team`'s other requests in `pool` are taking back by
+// reclaim: queued, waiting for victims to vacate.
+int64_t ReclaimingMilli(const State& state, const CapacityRequest& request) {
+  int64_t milli = 0;
+  for (int64_t id : state.QueuedIn(request.spec.pool)) {
+    const CapacityRequest& r = *state.FindLiveRequest(id);
+    if (id == request.id || r.spec.team != request.spec.team) continue;
+    if (r.reason_code == kReasonPreempting && !state.VictimsOf(id).empty()) {
+      milli += r.spec.total_gpu_milli();
+    }
+  }
+  return milli;
+}
+
+// Whether `request` may reclaim its team's lent quota: what the team holds,
+// what it is already taking back, and the request stay within nominal.
+// Counting what it is taking back keeps a burst of requests from reclaiming
+// more than the team lent (and the cohort from reclaiming back and forth).
+bool MayReclaim(const State& state, const CapacityRequest& request, const Flavor& flavor) {
+  return WithinNominal(state, request.spec, *flavor.quota,
+                       request.spec.total_gpu_milli() + ReclaimingMilli(state, request));
+}
+
 bool Eligible(const State& state, const CapacityRequest& request, const Flavor& flavor,
-              const CapacityRequest& victim, absl::Time now) {
+              bool may_reclaim, const CapacityRequest& victim, absl::Time now) {
   if (victim.id == request.id || victim.state != RequestState::kAdmitted) return false;
   if (victim.spec.guaranteed) return false;
   const CapacityRequestSpec& spec = request.spec;
@@ -15,8 +38,7 @@ bool Eligible(const State& state, const CapacityRequest& request, const Flavor& 
   if (!victim.spec.preemptible) return false;
   if (victim.spec.team == spec.team && victim.spec.priority < spec.priority) return true;
   if (victim.spec.team != spec.team && victim.quota_model == flavor.quota->gpu_model &&
-      state.CohortOf(victim.spec.team) == state.CohortOf(spec.team) &&
-      WithinNominal(state, spec, *flavor.quota, spec.total_gpu_milli())) {
+      state.CohortOf(victim.spec.team) == state.CohortOf(spec.team) && may_reclaim) {
     const Quota* theirs = state.FindQuota(victim.spec.team, spec.pool, victim.quota_model);
     if (theirs != nullptr &&
         state.UsedMilli(victim.spec.team, spec.pool, victim.quota_model) > theirs->nominal_milli) {
@@ -42,8 +64,25 @@ void Remove(State& trial, const std::vector<int64_t>& victims) {
   }
 }
 
-// Whether `request` fits `flavor` and `window` in `trial` (which it mutates);
-// the GPUs it would take are added to `claim` when given.
+// Puts `victims`, freed by Remove, back in `trial` as they are in `state`.
+// REQUIRES: no victim holds a MIG instance (their placements' layout
+// changes, done when they were admitted, are not redone).
+void Restore(State& trial, const State& state, const std::vector<int64_t>& victims) {
+  for (int64_t id : victims) {
+    const CapacityRequest& v = *state.FindLiveRequest(id);
+    for (Placement p : v.placements) {
+      p.mig_layout_cleared = false;
+      p.mig_new_layout.clear();
+      trial.ApplyPlacement(p, +1);
+    }
+    trial.PutRequest(v);
+  }
+}
+
+// Whether `request` fits `flavor` and `window` in `trial`; the GPUs it would
+// take are added to `claim` when given. `trial`'s charges are as they were
+// on return (a MIG layout the trial placement chose on an empty GPU stays:
+// the GPU is empty, so it may change again).
 bool Fits(State& trial, const CapacityRequest& request, const Flavor& flavor, const Window& window,
           std::vector<GpuHold>* claim = nullptr) {
   const Quota* quota =
@@ -53,10 +92,11 @@ bool Fits(State& trial, const CapacityRequest& request, const Flavor& flavor, co
   narrowed.gpu_models = flavor.gpu_models;
   GangPlacement placed = PlaceGang(trial, narrowed, window);
   if (placed.result != FitResult::kPlaced) return false;
-  if (claim != nullptr) {
-    for (const Placement& p : placed.placements) {
+  for (const Placement& p : placed.placements) {
+    if (claim != nullptr) {
       for (int32_t g : p.gpu_indices) claim->push_back(GpuHold{p.node_id, g});
     }
+    trial.ApplyPlacement(p, -1);
   }
   return true;
 }
@@ -67,6 +107,75 @@ bool FitsWithout(const State& state, const std::vector<int64_t>& victims,
   State trial = state.Clone();
   Remove(trial, victims);
   return Fits(trial, request, flavor, window, claim);
+}
+
+// Candidates as (lost work, priority, -id), cheapest first.
+using Candidates = std::vector<std::tuple<int64_t, int32_t, int64_t>>;
+
+// Whether MIG instances are in play: the request asks for one, or a
+// candidate holds one.
+bool InvolvesMig(const State& state, const CapacityRequest& request,
+                 const Candidates& candidates) {
+  if (request.spec.shape.is_mig()) return true;
+  for (const auto& c : candidates) {
+    for (const Placement& p : state.FindLiveRequest(-std::get<2>(c))->placements) {
+      if (!p.mig_profile.empty()) return true;
+    }
+  }
+  return false;
+}
+
+// Takes candidates cheapest first until the request fits, then puts back
+// every victim it can do without, dearest first; empty when it never fits.
+// One trial state serves every step (Fits leaves its charges as they
+// were), which is only sound without MIG instances: a trial placement may
+// repartition an empty GPU that a victim would return to.
+std::vector<int64_t> ChooseInPlace(const State& state, const Candidates& candidates,
+                                   const CapacityRequest& request, const Flavor& flavor,
+                                   const Window& window) {
+  State trial = state.Clone();
+  std::vector<int64_t> chosen;
+  bool fits = false;
+  for (const auto& c : candidates) {
+    chosen.push_back(-std::get<2>(c));
+    Remove(trial, {chosen.back()});
+    if (Fits(trial, request, flavor, window)) {
+      fits = true;
+      break;
+    }
+  }
+  if (!fits) return {};
+  for (size_t i = chosen.size(); i-- > 0;) {
+    Restore(trial, state, {chosen[i]});
+    if (Fits(trial, request, flavor, window)) {
+      chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      Remove(trial, {chosen[i]});
+    }
+  }
+  return chosen;
+}
+
+// As ChooseInPlace, with a fresh copy of the state for every trial.
+std::vector<int64_t> ChooseByCopies(const State& state, const Candidates& candidates,
+                                    const CapacityRequest& request, const Flavor& flavor,
+                                    const Window& window) {
+  std::vector<int64_t> chosen;
+  bool fits = false;
+  for (const auto& c : candidates) {
+    chosen.push_back(-std::get<2>(c));
+    if (FitsWithout(state, chosen, request, flavor, window)) {
+      fits = true;
+      break;
+    }
+  }
+  if (!fits) return {};
+  for (size_t i = chosen.size(); i-- > 0;) {
+    std::vector<int64_t> without = chosen;
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+    if (FitsWithout(state, without, request, flavor, window)) chosen = std::move(without);
+  }
+  return chosen;
 }
 
 }  // namespace
@@ -80,10 +189,11 @@ int64_t LostWork(const CapacityRequest& victim, absl::Time now) {
 
 PreemptionPlan ChooseVictims(const State& state, const CapacityRequest& request,
                              const Flavor& flavor, const Window& window, absl::Time now) {
-  std::vector<std::tuple<int64_t, int32_t, int64_t>> candidates;  // Lost work, priority, -id.
+  Candidates candidates;
+  const bool may_reclaim = MayReclaim(state, request, flavor);
   for (int64_t id : state.HoldingIn(request.spec.pool)) {
     const CapacityRequest& victim = *state.FindLiveRequest(id);
-    if (!Eligible(state, request, flavor, victim, now)) continue;
+    if (!Eligible(state, request, flavor, may_reclaim, victim, now)) continue;
     candidates.emplace_back(LostWork(victim, now), victim.spec.priority, -id);
   }
   if (candidates.empty()) return PreemptionPlan();
@@ -93,26 +203,10 @@ PreemptionPlan ChooseVictims(const State& state, const CapacityRequest& request,
   for (const auto& c : candidates) all.push_back(-std::get<2>(c));
   if (!FitsWithout(state, all, request, flavor, window)) return PreemptionPlan();
 
-  // Cheapest first until the request fits.
-  State trial = state.Clone();
-  std::vector<int64_t> chosen;
-  bool fits = false;
-  for (const auto& [lost, priority, neg_id] : candidates) {
-    chosen.push_back(-neg_id);
-    Remove(trial, {-neg_id});
-    State attempt = trial.Clone();
-    if (Fits(attempt, request, flavor, window)) {
-      fits = true;
-      break;
-    }
-  }
-  if (!fits) return PreemptionPlan();
-  // Put back every victim the request can do without, dearest first.
-  for (size_t i = chosen.size(); i-- > 0;) {
-    std::vector<int64_t> without = chosen;
-    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
-    if (FitsWithout(state, without, request, flavor, window)) chosen = std::move(without);
-  }
+  const std::vector<int64_t> chosen = InvolvesMig(state, request, candidates)
+                                          ? ChooseByCopies(state, candidates, request, flavor, window)
+                                          : ChooseInPlace(state, candidates, request, flavor, window);
+  if (chosen.empty()) return PreemptionPlan();
   PreemptionPlan plan;
   if (FitsWithout(state, chosen, request, flavor, window, &plan.claim)) plan.victims = chosen;
   return plan;
