@@ -114,8 +114,7 @@ using Candidates = std::vector<std::tuple<int64_t, int32_t, int64_t>>;
 
 // Whether MIG instances are in play: the request asks for one, or a
 // candidate holds one.
-bool InvolvesMig(const State& state, const CapacityRequest& request,
-                 const Candidates& candidates) {
+bool InvolvesMig(const State& state, const CapacityRequest& request, const Candidates& candidates) {
   if (request.spec.shape.is_mig()) return true;
   for (const auto& c : candidates) {
     for (const Placement& p : state.FindLiveRequest(-std::get<2>(c))->placements) {
@@ -203,9 +202,10 @@ PreemptionPlan ChooseVictims(const State& state, const CapacityRequest& request,
   for (const auto& c : candidates) all.push_back(-std::get<2>(c));
   if (!FitsWithout(state, all, request, flavor, window)) return PreemptionPlan();
 
-  const std::vector<int64_t> chosen = InvolvesMig(state, request, candidates)
-                                          ? ChooseByCopies(state, candidates, request, flavor, window)
-                                          : ChooseInPlace(state, candidates, request, flavor, window);
+  const std::vector<int64_t> chosen =
+      InvolvesMig(state, request, candidates)
+          ? ChooseByCopies(state, candidates, request, flavor, window)
+          : ChooseInPlace(state, candidates, request, flavor, window);
   if (chosen.empty()) return PreemptionPlan();
   PreemptionPlan plan;
   if (FitsWithout(state, chosen, request, flavor, window, &plan.claim)) plan.victims = chosen;

@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   int64_t seed = -1;
   int32_t days = 0;
   app.add_option("--scenario", scenario_path, "Scenario YAML")->required();
-  app.add_option("--out", out_dir, "Directory for the CSV files and figures")->capture_default_str();
+  app.add_option("--out", out_dir, "Directory for the CSV files and figures")
+      ->capture_default_str();
   app.add_option("--policy", policies, "Policies to run (default: all three)")
       ->check(CLI::IsMember({"static", "quota-only", "arbiter"}));
   app.add_option("--seed", seed, "Override the scenario's seed");
@@ -71,10 +72,9 @@ int main(int argc, char** argv) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     const Result& r = results.back();
-    std::cerr << absl::StrFormat("daysim: %s: %d days, %d GPUs, %d core calls in %.1f s\n", name,
-                                 scenario->days,
-                                 scenario->cluster.nodes * scenario->cluster.gpus_per_node,
-                                 r.core_calls, seconds);
+    std::cerr << absl::StrFormat(
+        "daysim: %s: %d days, %d GPUs, %d core calls in %.1f s\n", name, scenario->days,
+        scenario->cluster.nodes * scenario->cluster.gpus_per_node, r.core_calls, seconds);
     if (r.held_by_jobs_milli_seconds != r.held_by_inventory_milli_seconds) {
       std::cerr << absl::StrFormat(
           "daysim: %s: conservation FAILED: jobs held %d milli-GPU s, the inventory %d\n", name,

@@ -84,12 +84,11 @@ std::string ComparisonTable(const Scenario& scenario, const std::vector<Result>&
     rows.push_back({absl::StrCat("queueing ", cls, " p50 / p95"), [cls = cls](const Result& r) {
                       auto it = r.delay_by_class.find(cls);
                       if (it == r.delay_by_class.end()) return std::string("-");
-                      return absl::StrCat(Duration(it->second.p50_seconds), " / ",
-                                          Duration(it->second.p95_seconds),
-                                          it->second.never_started > 0
-                                              ? absl::StrCat(" (", it->second.never_started,
-                                                             " never started)")
-                                              : "");
+                      return absl::StrCat(
+                          Duration(it->second.p50_seconds), " / ", Duration(it->second.p95_seconds),
+                          it->second.never_started > 0
+                              ? absl::StrCat(" (", it->second.never_started, " never started)")
+                              : "");
                     }});
   }
   rows.push_back({"preemptions (GPU-hours lost)", [](const Result& r) {
@@ -114,7 +113,8 @@ std::string ComparisonTable(const Scenario& scenario, const std::vector<Result>&
   size_t label_width = 0;
   for (const Row& row : rows) label_width = std::max(label_width, row.label.size());
   std::string out = absl::StrFormat("%-*s", label_width, "");
-  for (const Result& r : results) absl::StrAppend(&out, absl::StrFormat("  %26s", PolicyName(r.policy)));
+  for (const Result& r : results)
+    absl::StrAppend(&out, absl::StrFormat("  %26s", PolicyName(r.policy)));
   absl::StrAppend(&out, "\n");
   for (const Row& row : rows) {
     absl::StrAppend(&out, absl::StrFormat("%-*s", label_width, row.label));
@@ -165,11 +165,13 @@ std::string HourlyCsv(const Scenario& scenario, const std::vector<Result>& resul
   std::string out = "policy,hour,allocated_permille,used_permille";
   for (const ServiceSpec& s : scenario.services) absl::StrAppend(&out, ",", s.name, "_p99_ms");
   absl::StrAppend(&out, "\n");
-  const int64_t per_hour = int64_t{scenario.cluster.nodes} * scenario.cluster.gpus_per_node * 1000 * 3600;
+  const int64_t per_hour =
+      int64_t{scenario.cluster.nodes} * scenario.cluster.gpus_per_node * 1000 * 3600;
   for (const Result& r : results) {
     for (size_t h = 0; h < r.allocated_by_hour.size(); ++h) {
       absl::StrAppend(&out, PolicyName(r.policy), ",", h, ",",
-                      r.allocated_by_hour[h] * 1000 / per_hour, ",", r.used_by_hour[h] * 1000 / per_hour);
+                      r.allocated_by_hour[h] * 1000 / per_hour, ",",
+                      r.used_by_hour[h] * 1000 / per_hour);
       for (const ServiceResult& s : r.services) absl::StrAppend(&out, ",", HourP99(s, h));
       absl::StrAppend(&out, "\n");
     }
@@ -214,11 +216,12 @@ std::string Header(const Chart& c, const std::string& title, const std::string& 
       c.width, c.height, c.left, title, c.height / 2, c.height / 2, y_label);
   for (size_t day = 0; day <= c.hours / 24; ++day) {
     const double x = c.X(static_cast<double>(day * 24));
-    absl::StrAppend(&out, absl::StrFormat(
-                              "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>\n"
-                              "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">day %d</text>\n",
-                              x, c.top, x, c.height - c.bottom, x + c.X(12) - c.X(0),
-                              c.height - c.bottom + 16, day + 1));
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>\n"
+                        "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">day %d</text>\n",
+                        x, c.top, x, c.height - c.bottom, x + c.X(12) - c.X(0),
+                        c.height - c.bottom + 16, day + 1));
   }
   return out;
 }
@@ -239,9 +242,10 @@ std::string Legend(const Chart& c, const std::vector<Result>& results, const std
   std::string out;
   for (size_t i = 0; i < results.size(); ++i) {
     const int x = c.width - 420 + static_cast<int>(i) * 110;
-    absl::StrAppend(&out, absl::StrFormat("<rect x=\"%d\" y=\"10\" width=\"14\" height=\"4\" "
-                                          "fill=\"%s\"/><text x=\"%d\" y=\"16\">%s</text>\n",
-                                          x, kColours[i % 3], x + 18, PolicyName(results[i].policy)));
+    absl::StrAppend(&out,
+                    absl::StrFormat("<rect x=\"%d\" y=\"10\" width=\"14\" height=\"4\" "
+                                    "fill=\"%s\"/><text x=\"%d\" y=\"16\">%s</text>\n",
+                                    x, kColours[i % 3], x + 18, PolicyName(results[i].policy)));
   }
   if (!extra.empty()) {
     absl::StrAppend(&out, absl::StrFormat("<text x=\"%d\" y=\"32\" fill=\"#555\">%s</text>\n",
@@ -258,14 +262,16 @@ std::string UtilizationSvg(const Scenario& scenario, const std::vector<Result>& 
   std::string out = Header(c, "Share of GPU capacity used (solid) and allocated (dashed), per hour",
                            "share of capacity");
   for (int pct = 0; pct <= 100; pct += 20) {
-    absl::StrAppend(&out, absl::StrFormat("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>"
-                                          "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
-                                          "stroke=\"#eee\"/>\n",
-                                          c.left - 6, c.Y(pct / 100.0) + 4, pct, c.left,
-                                          c.Y(pct / 100.0), c.width - c.right, c.Y(pct / 100.0)));
+    absl::StrAppend(&out,
+                    absl::StrFormat("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>"
+                                    "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                                    "stroke=\"#eee\"/>\n",
+                                    c.left - 6, c.Y(pct / 100.0) + 4, pct, c.left, c.Y(pct / 100.0),
+                                    c.width - c.right, c.Y(pct / 100.0)));
   }
   const double per_hour =
-      static_cast<double>(int64_t{scenario.cluster.nodes} * scenario.cluster.gpus_per_node) * 1000 * 3600;
+      static_cast<double>(int64_t{scenario.cluster.nodes} * scenario.cluster.gpus_per_node) * 1000 *
+      3600;
   for (size_t i = 0; i < results.size(); ++i) {
     std::vector<double> used, allocated;
     for (size_t h = 0; h < results[i].used_by_hour.size(); ++h) {
@@ -282,8 +288,9 @@ std::string UtilizationSvg(const Scenario& scenario, const std::vector<Result>& 
 std::string P99Svg(const Scenario& scenario, const std::vector<Result>& results) {
   Chart c;
   c.hours = static_cast<size_t>(scenario.days) * 24;
-  std::string out = Header(c, "Serving p99 over its baseline, worst service, worst minute of each hour",
-                           "p99 / baseline (log)");
+  std::string out =
+      Header(c, "Serving p99 over its baseline, worst service, worst minute of each hour",
+             "p99 / baseline (log)");
   const double top = std::log10(60.0);
   auto y = [&](double ratio) { return std::log10(std::max(ratio, 1.0)) / top; };
   for (double tick : {1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0}) {
@@ -310,7 +317,8 @@ std::string P99Svg(const Scenario& scenario, const std::vector<Result>& results)
     }
     absl::StrAppend(&out, Polyline(c, ratio, kColours[i % 3], false));
   }
-  absl::StrAppend(&out, Legend(c, results, absl::StrFormat("dashed: the tightest SLO (%.1fx)", slo)),
+  absl::StrAppend(&out,
+                  Legend(c, results, absl::StrFormat("dashed: the tightest SLO (%.1fx)", slo)),
                   "</svg>\n");
   return out;
 }

@@ -63,8 +63,7 @@ absl::Status ReadService(const YAML::Node& n, const std::string& p, ServiceSpec&
   ARBITER_RETURN_IF_ERROR(Read(n, "replica_milli", p, s.replica_milli));
   ARBITER_RETURN_IF_ERROR(Read(n, "replica_memory_mib", p, s.replica_memory_mib));
   ARBITER_RETURN_IF_ERROR(Read(n, "replica_rps", p, s.replica_rps));
-  ARBITER_RETURN_IF_ERROR(
-      Read(n, "target_utilization_permille", p, s.target_utilization_permille));
+  ARBITER_RETURN_IF_ERROR(Read(n, "target_utilization_permille", p, s.target_utilization_permille));
   ARBITER_RETURN_IF_ERROR(Read(n, "min_replicas", p, s.min_replicas));
   ARBITER_RETURN_IF_ERROR(Read(n, "cold_start_seconds", p, s.cold_start_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "scale_down_delay_seconds", p, s.scale_down_delay_seconds));
@@ -96,8 +95,7 @@ absl::Status ReadStream(const YAML::Node& n, const std::string& p, StreamSpec& s
   ARBITER_RETURN_IF_ERROR(Read(n, "max_work_seconds", p, s.max_work_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "preemptible", p, s.preemptible));
   ARBITER_RETURN_IF_ERROR(Read(n, "checkpoint_seconds", p, s.checkpoint_seconds));
-  ARBITER_RETURN_IF_ERROR(
-      Read(n, "checkpoint_interval_seconds", p, s.checkpoint_interval_seconds));
+  ARBITER_RETURN_IF_ERROR(Read(n, "checkpoint_interval_seconds", p, s.checkpoint_interval_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "busy_permille", p, s.busy_permille));
   ARBITER_RETURN_IF_ERROR(Read(n, "min_idle_tail_seconds", p, s.min_idle_tail_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "max_idle_tail_seconds", p, s.max_idle_tail_seconds));
@@ -115,8 +113,7 @@ absl::Status ReadTop(const YAML::Node& root, Scenario& s) {
   if (!absl::ParseTime(absl::RFC3339_full, start, &s.start, &err)) {
     return Invalid("start", absl::StrCat("not an RFC 3339 time: ", err));
   }
-  ARBITER_RETURN_IF_ERROR(
-      Read(root, "price_micros_per_gpu_hour", "", s.price_micros_per_gpu_hour));
+  ARBITER_RETURN_IF_ERROR(Read(root, "price_micros_per_gpu_hour", "", s.price_micros_per_gpu_hour));
   ARBITER_RETURN_IF_ERROR(Read(root, "autoscale_seconds", "", s.autoscale_seconds));
   ARBITER_RETURN_IF_ERROR(
       Read(root, "co_tenancy_slowdown_permille", "", s.co_tenancy_slowdown_permille));
@@ -226,8 +223,9 @@ absl::Status ValidateScenario(const Scenario& s) {
     partitioned += t.gpus;
   }
   if (partitioned != int64_t{s.cluster.nodes} * s.cluster.gpus_per_node) {
-    return Invalid("teams", absl::StrCat("partitions add up to ", partitioned, " GPUs, the cluster has ",
-                                         int64_t{s.cluster.nodes} * s.cluster.gpus_per_node));
+    return Invalid("teams",
+                   absl::StrCat("partitions add up to ", partitioned, " GPUs, the cluster has ",
+                                int64_t{s.cluster.nodes} * s.cluster.gpus_per_node));
   }
   for (size_t i = 0; i < s.services.size(); ++i) {
     ARBITER_RETURN_IF_ERROR(

@@ -58,12 +58,12 @@ struct Job {
   int32_t gen = 0;  // Bumped whenever a scheduled finish or release goes stale.
   int64_t first_admitted = kNever;
   int64_t held_since = 0;
-  int64_t progress_from = 0;   // Work runs from here (after restore / cold start).
-  int64_t done_at_start = 0;   // Work done when this hold began.
-  int64_t work_end = kNever;   // When the work completes in this hold.
-  int64_t deadline = kNever;   // Preemption deadline, when told to vacate.
-  bool resumed = false;        // Has a checkpoint to restore from.
-  bool abandoned = false;      // A daily gang not needed: never counted.
+  int64_t progress_from = 0;  // Work runs from here (after restore / cold start).
+  int64_t done_at_start = 0;  // Work done when this hold began.
+  int64_t work_end = kNever;  // When the work completes in this hold.
+  int64_t deadline = kNever;  // Preemption deadline, when told to vacate.
+  bool resumed = false;       // Has a checkpoint to restore from.
+  bool abandoned = false;     // A daily gang not needed: never counted.
   bool denied = false;
   int64_t queued_since = 0;
   int64_t wait_end = kNever;  // Cancelled before it was ever admitted.
@@ -93,7 +93,8 @@ struct ServiceState {
 // Whether `job` holds GPUs that are busy at `t`, and how busy (permille).
 int32_t BusyPermille(const Job& job, const StreamSpec* stream, int64_t t) {
   if (job.phase != Phase::kHeld || t < job.progress_from || t >= job.work_end) return 0;
-  if (job.deadline != kNever && stream != nullptr && t >= job.deadline - stream->checkpoint_seconds) {
+  if (job.deadline != kNever && stream != nullptr &&
+      t >= job.deadline - stream->checkpoint_seconds) {
     return 0;  // Writing its last checkpoint.
   }
   return stream == nullptr ? 1000 : stream->busy_permille;
@@ -397,8 +398,8 @@ class Simulator {
         spec.workload_class == WorkloadClass::kExperimentation) {
       return out;
     }
-    const bool serving_lends = std::count(s_.serving_lends_to.begin(), s_.serving_lends_to.end(),
-                                          spec.workload_class) > 0;
+    const bool serving_lends =
+        std::count(s_.serving_lends_to.begin(), s_.serving_lends_to.end(), spec.workload_class) > 0;
     for (const char* pool : {"serving", "batch", "dev"}) {
       if (pool == HomePool(team) || (pool == std::string("serving") && !serving_lends)) continue;
       out.push_back(pool);
@@ -496,8 +497,8 @@ class Simulator {
     if (job.service >= 0) {
       ServiceState& sv = services_[job.service];
       sv.wait_index[job.request_id] = sv.waits.size();
-      sv.waits.push_back({job.request_id, job.spec.total_gpu_milli(), kReplicaPriority,
-                          Now(now_), absl::InfiniteFuture()});
+      sv.waits.push_back({job.request_id, job.spec.total_gpu_milli(), kReplicaPriority, Now(now_),
+                          absl::InfiniteFuture()});
     }
   }
 
@@ -537,11 +538,6 @@ class Simulator {
           if (jobs_[id].phase != Phase::kHeld) Admitted(id, w->request);
           break;
         case core::RequestState::kPreempting:
-          if (getenv("DAYSIM_DEBUG")) {
-            const core::CapacityRequest* by = state_.FindLiveRequest(w->request.preempted_by);
-            debug_[absl::StrCat(w->request.spec.team, "/", w->request.spec.pool, " <- ",
-                                by ? by->spec.team : "?", " ", w->request.reason_code)]++;
-          }
           jobs_[id].deadline = absl::ToInt64Seconds(w->request.preempt_deadline - s_.start);
           break;
         case core::RequestState::kPreempted:
@@ -718,8 +714,8 @@ class Simulator {
     double factor = 1.0;
     for (int64_t start : workload_.spikes[i]) {
       if (t < start || t >= start + v.spike_ramp_seconds + v.spike_minutes * kMinute) continue;
-      const double ramp = std::min(1.0, static_cast<double>(t - start + 1) /
-                                            std::max<int64_t>(1, v.spike_ramp_seconds));
+      const double ramp = std::min(
+          1.0, static_cast<double>(t - start + 1) / std::max<int64_t>(1, v.spike_ramp_seconds));
       factor = std::max(factor, 1.0 + (v.spike_factor - 1) * ramp);
     }
     return static_cast<double>(v.peak_rps) * Diurnal(v, t) * factor;
@@ -738,8 +734,8 @@ class Simulator {
     ServiceState& sv = services_[i];
     std::erase_if(sv.replicas, [&](int32_t id) { return jobs_[id].phase == Phase::kDone; });
     const double per_replica = v.replica_rps * v.target_utilization_permille / 1000.0;
-    const int64_t want =
-        std::max<int64_t>(v.min_replicas, static_cast<int64_t>(std::ceil(Load(i, now_) / per_replica)));
+    const int64_t want = std::max<int64_t>(
+        v.min_replicas, static_cast<int64_t>(std::ceil(Load(i, now_) / per_replica)));
     const int64_t have = static_cast<int64_t>(sv.replicas.size());
     if (want >= have) sv.below_since = kNever;
     for (int64_t k = have; k < want; ++k) AddReplica(i);
@@ -803,8 +799,8 @@ class Simulator {
     const bool other_classes =
         gpu.class_mask() & ~(uint32_t{1} << static_cast<int>(WorkloadClass::kInference));
     if (other_classes) contended = true;
-    const int32_t permille = other_classes ? s_.co_tenancy_slowdown_permille
-                                           : s_.inference_neighbour_slowdown_permille;
+    const int32_t permille =
+        other_classes ? s_.co_tenancy_slowdown_permille : s_.inference_neighbour_slowdown_permille;
     return v.replica_rps / (1.0 + permille / 1000.0 * static_cast<double>(others) / 1000.0);
   }
 
@@ -855,8 +851,12 @@ class Simulator {
     const int32_t p99 = *std::max_element(begin, r.p99_ms_by_minute.end());
     if (p99 <= v.slo_p99_ms) return;
     core::AttributionInputs in;
-    in.slo = {v.team, v.name, HomePool(v.team), v.slo_p99_ms * 1000,
-              absl::Seconds(v.slo_window_seconds), v.penalty_micros_per_minute};
+    in.slo = {v.team,
+              v.name,
+              HomePool(v.team),
+              v.slo_p99_ms * 1000,
+              absl::Seconds(v.slo_window_seconds),
+              v.penalty_micros_per_minute};
     const absl::Time end = Now(static_cast<int64_t>(r.p99_ms_by_minute.size()) * kMinute);
     const absl::Time start = end - absl::Seconds(v.slo_window_seconds);
     in.window = {v.team, v.name, start, end, p99 * 1000 / 3, int64_t{p99} * 1000, 0};
@@ -933,7 +933,6 @@ class Simulator {
 
   // --- The week is over: what stays held counts up to the end.
   void Finish() {
-    for (const auto& [k, v] : debug_) fprintf(stderr, "%s: %ld\n", k.c_str(), (long)v);
     for (int32_t id = 0; id < static_cast<int32_t>(jobs_.size()); ++id) {
       if (jobs_[id].phase == Phase::kHeld) EndHold(id);
     }
@@ -946,9 +945,9 @@ class Simulator {
       r.name = t.name;
       r.allocated_milli_seconds = team_allocated_[t.name];
       r.used_milli_seconds = team_used_[t.name];
-      r.reserved_cost_micros = static_cast<int64_t>(
-          static_cast<__int128>(r.allocated_milli_seconds) * s_.price_micros_per_gpu_hour /
-          (1000 * kHour));
+      r.reserved_cost_micros =
+          static_cast<int64_t>(static_cast<__int128>(r.allocated_milli_seconds) *
+                               s_.price_micros_per_gpu_hour / (1000 * kHour));
       r.externality_charged_micros = team_charged_[t.name];
       r.externality_credited_micros = team_credited_[t.name];
     }
@@ -965,10 +964,14 @@ class Simulator {
       if (until == horizon_) ++d.never_started;
       waits[cls].push_back(until - job.arrival);
     }
+    // Nearest-rank percentiles.
+    auto rank = [](const std::vector<int64_t>& w, size_t pct) {
+      return w[(w.size() * pct + 99) / 100 - 1];
+    };
     for (auto& [cls, w] : waits) {
       std::sort(w.begin(), w.end());
-      result_.delay_by_class[cls].p50_seconds = w[(w.size() - 1) / 2];
-      result_.delay_by_class[cls].p95_seconds = w[(w.size() - 1) * 95 / 100];
+      result_.delay_by_class[cls].p50_seconds = rank(w, 50);
+      result_.delay_by_class[cls].p95_seconds = rank(w, 95);
     }
   }
 
@@ -977,7 +980,8 @@ class Simulator {
       for (int64_t day = 0; day < s_.days; ++day) {
         if (IsWeekend(s_, day)) continue;
         const size_t from = static_cast<size_t>(day * 1440 + 7 * 60);
-        const size_t to = std::min(r.p99_ms_by_minute.size(), static_cast<size_t>(day * 1440 + 11 * 60));
+        const size_t to =
+            std::min(r.p99_ms_by_minute.size(), static_cast<size_t>(day * 1440 + 11 * 60));
         if (to <= from) continue;
         std::vector<int32_t> m(r.p99_ms_by_minute.begin() + from, r.p99_ms_by_minute.begin() + to);
         std::nth_element(m.begin(), m.begin() + m.size() / 2, m.end());
@@ -999,7 +1003,6 @@ class Simulator {
   std::vector<ServiceState> services_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   absl::flat_hash_map<int64_t, int32_t> by_request_;
-  std::map<std::string, int64_t> debug_;
   std::map<int32_t, int32_t> pending_;
   std::map<int32_t, int64_t> daily_stopped_;  // Stream -> arrival of the batch that stopped.
   std::map<int32_t, std::deque<int32_t>> backlog_;
