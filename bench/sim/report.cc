@@ -198,7 +198,7 @@ namespace {
 
 // A week-long chart: x is the hour, y from `y_of` in [0, 1] of the plot height.
 struct Chart {
-  int width = 960, height = 360, left = 60, right = 20, top = 40, bottom = 40;
+  int width = 960, height = 380, left = 60, right = 20, top = 60, bottom = 40;
   size_t hours = 168;
   double X(double hour) const {
     return left + (width - left - right) * hour / static_cast<double>(std::max<size_t>(1, hours));
@@ -241,15 +241,15 @@ std::string Polyline(const Chart& c, const std::vector<double>& fractions, const
 std::string Legend(const Chart& c, const std::vector<Result>& results, const std::string& extra) {
   std::string out;
   for (size_t i = 0; i < results.size(); ++i) {
-    const int x = c.width - 420 + static_cast<int>(i) * 110;
+    const int x = c.left + static_cast<int>(i) * 110;
     absl::StrAppend(&out,
-                    absl::StrFormat("<rect x=\"%d\" y=\"10\" width=\"14\" height=\"4\" "
-                                    "fill=\"%s\"/><text x=\"%d\" y=\"16\">%s</text>\n",
+                    absl::StrFormat("<rect x=\"%d\" y=\"34\" width=\"14\" height=\"4\" "
+                                    "fill=\"%s\"/><text x=\"%d\" y=\"40\">%s</text>\n",
                                     x, kColours[i % 3], x + 18, PolicyName(results[i].policy)));
   }
   if (!extra.empty()) {
-    absl::StrAppend(&out, absl::StrFormat("<text x=\"%d\" y=\"32\" fill=\"#555\">%s</text>\n",
-                                          c.width - 420, extra));
+    absl::StrAppend(&out, absl::StrFormat("<text x=\"%d\" y=\"40\" fill=\"#555\">%s</text>\n",
+                                          c.left + static_cast<int>(results.size()) * 110, extra));
   }
   return out;
 }

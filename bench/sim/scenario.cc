@@ -107,6 +107,7 @@ absl::Status ReadTop(const YAML::Node& root, Scenario& s) {
   ARBITER_RETURN_IF_ERROR(Read(root, "name", "", s.name));
   ARBITER_RETURN_IF_ERROR(Read(root, "seed", "", s.seed));
   ARBITER_RETURN_IF_ERROR(Read(root, "days", "", s.days));
+  ARBITER_RETURN_IF_ERROR(Read(root, "warmup_days", "", s.warmup_days));
   std::string start = "2026-11-02T00:00:00Z";
   ARBITER_RETURN_IF_ERROR(Read(root, "start", "", start));
   std::string err;
@@ -200,6 +201,7 @@ absl::Status ValidateStream(const StreamSpec& v, const std::string& p,
 
 absl::Status ValidateScenario(const Scenario& s) {
   if (s.days < 1 || s.days > 31) return Invalid("days", "must be in 1..31");
+  if (s.warmup_days < 0 || s.warmup_days > 7) return Invalid("warmup_days", "must be in 0..7");
   if (s.cluster.nodes < 1 || s.cluster.gpus_per_node < 1) {
     return Invalid("cluster.nodes", "need nodes >= 1 and gpus_per_node >= 1");
   }

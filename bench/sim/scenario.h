@@ -109,6 +109,10 @@ struct Scenario {
   std::string name;
   uint64_t seed = 1;
   int32_t days = 7;
+  // Simulated before `start` and not measured, so that the measured week
+  // starts with queues, backlogs and long runs in flight, not an empty
+  // cluster.
+  int32_t warmup_days = 1;
   absl::Time start;  // Default: Monday 2026-11-02 00:00 UTC.
   ClusterSpec cluster;
   std::vector<TeamSpec> teams;

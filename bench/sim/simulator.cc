@@ -102,10 +102,21 @@ int32_t BusyPermille(const Job& job, const StreamSpec* stream, int64_t t) {
 
 class Simulator {
  public:
-  Simulator(const Scenario& s, Policy p) : s_(s), policy_(p), workload_(DrawWorkload(s)) {
+  // Simulates the warm-up days and then the measured days; the measured
+  // days start at `measure_from_`.
+  Simulator(const Scenario& s, Policy p)
+      : s_(WithWarmup(s)), policy_(p), workload_(DrawWorkload(s_)) {
     result_.policy = p;
-    horizon_ = int64_t{s.days} * 86'400;
+    horizon_ = int64_t{s_.days} * 86'400;
+    measure_from_ = int64_t{s.warmup_days} * 86'400;
   }
+
+  static Scenario WithWarmup(Scenario s) {
+    s.start -= absl::Hours(24 * s.warmup_days);
+    s.days += s.warmup_days;
+    return s;
+  }
+  bool Measuring() const { return now_ >= measure_from_; }
 
   Result Run() {
     Setup();
@@ -657,7 +668,7 @@ class Simulator {
     auto r = core::ReclaimIdle(state_, job.request_id, notice, "idle past its class's window",
                                Now(now_), ch);
     Check(r.status());
-    if (r.ok()) ++result_.idle_reclaims;
+    if (r.ok() && Measuring()) ++result_.idle_reclaims;
     Apply(ch);
   }
 
@@ -674,7 +685,7 @@ class Simulator {
       ++result_.jobs_completed;
       return;
     }
-    ++result_.preemptions;
+    if (Measuring()) ++result_.preemptions;
     const StreamSpec& st = s_.streams[job.stream];
     int64_t kept = 0;
     if (st.checkpoint_seconds > 0) {
@@ -686,7 +697,7 @@ class Simulator {
       job.done = 0;
     }
     const int64_t useful = kept * 1000 / RatePermille(job);
-    result_.lost_milli_seconds += milli * std::max<int64_t>(0, held - useful);
+    if (Measuring()) result_.lost_milli_seconds += milli * std::max<int64_t>(0, held - useful);
     job.phase = Phase::kWaiting;
     Push(now_, EventType::kArrive, id);
   }
@@ -726,7 +737,7 @@ class Simulator {
       Autoscale(i);
       MeasureLatency(i);
     }
-    if (now_ % kMinute == 0) SampleMinute();
+    if (now_ % kMinute == 0 && Measuring()) SampleMinute();
   }
 
   void Autoscale(int32_t i) {
@@ -829,6 +840,11 @@ class Simulator {
     const ServiceSpec& v = s_.services[i];
     ServiceState& sv = services_[i];
     ServiceResult& r = result_.services[i];
+    if (!Measuring()) {
+      sv.minute_p99 = 0;
+      sv.minute_contention = false;
+      return;
+    }
     r.p99_ms_by_minute.push_back(static_cast<int32_t>(std::lround(sv.minute_p99)));
     if (sv.minute_p99 > v.slo_p99_ms) {
       ++r.breach_minutes;
@@ -857,7 +873,8 @@ class Simulator {
               v.slo_p99_ms * 1000,
               absl::Seconds(v.slo_window_seconds),
               v.penalty_micros_per_minute};
-    const absl::Time end = Now(static_cast<int64_t>(r.p99_ms_by_minute.size()) * kMinute);
+    const absl::Time end =
+        Now(measure_from_ + static_cast<int64_t>(r.p99_ms_by_minute.size()) * kMinute);
     const absl::Time start = end - absl::Seconds(v.slo_window_seconds);
     in.window = {v.team, v.name, start, end, p99 * 1000 / 3, int64_t{p99} * 1000, 0};
     for (const core::HeldMember& m : held_) {
@@ -897,7 +914,7 @@ class Simulator {
       (void)shared;
       rho[i] = capacity > 0 ? std::min(1.0, Load(static_cast<int32_t>(i), now_) / capacity) : 0;
     }
-    const size_t hour = static_cast<size_t>(now_ / kHour);
+    const size_t hour = static_cast<size_t>((now_ - measure_from_) / kHour);
     result_.allocated_by_hour.resize(std::max(result_.allocated_by_hour.size(), hour + 1));
     result_.used_by_hour.resize(result_.allocated_by_hour.size());
     for (const Job& job : jobs_) {
@@ -937,7 +954,7 @@ class Simulator {
       if (jobs_[id].phase == Phase::kHeld) EndHold(id);
     }
     result_.capacity_milli_seconds =
-        int64_t{s_.cluster.nodes} * s_.cluster.gpus_per_node * 1000 * horizon_;
+        int64_t{s_.cluster.nodes} * s_.cluster.gpus_per_node * 1000 * (horizon_ - measure_from_);
     Delays();
     Morning();
     for (const TeamSpec& t : s_.teams) {
@@ -956,7 +973,7 @@ class Simulator {
   void Delays() {
     std::map<std::string, std::vector<int64_t>> waits;
     for (const Job& job : jobs_) {
-      if (job.standing || job.abandoned || job.denied) continue;
+      if (job.standing || job.abandoned || job.denied || job.arrival < measure_from_) continue;
       const std::string cls(core::WorkloadClassName(job.spec.workload_class));
       DelayStats& d = result_.delay_by_class[cls];
       ++d.jobs;
@@ -977,8 +994,9 @@ class Simulator {
 
   void Morning() {
     for (ServiceResult& r : result_.services) {
-      for (int64_t day = 0; day < s_.days; ++day) {
-        if (IsWeekend(s_, day)) continue;
+      const int64_t first_day = measure_from_ / 86'400;
+      for (int64_t day = 0; day + first_day < s_.days; ++day) {
+        if (IsWeekend(s_, day + first_day)) continue;
         const size_t from = static_cast<size_t>(day * 1440 + 7 * 60);
         const size_t to =
             std::min(r.p99_ms_by_minute.size(), static_cast<size_t>(day * 1440 + 11 * 60));
@@ -991,10 +1009,11 @@ class Simulator {
     }
   }
 
-  const Scenario& s_;
+  const Scenario s_;  // Starts with the warm-up.
   const Policy policy_;
   const Workload workload_;
   int64_t horizon_ = 0;
+  int64_t measure_from_ = 0;
   int64_t now_ = 0;
   int64_t seq_ = 0;
   core::State state_;

@@ -66,6 +66,7 @@ Scenario TwoTeams() {
   auto s = ParseScenario(R"(
 name: two-teams
 days: 1
+warmup_days: 0
 cluster: {nodes: 2, gpus_per_node: 8}
 arbiter_grace_seconds: 60
 teams:
