@@ -65,7 +65,6 @@ struct Job {
   bool resumed = false;       // Has a checkpoint to restore from.
   bool abandoned = false;     // A daily gang not needed: never counted.
   bool denied = false;
-  int64_t queued_since = 0;
   int64_t wait_end = kNever;  // Cancelled before it was ever admitted.
   int64_t done = 0;           // Work done and kept, seconds.
 };
@@ -84,6 +83,7 @@ struct Event {
 struct ServiceState {
   std::vector<int32_t> replicas;  // Live replica jobs (queued or held).
   int64_t below_since = kNever;   // Since when fewer replicas would do.
+  double ready_capacity = 0;      // Requests/s its ready replicas serve, as of the last step.
   double minute_p99 = 0;
   bool minute_contention = false;
   std::vector<core::WaitingRequest> waits;
@@ -245,7 +245,7 @@ class Simulator {
     // Preemptible work may run on what other pools lend (nominal 0,
     // unlimited borrowing).
     for (const StreamSpec& st : s_.streams) {
-      for (const std::string& pool : SpotPools(st.team, StreamSpec_(st))) {
+      for (const std::string& pool : SpotPools(st.team, SpecOf(st))) {
         if (state_.FindQuota(st.team, pool) != nullptr) continue;
         core::Quota spot{st.team, pool, 0};
         spot.borrowing_limit_milli = core::kUnlimited;
@@ -269,7 +269,7 @@ class Simulator {
       Job job;
       job.stream = d.stream;
       job.team = st.team;
-      job.spec = StreamSpec_(st);
+      job.spec = SpecOf(st);
       job.arrival = d.arrival;
       job.work = d.work_seconds;
       job.idle_tail = d.idle_tail_seconds;
@@ -289,7 +289,7 @@ class Simulator {
     Push(0, EventType::kStep);
   }
 
-  core::CapacityRequestSpec StreamSpec_(const StreamSpec& st) const {
+  core::CapacityRequestSpec SpecOf(const StreamSpec& st) const {
     core::CapacityRequestSpec spec;
     spec.team = st.team;
     spec.workload_class = st.workload_class;
@@ -503,7 +503,6 @@ class Simulator {
   void MarkQueued(int32_t id) {
     Job& job = jobs_[id];
     job.phase = Phase::kQueued;
-    job.queued_since = now_;
     if (job.stream >= 0) ++pending_[job.stream];
     if (job.service >= 0) {
       ServiceState& sv = services_[job.service];
@@ -827,6 +826,7 @@ class Simulator {
         capacity += ReplicaCapacity(job, contention);
       }
     }
+    sv.ready_capacity = capacity;
     const double rho = capacity > 0 ? Load(i, now_) / capacity : 2.0;
     const double target = v.target_utilization_permille / 1000.0;
     const double p99 = rho >= 0.98 ? kSaturatedP99 * v.base_p99_ms
@@ -903,15 +903,7 @@ class Simulator {
   void SampleMinute() {
     std::vector<double> rho(s_.services.size(), 0);
     for (size_t i = 0; i < s_.services.size(); ++i) {
-      double capacity = 0;
-      bool shared = false;
-      for (int32_t id : services_[i].replicas) {
-        const Job& job = jobs_[id];
-        if (job.phase == Phase::kHeld && now_ >= job.progress_from) {
-          capacity += ReplicaCapacity(job, shared);
-        }
-      }
-      (void)shared;
+      const double capacity = services_[i].ready_capacity;  // This step's (MeasureLatency).
       rho[i] = capacity > 0 ? std::min(1.0, Load(static_cast<int32_t>(i), now_) / capacity) : 0;
     }
     const size_t hour = static_cast<size_t>((now_ - measure_from_) / kHour);
