@@ -88,10 +88,18 @@ FreeCapacity After(FreeCapacity free, const MemberShape& shape, int64_t had, int
   return free;
 }
 
-// Score of a candidate, lower is better: the growth of the node's expected
-// fragmentation for the learnt demand mix (0 without a mix), then how much
-// GPU capacity the node keeps free (best fit), then node id and GPU index.
-using Score = std::tuple<int64_t, int64_t, int64_t, int32_t>;
+// Score of a candidate, lower is better: for a fraction, the share value it
+// loses (SharePrices::Loss, in micro-GPU; 0 for other shapes); then the
+// growth of the node's expected fragmentation for the learnt demand mix (0
+// without a mix); then how much GPU capacity the node keeps free (best fit);
+// then node id and GPU index.
+using Score = std::tuple<int64_t, int64_t, int64_t, int64_t, int32_t>;
+
+// SharePrices::Loss of putting `take` on a GPU with `had` free, in micro-GPU,
+// rounded so that floating-point noise never decides.
+int64_t ShareLoss(const State& state, int64_t had, int64_t take) {
+  return std::llround(state.share_prices().Loss(had, take) * 1e6);
+}
 
 // Growth in micro-GPU, rounded, so that floating-point noise never decides
 // between candidates that are equal; ties fall to the rest of the Score.
@@ -124,7 +132,7 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
     if (empty < k) continue;
     const FreeCapacity before = FreeOf(node);
     const FreeCapacity after = After(before, spec.shape, kMilliPerGpu, kMilliPerGpu, k);
-    Score score{FragmentGrowth(state, before, after), TotalFree(after), node.id, 0};
+    Score score{0, FragmentGrowth(state, before, after), TotalFree(after), node.id, 0};
     if (best == nullptr || score < best_score) {
       best = &node;
       best_score = score;
@@ -167,7 +175,8 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
       if (tried_count < kMaxGpusScored) tried[tried_count++] = had;
       if (!before.has_value()) before = FreeOf(node);
       const FreeCapacity after = After(*before, spec.shape, had, f.gpu_milli, 1);
-      Score score{FragmentGrowth(state, *before, after), had - f.gpu_milli, node.id, gpu.index};
+      Score score{ShareLoss(state, had, f.gpu_milli), FragmentGrowth(state, *before, after),
+                  had - f.gpu_milli, node.id, gpu.index};
       if (best_node == nullptr || score < best_score) {
         best_node = &node;
         best_gpu = gpu.index;
@@ -240,7 +249,7 @@ std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec&
         if (profile == nullptr) continue;
         if (!before.has_value()) before = FreeOf(node);
         const FreeCapacity after = After(*before, spec.shape, kMilliPerGpu, kMilliPerGpu, 1);
-        Score score{FragmentGrowth(state, *before, after), TotalFree(after), node.id, gpu.index};
+        Score score{0, FragmentGrowth(state, *before, after), TotalFree(after), node.id, gpu.index};
         if (best_node == nullptr || score < best_score) {
           std::vector<MigInstance> layout =
               PlanMigLayout(state.MigProfilesOf(gpu), *profile, state.MigFillOrder(*model));

@@ -461,6 +461,7 @@ void State::ObserveDemand(const CapacityRequestSpec& spec) {
   const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
   if (fragmentation_.empty() || observed_since_refresh_ >= epoch) {
     fragmentation_.Reset(demand_);
+    share_prices_.Reset(demand_);
     observed_since_refresh_ = 0;
   }
 }

@@ -27,6 +27,7 @@
 #include "core/fragmentation.h"
 #include "core/inventory_index.h"
 #include "core/model.h"
+#include "core/share_prices.h"
 #include "core/telemetry.h"
 
 namespace arbiter::core {
@@ -262,11 +263,12 @@ class State {
   // request waiting for its victims) and clears them in its stored copy.
   void ReleaseHolds(int64_t id);
   // Counts `spec`'s members in the demand mix. The packer's fragmentation
-  // model is refreshed from the mix in growing epochs (every max(32,
-  // min(1024, total / 8)) members), so that its cached scores stay valid in
-  // between and the cost of learning stays small.
+  // model and share prices are refreshed from the mix in growing epochs
+  // (every max(32, min(1024, total / 8)) members), so that its cached scores
+  // stay valid in between and the cost of learning stays small.
   void ObserveDemand(const CapacityRequestSpec& spec);
   const FragmentationModel& fragmentation() const { return fragmentation_; }
+  const SharePrices& share_prices() const { return share_prices_; }
   // Which classes may share a GPU or a node. Default: CoexistenceMatrix::Defaults().
   const CoexistenceMatrix& coexistence() const { return coexistence_; }
   void set_coexistence(const CoexistenceMatrix& matrix) { coexistence_ = matrix; }
@@ -319,6 +321,7 @@ class State {
   DemandProfile demand_;
   std::map<std::string, int64_t> mig_demand_;  // Profile name -> members asked.
   FragmentationModel fragmentation_;
+  SharePrices share_prices_;
   int64_t observed_since_refresh_ = 0;
   CoexistenceMatrix coexistence_ = CoexistenceMatrix::Defaults();
 };
