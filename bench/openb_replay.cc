@@ -4,6 +4,7 @@
 //
 //   openb-replay --nodes NODES.csv --arrivals ARRIVALS.csv --out PLACEMENTS.csv
 //                [--curve CURVE.csv] [--demand-profile PODS.csv]
+//                [--candidates N] [--policy arbiter|fgd|best-fit]
 //
 // Each pod is placed in file order, once, with no departures and no retries;
 // a pod that fits nowhere fails and is dropped. The packer learns the demand
@@ -129,11 +130,17 @@ int main(int argc, char** argv) {
   size_t candidates = core::State::kDefaultPlacementCandidates;
   app.add_option("--candidates", candidates,
                  "candidate nodes the packer scores per member (0: every node)");
+  std::string policy = "arbiter";
+  app.add_option("--policy", policy, "how the packer scores places: arbiter, fgd or best-fit")
+      ->check(CLI::IsMember({"arbiter", "fgd", "best-fit"}));
   CLI11_PARSE(app, argc, argv);
 
   const auto start = std::chrono::steady_clock::now();
   core::State state;
   state.set_placement_candidates(candidates);
+  state.set_packing_policy(policy == "fgd"        ? core::State::PackingPolicy::kFgd
+                           : policy == "best-fit" ? core::State::PackingPolicy::kBestFit
+                                                  : core::State::PackingPolicy::kArbiter);
   core::ChangeSet ignored;
   const absl::Time now = absl::FromUnixSeconds(0);
   (void)core::CreateCluster(state, {"openb", ""}, ignored);

@@ -5,7 +5,7 @@
 
 namespace arbiter::core {
 
-void FragmentationModel::Reset(const DemandProfile& profile) {
+void FragmentationModel::Reset(const DemandProfile& profile, bool host_term) {
   shapes_.clear();
   weights_.clear();
   cache_.clear();
@@ -22,8 +22,10 @@ void FragmentationModel::Reset(const DemandProfile& profile) {
     memory += static_cast<double>(e.count) * static_cast<double>(e.shape.memory_mib);
     gpu += static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
   }
-  cpu_per_gpu_milli_ = cpu / gpu;
-  memory_mib_per_gpu_milli_ = memory / gpu;
+  if (host_term) {
+    cpu_per_gpu_milli_ = cpu / gpu;
+    memory_mib_per_gpu_milli_ = memory / gpu;
+  }
   for (const DemandProfile::Entry& e : profile.Entries()) {
     if (e.shape.gpus == 0) continue;  // Host-only work fragments no GPU.
     shapes_.push_back(e.shape);

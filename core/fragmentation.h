@@ -42,7 +42,8 @@ struct FreeCapacity {
 class FragmentationModel {
  public:
   // Takes a snapshot of `profile` (shapes and weights) and clears the cache.
-  void Reset(const DemandProfile& profile);
+  // Without `host_term` the model is FGD's step term alone.
+  void Reset(const DemandProfile& profile, bool host_term = true);
   bool empty() const { return shapes_.empty(); }
 
   // Expected fragment of a node in milli-GPU (0 when the model is empty).

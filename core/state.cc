@@ -459,9 +459,11 @@ void State::ObserveDemand(const CapacityRequestSpec& spec) {
   demand_.Observe(ShapeOf(spec), spec.members);
   observed_since_refresh_ += spec.members;
   const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
+  if (packing_policy_ == PackingPolicy::kBestFit) return;
   if (fragmentation_.empty() || observed_since_refresh_ >= epoch) {
-    fragmentation_.Reset(demand_);
-    share_prices_.Reset(demand_);
+    const bool arbiter = packing_policy_ == PackingPolicy::kArbiter;
+    fragmentation_.Reset(demand_, /*host_term=*/arbiter);
+    if (arbiter) share_prices_.Reset(demand_);
     observed_since_refresh_ = 0;
   }
 }

@@ -218,6 +218,16 @@ class State {
   static constexpr size_t kDefaultPlacementCandidates = 128;
   size_t placement_candidates() const { return placement_candidates_; }
   void set_placement_candidates(size_t n) { placement_candidates_ = n; }
+  // How the packer scores the places a member fits (core/placement.cc).
+  //   kArbiter: share prices (fractions), then fragmentation growth with the
+  //             host term, then best fit. The default.
+  //   kFgd:     FGD's fragmentation step term alone, then best fit: the
+  //             published policy, kept as a baseline for benchmarks.
+  //   kBestFit: least GPU capacity left free.
+  // REQUIRES: set before any demand is observed.
+  enum class PackingPolicy { kArbiter, kFgd, kBestFit };
+  PackingPolicy packing_policy() const { return packing_policy_; }
+  void set_packing_policy(PackingPolicy p) { packing_policy_ = p; }
   // Queued request ids of `pool`, oldest first.
   const std::set<int64_t>& QueuedIn(const std::string& pool) const;
   // Ids of the requests that hold capacity (admitted or preempting) in
@@ -298,6 +308,7 @@ class State {
   absl::flat_hash_map<std::string, std::pair<int64_t, int32_t>> gpu_by_uuid_;
   InventoryIndex inventory_;
   size_t placement_candidates_ = kDefaultPlacementCandidates;
+  PackingPolicy packing_policy_ = PackingPolicy::kArbiter;
   absl::flat_hash_map<int64_t, CapacityRequest> live_requests_;
   std::map<std::string, std::set<int64_t>> queued_;
   std::map<std::string, std::set<int64_t>> holding_;
