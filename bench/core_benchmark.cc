@@ -19,6 +19,7 @@
 #include <malloc.h>
 
 #include "core/arbitration.h"
+#include "core/share_prices.h"
 
 namespace arbiter::core {
 namespace {
@@ -162,6 +163,25 @@ BENCHMARK(BM_Decision)
     ->Args({10'000, 0})
     ->Args({100'000, 0})
     ->Unit(benchmark::kMicrosecond);
+
+// Pricing the fraction sizes of a mix (SharePrices::Reset, run once per
+// demand epoch): the fraction mix of the openb trace's first 100% of seed 42,
+// 20 sizes, with one-GPU work beside it.
+void BM_SharePrices(benchmark::State& bench) {
+  const std::vector<std::pair<int64_t, int64_t>> mix = {
+      {810, 1117}, {470, 768}, {320, 334}, {650, 265}, {230, 144}, {460, 138}, {160, 79},
+      {590, 72},   {550, 71},  {220, 65},  {370, 56},  {110, 25},  {480, 18},  {50, 8},
+      {330, 7},    {350, 6},   {270, 4},   {440, 3},   {290, 2},   {140, 1}};
+  DemandProfile profile;
+  for (const auto& [milli, count] : mix) profile.Observe({1, milli, 8'000, 0}, count);
+  profile.Observe({1, 1000, 8'000, 0}, 4'000);
+  SharePrices prices;
+  for (auto _ : bench) {
+    prices.Reset(profile);
+    benchmark::DoNotOptimize(prices.HoleValue(1000));
+  }
+}
+BENCHMARK(BM_SharePrices)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace arbiter::core
