@@ -1,0 +1,231 @@
+// The daysim simulator's internals, shared by its translation units
+// (simulator.cc: set-up, events, submission and the core's decisions;
+// simulator_serving.cc: serving, latency and the minute samples). Not an API.
+//
+// Thread-compatible: one Simulator runs one policy on one thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+#include "bench/sim/simulator.h"
+#include "bench/sim/workload.h"
+#include "core/arbitration.h"
+
+namespace arbiter::daysim::internal {
+
+using core::WorkloadClass;
+
+constexpr int64_t kMinute = 60;
+constexpr int64_t kHour = 3600;
+constexpr int64_t kNever = INT64_MAX;
+constexpr char kCluster[] = "sim";
+constexpr int32_t kReplicaPriority = 100;
+// p99 when a service has no ready capacity or is saturated, in base p99s.
+constexpr double kSaturatedP99 = 50.0;
+
+enum class Phase { kWaiting, kQueued, kHeld, kDone };
+
+struct Job {
+  int32_t stream = -1;   // -1 for a serving replica and a standing reservation.
+  int32_t service = -1;  // Replicas: the service.
+  std::string team;
+  core::CapacityRequestSpec spec;  // Without pool and key, set per attempt.
+  bool standing = false;           // A standing reservation's hold.
+  int64_t arrival = 0;
+  int64_t work = 0;  // Seconds at full speed.
+  int64_t idle_tail = 0;
+  int32_t gang = 0;
+  Phase phase = Phase::kWaiting;
+  int64_t request_id = 0;
+  int32_t attempt = 0;
+  int32_t gen = 0;  // Bumped whenever a scheduled finish or release goes stale.
+  int64_t first_admitted = kNever;
+  int64_t held_since = 0;
+  int64_t progress_from = 0;  // Work runs from here (after restore / cold start).
+  int64_t done_at_start = 0;  // Work done when this hold began.
+  int64_t work_end = kNever;  // When the work completes in this hold.
+  int64_t deadline = kNever;  // Preemption deadline, when told to vacate.
+  bool resumed = false;       // Has a checkpoint to restore from.
+  bool abandoned = false;     // A daily gang not needed: never counted.
+  bool denied = false;
+  int64_t wait_end = kNever;  // Cancelled before it was ever admitted.
+  int64_t done = 0;           // Work done and kept, seconds.
+};
+
+enum class EventType { kArrive, kFinish, kRelease, kIdleCheck, kStep, kPump };
+
+struct Event {
+  int64_t at = 0;
+  int64_t seq = 0;
+  EventType type = EventType::kStep;
+  int32_t job = 0;
+  int32_t gen = 0;
+  bool operator>(const Event& o) const { return std::tie(at, seq) > std::tie(o.at, o.seq); }
+};
+
+struct ServiceState {
+  std::vector<int32_t> replicas;  // Live replica jobs (queued or held).
+  int64_t below_since = kNever;   // Since when fewer replicas would do.
+  double ready_capacity = 0;      // Requests/s its ready replicas serve, as of the last step.
+  double minute_p99 = 0;
+  bool minute_contention = false;
+  std::vector<core::WaitingRequest> waits;
+  absl::flat_hash_map<int64_t, size_t> wait_index;  // Request id -> waits index.
+};
+
+// Whether `job` holds GPUs that are busy at `t`, and how busy (permille).
+int32_t BusyPermille(const Job& job, const StreamSpec* stream, int64_t t);
+
+class Simulator {
+ public:
+  // Simulates the warm-up days and then the measured days; the measured
+  // days start at `measure_from_`.
+  Simulator(const Scenario& s, Policy p)
+      : s_(WithWarmup(s)), policy_(p), workload_(DrawWorkload(s_)) {
+    result_.policy = p;
+    horizon_ = int64_t{s_.days} * 86'400;
+    measure_from_ = int64_t{s.warmup_days} * 86'400;
+  }
+
+  static Scenario WithWarmup(Scenario s);
+  bool Measuring() const { return now_ >= measure_from_; }
+
+  Result Run();
+
+ private:
+  // --- Set-up: the same inventory and teams in every policy, arranged into
+  // pools and quotas as the policy has it.
+  std::string HomePool(const std::string& team) const;
+  const TeamSpec& FindTeam(const std::string& name) const;
+  static core::LatencyClass ClassOf(const std::string& pool_class);
+  void Check(const absl::Status& status);
+  void Setup();
+  void CreatePools(core::ChangeSet& ch);
+  void CreateTeams(core::ChangeSet& ch);
+  void RegisterNodes(core::ChangeSet& ch);
+  void SetQuotas(core::ChangeSet& ch);
+
+  // --- The week's events.
+  void Push(int64_t at, EventType type, int32_t job = 0, int32_t gen = 0);
+  void Schedule();
+  core::CapacityRequestSpec SpecOf(const StreamSpec& st) const;
+
+  // Static and quota-only: each team with a standing-reservation stream
+  // holds its whole partition all week, from the start.
+  void HoldStandingReservations();
+  absl::Time Now(int64_t t) const { return s_.start + absl::Seconds(t); }
+
+  // --- Time: the core's timers fire at their instants, and the inventory's
+  // holding is integrated, before anything else happens at `t`.
+  void AdvanceTo(int64_t t);
+  void Integrate(int64_t t);
+  int64_t InventoryHeldMilli() const;
+  void Handle(const Event& e);
+
+  // --- Submission: the pools a job tries, in order; it stays queued in the
+  // last one (or where it waits for victims it started to preempt).
+  std::vector<std::string> PoolsFor(const Job& job) const;
+
+  // Arbiter: the other pools whose lent capacity `spec` may borrow, as
+  // preemptible work: serving where it lends to the class, and the batch
+  // and dev pools. Interactive and serving work stays home.
+  std::vector<std::string> SpotPools(const std::string& team,
+                                     const core::CapacityRequestSpec& spec) const;
+  int32_t PendingOf(int32_t stream) const;
+  void Submit(int32_t id);
+
+  // A daily batch of gangs that asks for all it can get.
+  bool Daily(const Job& job) const;
+  void Abandon(int32_t id);
+
+  // One RequestCapacity; returns the request's state after the decision.
+  core::RequestState Request(int32_t id, const std::string& pool);
+  void Cancel(int32_t id);
+  void MarkQueued(int32_t id);
+  void LeaveQueue(int32_t id);
+
+  // Submits what waits with the submitter, up to the stream's limit.
+  void Pump(int32_t stream);
+
+  // --- What the core decided, for the jobs it concerns.
+  void Apply(const core::ChangeSet& ch);
+  int64_t RatePermille(const Job& job) const;
+  void Admitted(int32_t id, const core::CapacityRequest& request);
+  void RecordHeld(const Job& job, const core::CapacityRequest& request);
+
+  // Ends `job`'s current hold at now: the held members close and the
+  // milli-GPU seconds held add up.
+  void EndHold(int32_t id);
+  void WorkDone(int32_t id);
+  void Release(int32_t id);
+
+  // Arbiter's idle reclaim of a session left idle for its class's window:
+  // notice, then the core takes the capacity back at the deadline.
+  void ReclaimIdle(int32_t id);
+
+  // The core took `id`'s capacity back at its deadline: what was
+  // checkpointed is kept, the rest is lost, and unfinished work asks again.
+  void Preempted(int32_t id);
+
+  // --- Serving: every step the autoscaler sizes each service to its load
+  // and each service's latency follows its load per ready replica.
+  double Diurnal(const ServiceSpec& v, int64_t t) const;
+  double Load(int32_t i, int64_t t) const;
+  void Step();
+  void Autoscale(int32_t i);
+  void AddReplica(int32_t i);
+
+  // Removes the replica that serves least: a queued one, else the newest.
+  void RemoveReplica(int32_t i);
+
+  // Requests/s a ready replica serves, slowed by soft-shared neighbours:
+  // lightly by other inference, heavily when any other class shares the GPU
+  // (then `contended` is set).
+  double ReplicaCapacity(const Job& job, bool& contended) const;
+  void MeasureLatency(int32_t i);
+  void CloseMinute(int32_t i);
+
+  // A breached SLO window is an incident, attributed by the core's method.
+  void CloseSloWindow(int32_t i);
+
+  // Allocated and busy milli-GPU over the last minute, per team and hour.
+  void SampleMinute();
+  bool StandingBusy(const std::string& team) const;
+
+  // --- The week is over: what stays held counts up to the end.
+  void Finish();
+  void Delays();
+  void Morning();
+  const Scenario s_;  // Starts with the warm-up.
+  const Policy policy_;
+  const Workload workload_;
+  int64_t horizon_ = 0;
+  int64_t measure_from_ = 0;
+  int64_t now_ = 0;
+  int64_t seq_ = 0;
+  core::State state_;
+  Result result_;
+  std::vector<Job> jobs_;
+  std::vector<ServiceState> services_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  absl::flat_hash_map<int64_t, int32_t> by_request_;
+  std::map<int32_t, int32_t> pending_;
+  std::map<int32_t, int64_t> daily_stopped_;  // Stream -> arrival of the batch that stopped.
+  std::map<int32_t, std::deque<int32_t>> backlog_;
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> standing_windows_;
+  std::vector<core::HeldMember> held_;
+  absl::flat_hash_map<int64_t, std::vector<size_t>> held_index_;
+  std::map<std::string, int64_t> team_allocated_, team_used_, team_charged_, team_credited_;
+};
+
+}  // namespace arbiter::daysim::internal
