@@ -92,9 +92,10 @@ void SharePrices::Reset(const DemandProfile& profile) {
     lp.bounds.push_back(1.0);
   }
   std::set<std::vector<double>> rows(lp.constraints.begin(), lp.constraints.end());
+  Knapsack k;
   for (int round = 0; round < kMaxRounds; ++round) {
     prices_ = Maximize(lp).x;
-    const Knapsack k = SolveKnapsack(sizes_, prices_);
+    k = SolveKnapsack(sizes_, prices_);
     // For each size, the best pattern that holds it; add those worth more
     // than a GPU.
     bool added = false;
@@ -111,12 +112,14 @@ void SharePrices::Reset(const DemandProfile& profile) {
     if (!added) break;
   }
   // Out of rounds, the prices may still over-value some pattern: scale them
-  // down until none is worth more than a GPU.
-  const double most = SolveKnapsack(sizes_, prices_).best[kMilliPerGpu];
+  // down until none is worth more than a GPU (`k` is the knapsack of the
+  // last prices).
+  const double most = k.best[kMilliPerGpu];
   if (most > 1.0) {
     for (double& p : prices_) p /= most;
+    k = SolveKnapsack(sizes_, prices_);
   }
-  hole_value_ = SolveKnapsack(sizes_, prices_).best;
+  hole_value_ = std::move(k.best);
   price_of_ = hole_value_;
   for (size_t i = 0; i < sizes_.size(); ++i) price_of_[static_cast<size_t>(sizes_[i])] = prices_[i];
 }

@@ -458,8 +458,8 @@ void State::ObserveDemand(const CapacityRequestSpec& spec) {
   if (spec.shape.is_mig()) mig_demand_[spec.shape.mig().profile] += spec.members;
   demand_.Observe(ShapeOf(spec), spec.members);
   observed_since_refresh_ += spec.members;
+  if (packing_policy_ == PackingPolicy::kBestFit) return;  // Scores with no model.
   const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
-  if (packing_policy_ == PackingPolicy::kBestFit) return;
   if (fragmentation_.empty() || observed_since_refresh_ >= epoch) {
     const bool arbiter = packing_policy_ == PackingPolicy::kArbiter;
     fragmentation_.Reset(demand_, /*host_term=*/arbiter);
