@@ -315,7 +315,7 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
 
 PgStore::PgStore(const PgStoreOptions& options)
     : reads_(options.dsn, options.read_connections, sql::PrepareAll),
-      writer_(options.dsn, 1, sql::PrepareAll),
+      writer_(options.dsn, 1, sql::PrepareWriter),
       ledger_key_pem_(options.ledger_key_pem),
       checkpoint_every_(std::max<int64_t>(1, options.checkpoint_every)) {}
 

@@ -107,7 +107,17 @@ inline constexpr const char* kSelectUsedByHour = "select_used_by_hour";
 inline constexpr const char* kUpsertIdlePolicy = "upsert_idle_policy";
 inline constexpr const char* kSelectIdlePolicies = "select_idle_policies";
 
+// How a connection plans its prepared statements.
+enum class PlanMode {
+  kCustom,   // Every execution planned for its own parameters.
+  kGeneric,  // One generic plan per statement, index scans and nested loops.
+};
+
 // Prepares every statement above on `conn` and sets its session options.
+void Prepare(pqxx::connection& conn, PlanMode mode);
+// Prepare(conn, kCustom): the read connections.
 void PrepareAll(pqxx::connection& conn);
+// Prepare(conn, kGeneric): the writer's connection.
+void PrepareWriter(pqxx::connection& conn);
 
 }  // namespace arbiter::store::sql
