@@ -58,6 +58,7 @@ Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory
       options_(options),
       state_(std::move(state)) {
   IndexNodes();
+  responder_ = std::thread([this] { RunResponder(); });
   committer_ = std::thread([this] { RunCommitter(); });
   thread_ = std::thread([this] { Run(); });
 }
@@ -74,6 +75,11 @@ Arbiter::~Arbiter() {
     committer_stopping_ = true;
   }
   committer_.join();
+  {
+    absl::MutexLock lock(&answers_mu_);
+    responder_stopping_ = true;
+  }
+  responder_.join();
 }
 
 void Arbiter::Submit(Decide decide, Done done, std::string actor) {
@@ -222,27 +228,57 @@ void Arbiter::CommitBatch(Decided& decided) {
       commit_failed_ = true;
     }
   }
+  Answers answers;
+  answers.commands = std::move(batch);
   if (!commit.ok()) {
-    spdlog::error("commit of {} commands failed, reloading state: {}", batch.size(),
+    spdlog::error("commit of {} commands failed, reloading state: {}", answers.commands.size(),
                   commit.ToString());
-    for (Command& c : batch) {
-      c.done(absl::UnavailableError(absl::StrCat("decision not committed: ", commit.message())));
-    }
+    answers.results.assign(
+        answers.commands.size(),
+        absl::UnavailableError(absl::StrCat("decision not committed: ", commit.message())));
+    Respond(std::move(answers));
     return;
   }
 
+  // Role bindings and nodes are followed before any command of the batch is
+  // answered, so that an answer is never ahead of what the server checks.
   const absl::Time now = decided.context.at;
-  std::vector<AllocationEvent> events;
-  for (const core::Change& change : decided.changes.changes) {
+  for (core::Change& change : decided.changes.changes) {
     if (authz_ != nullptr) authz_->Apply(change);
     if (const auto* node = std::get_if<core::Node>(&change)) {
       nodes_->Put(*node);
-    } else if (const auto* write = std::get_if<core::RequestWrite>(&change)) {
-      events.push_back(AllocationEvent{EventTypeOf(*write), write->request, now});
+    } else if (auto* write = std::get_if<core::RequestWrite>(&change)) {
+      answers.events.push_back(
+          AllocationEvent{EventTypeOf(*write), std::move(write->request), now});
     }
   }
-  for (size_t i = 0; i < batch.size(); ++i) batch[i].done(decided.results[i]);
-  if (!events.empty()) hub_->Publish(events);
+  answers.results = std::move(decided.results);
+  Respond(std::move(answers));
+}
+
+void Arbiter::Respond(Answers answers) {
+  absl::MutexLock lock(&answers_mu_);
+  answers_.push_back(std::move(answers));
+}
+
+void Arbiter::RunResponder() {
+  for (;;) {
+    std::deque<Answers> ready;
+    {
+      absl::MutexLock lock(&answers_mu_);
+      answers_mu_.Await(absl::Condition(
+          +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return a->responder_stopping_ || !a->answers_.empty();
+          },
+          this));
+      if (answers_.empty()) return;  // Stopping, and nothing left.
+      ready.swap(answers_);
+    }
+    for (Answers& a : ready) {
+      for (size_t i = 0; i < a.commands.size(); ++i) a.commands[i].done(a.results[i]);
+      if (!a.events.empty()) hub_->Publish(a.events);
+    }
+  }
 }
 
 bool Arbiter::Reload() {

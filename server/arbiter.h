@@ -14,8 +14,13 @@
 // not durable. Timed events (preemption deadlines, reservation starts) run as
 // batches of their own when they come due, and first in any batch.
 //
+// Answering is a third thread's work (the responder): the committer hands
+// it each committed batch and goes on to the next COMMIT, so that writing
+// responses to sockets never delays a commit. Batches are answered, and
+// their watch events published, in commit order.
+//
 // Thread-safe: `Submit` may be called from any thread; callbacks run on the
-// committer thread and must not block.
+// responder thread and must not block.
 #pragma once
 
 #include <deque>
@@ -91,6 +96,12 @@ class Arbiter {
     Done done;
     std::string actor;
   };
+  // A committed (or failed) batch on its way to its callers.
+  struct Answers {
+    std::deque<Command> commands;
+    std::vector<absl::Status> results;  // One per command.
+    std::vector<AllocationEvent> events;
+  };
   // A decided batch on its way to the database.
   struct Decided {
     std::deque<Command> commands;
@@ -107,6 +118,9 @@ class Arbiter {
   void RunCommitter();
   // Commits one batch and answers its commands. Committer thread.
   void CommitBatch(Decided& decided);
+  // Queues `answers` for the responder. Committer thread.
+  void Respond(Answers answers) ABSL_LOCKS_EXCLUDED(answers_mu_);
+  void RunResponder();
   // Waits until no batch is in flight. Arbiter thread.
   void Drain() ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a timed event of the state is due. Arbiter thread only.
@@ -137,8 +151,13 @@ class Arbiter {
   bool commit_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool committer_stopping_ ABSL_GUARDED_BY(mu_) = false;
   ArbiterStats stats_ ABSL_GUARDED_BY(mu_);
+  // Batches committed (or failed) and not yet answered, oldest first.
+  absl::Mutex answers_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::deque<Answers> answers_ ABSL_GUARDED_BY(answers_mu_);
+  bool responder_stopping_ ABSL_GUARDED_BY(answers_mu_) = false;
   std::thread thread_;
   std::thread committer_;
+  std::thread responder_;
 };
 
 }  // namespace arbiter::server
