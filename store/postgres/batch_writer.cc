@@ -1,5 +1,7 @@
 #include "store/postgres/batch_writer.h"
 
+#include <stdexcept>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -32,23 +34,34 @@ void BatchWriter::Add(const core::RequestWrite& write) {
 
 void BatchWriter::Add(const ledger::Entry& entry) { ledger_.push_back(entry); }
 
-void BatchWriter::Flush(pqxx::work& tx) {
-  WriteRequests(tx);
-  WritePlacements(tx);
-  WriteLedger(tx);
+void BatchWriter::AddCheckpoint(int64_t seq, const std::string& hash, const std::string& signature,
+                                absl::Time at) {
+  checkpoints_.push_back(Checkpoint{seq, hash, signature, at});
+}
+
+void BatchWriter::Flush(pqxx::transaction_base& tx) {
+  std::vector<std::string> params;
+  params.reserve(kParams);
+  WriteRequests(params);
+  WritePlacements(params);
+  WriteLedger(params);
+  if (params.size() != kParams) {
+    throw std::logic_error("BatchWriter: parameter count does not match write_decisions");
+  }
+  tx.exec_prepared(sql::kWriteDecisions, pqxx::prepare::make_dynamic_params(params));
   order_.clear();
   requests_.clear();
   placements_.clear();
   layouts_.clear();
   ledger_.clear();
+  checkpoints_.clear();
 }
 
-void BatchWriter::WriteRequests(pqxx::work& tx) {
+void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
   // Inserts: 46 columns (statements.cc), one array each.
   std::vector<ArrayLiteral> ins(46);
   // Updates: 14 columns.
   std::vector<ArrayLiteral> upd(14);
-  size_t inserted = 0, updated = 0;
   for (int64_t id : order_) {
     const Request& w = requests_.at(id);
     const core::CapacityRequest& r = *w.last;
@@ -69,7 +82,6 @@ void BatchWriter::WriteRequests(pqxx::work& tx) {
       upd[c++].Add(absl::StrJoin(r.approvers, ","));
       upd[c++].Add(rows::ToMicrosOrMin(r.approval_deadline));
       upd[c++].Add(r.cost_micros);
-      ++updated;
       continue;
     }
     const core::MemberShape& shape = r.spec.shape;
@@ -121,58 +133,40 @@ void BatchWriter::WriteRequests(pqxx::work& tx) {
     ins[c++].Add(absl::StrJoin(r.approvers, ","));
     ins[c++].Add(rows::ToMicrosOrMin(r.approval_deadline));
     ins[c++].Add(r.cost_micros);
-    ++inserted;
   }
-  std::vector<std::string> params;
-  if (inserted > 0) {
-    for (const ArrayLiteral& a : ins) params.push_back(a.Done());
-    tx.exec_prepared(sql::kInsertRequests, pqxx::prepare::make_dynamic_params(params));
-  }
-  if (updated > 0) {
-    params.clear();
-    for (const ArrayLiteral& a : upd) params.push_back(a.Done());
-    tx.exec_prepared(sql::kUpdateRequests, pqxx::prepare::make_dynamic_params(params));
-  }
+  for (const ArrayLiteral& a : ins) params.push_back(a.Done());
+  for (const ArrayLiteral& a : upd) params.push_back(a.Done());
 }
 
-void BatchWriter::WritePlacements(pqxx::work& tx) {
-  std::vector<std::string> params;
-  if (!placements_.empty()) {
-    std::vector<ArrayLiteral> col(13);
-    for (const auto& [key, p] : placements_) {
-      size_t c = 0;
-      col[c++].Add(key.first);
-      col[c++].Add(int64_t{p->member});
-      col[c++].Add(p->node_id);
-      col[c++].Add(rows::IntArrayLiteral(p->gpu_indices));
-      col[c++].Add(p->gpu_milli);
-      col[c++].Add(p->gpu_memory_mib);
-      col[c++].Add(p->cpu_milli);
-      col[c++].Add(p->memory_mib);
-      col[c++].AddBool(p->exclusive);
-      col[c++].Add(p->mig_profile);
-      col[c++].Add(int64_t{p->mig_start});
-      col[c++].Add(core::FormatMigLayout(p->mig_new_layout));
-      col[c++].AddBool(p->mig_layout_cleared);
-    }
-    for (const ArrayLiteral& a : col) params.push_back(a.Done());
-    tx.exec_prepared(sql::kInsertPlacements, pqxx::prepare::make_dynamic_params(params));
+void BatchWriter::WritePlacements(std::vector<std::string>& params) const {
+  std::vector<ArrayLiteral> col(13);
+  for (const auto& [key, p] : placements_) {
+    size_t c = 0;
+    col[c++].Add(key.first);
+    col[c++].Add(int64_t{p->member});
+    col[c++].Add(p->node_id);
+    col[c++].Add(rows::IntArrayLiteral(p->gpu_indices));
+    col[c++].Add(p->gpu_milli);
+    col[c++].Add(p->gpu_memory_mib);
+    col[c++].Add(p->cpu_milli);
+    col[c++].Add(p->memory_mib);
+    col[c++].AddBool(p->exclusive);
+    col[c++].Add(p->mig_profile);
+    col[c++].Add(int64_t{p->mig_start});
+    col[c++].Add(core::FormatMigLayout(p->mig_new_layout));
+    col[c++].AddBool(p->mig_layout_cleared);
   }
-  if (!layouts_.empty()) {
-    std::vector<ArrayLiteral> col(3);
-    for (const auto& [gpu, layout] : layouts_) {
-      col[0].Add(gpu.first);
-      col[1].Add(int64_t{gpu.second});
-      col[2].Add(layout);
-    }
-    params.clear();
-    for (const ArrayLiteral& a : col) params.push_back(a.Done());
-    tx.exec_prepared(sql::kUpdateGpuLayouts, pqxx::prepare::make_dynamic_params(params));
+  for (const ArrayLiteral& a : col) params.push_back(a.Done());
+  std::vector<ArrayLiteral> layout(3);
+  for (const auto& [gpu, text] : layouts_) {
+    layout[0].Add(gpu.first);
+    layout[1].Add(int64_t{gpu.second});
+    layout[2].Add(text);
   }
+  for (const ArrayLiteral& a : layout) params.push_back(a.Done());
 }
 
-void BatchWriter::WriteLedger(pqxx::work& tx) {
-  if (ledger_.empty()) return;
+void BatchWriter::WriteLedger(std::vector<std::string>& params) const {
   std::vector<ArrayLiteral> col(8);
   for (const ledger::Entry& e : ledger_) {
     col[0].Add(e.seq);
@@ -184,9 +178,15 @@ void BatchWriter::WriteLedger(pqxx::work& tx) {
     col[6].Add(e.prev_hash);
     col[7].Add(e.hash);
   }
-  std::vector<std::string> params;
   for (const ArrayLiteral& a : col) params.push_back(a.Done());
-  tx.exec_prepared(sql::kInsertLedgerEntries, pqxx::prepare::make_dynamic_params(params));
+  std::vector<ArrayLiteral> checkpoint(4);
+  for (const Checkpoint& c : checkpoints_) {
+    checkpoint[0].Add(c.seq);
+    checkpoint[1].Add(c.hash);
+    checkpoint[2].Add(c.signature);
+    checkpoint[3].Add(rows::ToMicros(c.at));
+  }
+  for (const ArrayLiteral& a : checkpoint) params.push_back(a.Done());
 }
 
 }  // namespace arbiter::store

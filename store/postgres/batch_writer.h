@@ -1,8 +1,9 @@
 // The rows that decisions write (requests, their placements, MIG layout
-// changes, ledger entries), gathered over one commit and sent as one
-// multi-row statement per table: five round trips for a batch of any size
-// instead of several per decision. Each statement takes one array per
-// column (statements.cc: BatchStatements).
+// changes, ledger entries and checkpoints), gathered over one commit and
+// sent as one statement (sql::kWriteDecisions): a multi-row part per table,
+// each taking one array per column. A commit of request writes alone is
+// that one statement in its own transaction: one round trip and one fsync
+// for a batch of any size.
 //
 // Several writes of one request in a batch collapse into one row with the
 // last state (inserted if any of them was new); placements are kept from
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
 #include "ledger/chain.h"
 #include <pqxx/pqxx>
 
@@ -29,17 +31,30 @@ class BatchWriter {
  public:
   void Add(const core::RequestWrite& write);
   void Add(const ledger::Entry& entry);
-  // Sends what was added, in foreign-key order, and clears it.
-  void Flush(pqxx::work& tx);
+  void AddCheckpoint(int64_t seq, const std::string& hash, const std::string& signature,
+                     absl::Time at);
+  // Sends what was added as one statement and clears it. Throws what pqxx
+  // throws.
+  void Flush(pqxx::transaction_base& tx);
 
  private:
   struct Request {
     const core::CapacityRequest* last = nullptr;
     bool is_new = false;
   };
-  void WriteRequests(pqxx::work& tx);
-  void WritePlacements(pqxx::work& tx);
-  void WriteLedger(pqxx::work& tx);
+  struct Checkpoint {
+    int64_t seq;
+    std::string hash;
+    std::string signature;
+    absl::Time at;
+  };
+  // kWriteDecisions' parameters: requests inserted (46 columns) and updated
+  // (14), placements (13), layouts (3), ledger entries (8), checkpoints (4).
+  static constexpr size_t kParams = 46 + 14 + 13 + 3 + 8 + 4;
+  // Each appends its tables' arrays to `params`, in statement order.
+  void WriteRequests(std::vector<std::string>& params) const;
+  void WritePlacements(std::vector<std::string>& params) const;
+  void WriteLedger(std::vector<std::string>& params) const;
 
   std::vector<int64_t> order_;  // Request ids, first write first.
   absl::flat_hash_map<int64_t, Request> requests_;
@@ -48,6 +63,7 @@ class BatchWriter {
   // (node, GPU) -> the layout its last placement left.
   std::map<std::pair<int64_t, int32_t>, std::string> layouts_;
   std::vector<ledger::Entry> ledger_;
+  std::vector<Checkpoint> checkpoints_;
 };
 
 }  // namespace arbiter::store

@@ -27,7 +27,7 @@ std::string StateName(RequestState s) { return std::string(core::RequestStateNam
 // Writes rare changes at once, in order; gathers request writes for the
 // batch's multi-row statements.
 struct ChangeWriter {
-  pqxx::work& tx;
+  pqxx::transaction_base& tx;
   BatchWriter& batch;
   void operator()(const core::Cluster& c) const {
     tx.exec_prepared(sql::kInsertCluster, c.name, c.description);
@@ -361,8 +361,13 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
   std::string hash = head_hash_;
   bool checkpointed = false;
   bool broken = false;
-  absl::Status status = Guarded("commit", &broken, [&]() -> absl::Status {
-    pqxx::work tx(*lease);
+  // A batch of request writes alone is one statement, committed on its own
+  // (PostgreSQL answers it after the commit is flushed); rarer changes add
+  // statements of their own, in one explicit transaction.
+  const bool one_statement = std::all_of(
+      changes.changes.begin(), changes.changes.end(),
+      [](const core::Change& c) { return std::holds_alternative<core::RequestWrite>(c); });
+  auto write = [&](pqxx::transaction_base& tx) -> absl::Status {
     BatchWriter batch;
     ChangeWriter writer{tx, batch};
     for (size_t i = 0; i < changes.changes.size(); ++i) {
@@ -377,13 +382,22 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
       hash = e.hash;
       batch.Add(e);
     }
-    batch.Flush(tx);
     if (!ledger_key_pem_.empty() && seq - checkpoint_seq_ >= checkpoint_every_) {
       ARBITER_ASSIGN_OR_RETURN(std::string signature,
                                ledger::Sign(ledger_key_pem_, ledger::CheckpointMessage(seq, hash)));
-      tx.exec_prepared(sql::kInsertCheckpoint, seq, hash, signature, rows::ToMicros(context.at));
+      batch.AddCheckpoint(seq, hash, signature, context.at);
       checkpointed = true;
     }
+    batch.Flush(tx);
+    return absl::OkStatus();
+  };
+  absl::Status status = Guarded("commit", &broken, [&]() -> absl::Status {
+    if (one_statement) {
+      pqxx::nontransaction tx(*lease);
+      return write(tx);
+    }
+    pqxx::work tx(*lease);
+    ARBITER_RETURN_IF_ERROR(write(tx));
     tx.commit();
     return absl::OkStatus();
   });

@@ -293,8 +293,6 @@ constexpr Statement kStatements[] = {
      "SELECT seq, (extract(epoch FROM at) * 1000000)::bigint, actor, action, subject, payload,"
      " prev_hash, hash FROM ledger WHERE seq > $1 AND ($3 = '' OR subject = $3)"
      " AND ($4 = '' OR actor = $4) AND ($5 = '' OR action = $5) ORDER BY seq LIMIT $2"},
-    {kInsertCheckpoint,
-     "INSERT INTO ledger_checkpoints (seq, hash, signature, at) VALUES ($1, $2, $3, " TS(4) ")"},
     {kSelectLastCheckpoint, "SELECT seq FROM ledger_checkpoints ORDER BY seq DESC LIMIT 1"},
     {kSelectCheckpoints,
      "SELECT seq, hash, signature, (extract(epoch FROM at) * 1000000)::bigint"
@@ -323,7 +321,7 @@ struct Column {
 
 // "SELECT <values> FROM unnest($1::t1, ...) AS u(c1, ...)": one row per
 // array position. Bigint elements go into integer columns by assignment cast.
-std::string UnnestSelect(const std::vector<Column>& columns) {
+std::string UnnestSelect(const std::vector<Column>& columns, size_t first_param = 1) {
   std::vector<std::string> values, params, names;
   for (size_t i = 0; i < columns.size(); ++i) {
     const std::string c = absl::StrCat("u.c", i + 1);
@@ -347,7 +345,7 @@ std::string UnnestSelect(const std::vector<Column>& columns) {
                                       micros, " END)"));
         break;
     }
-    params.push_back(absl::StrCat("$", i + 1, "::", columns[i].array_type));
+    params.push_back(absl::StrCat("$", first_param + i, "::", columns[i].array_type));
     names.push_back(absl::StrCat("c", i + 1));
   }
   return absl::StrCat("SELECT ", absl::StrJoin(values, ", "), " FROM unnest(",
@@ -359,8 +357,10 @@ std::string Names(const std::vector<Column>& columns) {
                        [](std::string* out, const Column& c) { out->append(c.name); });
 }
 
-std::string InsertRows(const char* table, const std::vector<Column>& columns) {
-  return absl::StrCat("INSERT INTO ", table, " (", Names(columns), ") ", UnnestSelect(columns));
+std::string InsertRows(const char* table, const std::vector<Column>& columns,
+                       size_t first_param = 1) {
+  return absl::StrCat("INSERT INTO ", table, " (", Names(columns), ") ",
+                      UnnestSelect(columns, first_param));
 }
 
 // The multi-row statements of a commit (see store/postgres/batch_writer.h).
@@ -460,20 +460,40 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                      {"peak_memory_mib", B},
                                      {"energy_mwh", B},
                                      {"computed_at", B, Value::kTime}};
+  const std::vector<Column> checkpoint = {
+      {"seq", B}, {"hash", T}, {"signature", T}, {"at", B, Value::kTime}};
+  // kWriteDecisions: every row of a commit in one statement, its parts in
+  // the order of BatchWriter's parameters. The updates also name their keys
+  // with "= ANY(ids)", so that even a plan made while a table was empty
+  // reads only the rows of the batch (it otherwise walked the whole primary
+  // key once the table had grown).
+  size_t next = 1;
+  auto take = [&next](const std::vector<Column>& columns) {
+    const size_t first = next;
+    next += columns.size();
+    return first;
+  };
+  const size_t request_at = take(request);
+  const size_t update_at = take(request_update);
+  const size_t placement_at = take(placement);
+  const size_t layout_at = take(layout);
+  const size_t ledger_at = take(ledger);
+  const size_t checkpoint_at = take(checkpoint);
+  std::string write_decisions = absl::StrCat(
+      "WITH new_requests AS (", InsertRows("requests", request, request_at),
+      "), changed_requests AS (UPDATE requests r SET ", absl::StrJoin(sets, ", "), " FROM (",
+      UnnestSelect(request_update, update_at), ") AS v(", Names(request_update),
+      ") WHERE r.id = v.id AND r.id = ANY($", update_at, "::bigint[])), new_placements AS (",
+      InsertRows("placements", placement, placement_at),
+      " ON CONFLICT (request_id, member) DO NOTHING), changed_layouts AS (UPDATE gpus g SET "
+      "mig_layout = v.mig_layout FROM (",
+      UnnestSelect(layout, layout_at), ") AS v(", Names(layout),
+      ") WHERE g.node_id = v.node_id AND g.gpu_index = v.gpu_index AND g.node_id = ANY($",
+      layout_at, "::bigint[])), new_entries AS (", InsertRows("ledger", ledger, ledger_at),
+      "), new_checkpoints AS (", InsertRows("ledger_checkpoints", checkpoint, checkpoint_at),
+      ") SELECT 1");
   return {
-      {kInsertRequests, InsertRows("requests", request)},
-      {kUpdateRequests, absl::StrCat("UPDATE requests r SET ", absl::StrJoin(sets, ", "), " FROM (",
-                                     UnnestSelect(request_update), ") AS v(", Names(request_update),
-                                     ") WHERE r.id = v.id")},
-      // A withdrawn preemption makes a request admitted again, with the same
-      // placements.
-      {kInsertPlacements, absl::StrCat(InsertRows("placements", placement),
-                                       " ON CONFLICT (request_id, member) DO NOTHING")},
-      {kUpdateGpuLayouts,
-       absl::StrCat("UPDATE gpus g SET mig_layout = v.mig_layout FROM (", UnnestSelect(layout),
-                    ") AS v(", Names(layout),
-                    ") WHERE g.node_id = v.node_id AND g.gpu_index = v.gpu_index")},
-      {kInsertLedgerEntries, InsertRows("ledger", ledger)},
+      {kWriteDecisions, std::move(write_decisions)},
       // A reading already stored (same device and time) is a duplicate.
       {kInsertSamples, absl::StrCat(InsertRows("gpu_samples", sample), " ON CONFLICT DO NOTHING")},
       {kInsertUsageRows, InsertRows("usage_hourly", usage)},

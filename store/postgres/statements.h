@@ -34,11 +34,10 @@ inline constexpr const char* kInsertTeam = "insert_team";
 inline constexpr const char* kUpsertQuota = "upsert_quota";
 // Multi-row statements: each parameter is an array with one element per row
 // (see BatchStatements in statements.cc for the columns).
-inline constexpr const char* kInsertRequests = "insert_requests";
-inline constexpr const char* kUpdateRequests = "update_requests";
-inline constexpr const char* kInsertPlacements = "insert_placements";
-inline constexpr const char* kUpdateGpuLayouts = "update_gpu_layouts";
-inline constexpr const char* kInsertLedgerEntries = "insert_ledger_entries";
+// Every row a commit writes (requests inserted and updated, placements, MIG
+// layouts, ledger entries, ledger checkpoints), one array per column, in one
+// statement (store/postgres/batch_writer.h).
+inline constexpr const char* kWriteDecisions = "write_decisions";
 inline constexpr const char* kSelectGpuModels = "select_gpu_models";
 inline constexpr const char* kSelectClusters = "select_clusters";
 inline constexpr const char* kSelectPools = "select_pools";
@@ -72,7 +71,6 @@ inline constexpr const char* kDeleteAuthorityRule = "delete_authority_rule";
 inline constexpr const char* kSelectAuthorityRules = "select_authority_rules";
 inline constexpr const char* kSelectLedgerHead = "select_ledger_head";
 inline constexpr const char* kSelectLedger = "select_ledger";
-inline constexpr const char* kInsertCheckpoint = "insert_checkpoint";
 inline constexpr const char* kSelectLastCheckpoint = "select_last_checkpoint";
 inline constexpr const char* kSelectCheckpoints = "select_checkpoints";
 
