@@ -3,7 +3,8 @@
 // fractions, MIG instances) and ReleaseAllocation of the client's own
 // requests, every call under a deadline and every response checked against
 // what was asked. Prints decisions/s, latency percentiles and errors, and
-// writes them as JSON with --json.
+// writes them as JSON with --json. Clients are asynchronous: `--threads`
+// threads (default 2) drive them all.
 //
 //   arbiter-load setup --target 127.0.0.1:7443 --gpus 10000
 //   arbiter-load run --target 127.0.0.1:7443 --clients 64 --seconds 30 [--hot] [--json F]
@@ -49,6 +50,7 @@ struct Options {
   int teams = 16;
   int clients = 64;
   int channels = 8;
+  int threads = 2;  // Completion-queue threads driving the clients.
   double seconds = 30;
   int deadline_ms = 5'000;
   int max_held = 64;  // Per client; beyond it the client releases.
@@ -256,90 +258,172 @@ std::string CheckDecision(const Ask& ask, const v1::CapacityRequest& got) {
   }
 }
 
-void RunClient(const Options& o, int client, v1::AllocationService::Stub* stub,
-               Clock::time_point end, Tally& t) {
-  std::mt19937_64 rng(o.seed * 1'000'003 + static_cast<uint64_t>(client));
-  std::vector<Held> held;
-  const std::string run = absl::StrCat(o.seed, "-",
-                                       std::chrono::duration_cast<std::chrono::seconds>(
-                                           std::chrono::system_clock::now().time_since_epoch())
-                                           .count());
-  int64_t n = 0;
-  const int64_t fill = o.fill / o.clients + (client < o.fill % o.clients ? 1 : 0);
-  while (o.fill > 0 ? n < fill : Clock::now() < end) {
-    const bool release = o.fill == 0 && !held.empty() &&
-                         (static_cast<int>(held.size()) >= o.max_held || rng() % 2 == 0);
-    grpc::ClientContext ctx;
-    SetDeadline(ctx, o.deadline_ms);
-    const auto start = Clock::now();
+// One client: one call at a time, the next started when the last one
+// completes. Clients are driven by a few threads, each polling a completion
+// queue (Drive), so that the load generator spends little CPU of the machine
+// it shares with arbiterd and PostgreSQL. Not thread-safe: one driver each.
+class Client {
+ public:
+  Client(const Options& o, int id, v1::AllocationService::Stub* stub, Clock::time_point end,
+         Tally& tally)
+      : o_(o),
+        id_(id),
+        stub_(stub),
+        end_(end),
+        t_(tally),
+        rng_(o.seed * 1'000'003 + static_cast<uint64_t>(id)),
+        run_(absl::StrCat(o.seed, "-",
+                          std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count())),
+        fill_(o.fill / o.clients + (id < o.fill % o.clients ? 1 : 0)) {}
+
+  // Starts the next call on `cq`, tagged with this client. Returns false
+  // when the client has nothing left to do.
+  bool Start(grpc::CompletionQueue* cq) {
+    const bool mixing = o_.fill > 0 ? n_ < fill_ : Clock::now() < end_;
+    if (!mixing) {
+      // Leave nothing behind (but a fill): release what is still held, not
+      // counted.
+      if (o_.fill > 0 || held_.empty()) return false;
+      StartRelease(cq, held_.size() - 1, /*counted=*/false);
+      return true;
+    }
+    const bool release = o_.fill == 0 && !held_.empty() &&
+                         (static_cast<int>(held_.size()) >= o_.max_held || rng_() % 2 == 0);
     if (release) {
-      const size_t k = rng() % held.size();
-      const Held h = held[k];
-      held[k] = held.back();
-      held.pop_back();
-      v1::ReleaseAllocationRequest req;
-      req.set_id(h.id);
-      v1::ReleaseAllocationResponse resp;
-      const grpc::Status s = stub->ReleaseAllocation(&ctx, req, &resp);
-      t.latency_us.push_back(
-          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-      ++t.releases;
-      if (!s.ok()) {
-        t.Error(absl::StrCat("ReleaseAllocation ", s.error_code(), ": ", s.error_message()));
-        continue;
-      }
-      const v1::RequestState want =
-          h.admitted ? v1::REQUEST_STATE_RELEASED : v1::REQUEST_STATE_CANCELLED;
-      // A queued request may have been admitted since: then it is released.
-      if (resp.request().id() != h.id ||
-          (resp.request().state() != want &&
-           !(resp.request().state() == v1::REQUEST_STATE_RELEASED && !h.admitted))) {
-        t.Error("release answered with a wrong id or state");
-      }
-      continue;
+      StartRelease(cq, rng_() % held_.size(), /*counted=*/true);
+      return true;
     }
-    const int team = o.hot ? 0 : client % o.teams;
+    const int team = o_.hot ? 0 : id_ % o_.teams;
     const std::string pool =
-        o.hot ? "pool-hot" : absl::StrCat("pool-", static_cast<int>(rng() % o.pools));
-    const std::string key = absl::StrCat("load-", run, "-", client, "-", n++);
-    const Ask ask = o.fill > 0 ? SmallAsk(rng, absl::StrCat("team-", team), pool, key)
-                               : RandomAsk(rng, absl::StrCat("team-", team), pool, key);
-    v1::RequestCapacityResponse resp;
-    const grpc::Status s = stub->RequestCapacity(&ctx, ask.req, &resp);
-    t.latency_us.push_back(
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-    ++t.requests;
-    if (!s.ok()) {
-      t.Error(absl::StrCat("RequestCapacity ", s.error_code(), ": ", s.error_message()));
-      continue;
-    }
-    if (const std::string bad = CheckDecision(ask, resp.request()); !bad.empty()) {
-      t.Error(bad);
-      continue;
-    }
-    switch (resp.request().state()) {
-      case v1::REQUEST_STATE_ADMITTED:
-        ++t.admitted;
-        held.push_back({resp.request().id(), true});
-        break;
-      case v1::REQUEST_STATE_QUEUED:
-        ++t.queued;
-        held.push_back({resp.request().id(), false});
-        break;
-      default:
-        ++t.denied;
+        o_.hot ? "pool-hot" : absl::StrCat("pool-", static_cast<int>(rng_() % o_.pools));
+    const std::string key = absl::StrCat("load-", run_, "-", id_, "-", n_++);
+    ask_ = o_.fill > 0 ? SmallAsk(rng_, absl::StrCat("team-", team), pool, key)
+                       : RandomAsk(rng_, absl::StrCat("team-", team), pool, key);
+    Begin();
+    releasing_ = false;
+    request_ = stub_->AsyncRequestCapacity(ctx_.get(), ask_.req, cq);
+    request_->Finish(&request_resp_, &status_, this);
+    return true;
+  }
+
+  // Checks and counts the answer to the call started last.
+  void Complete() {
+    const int64_t us =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started_).count();
+    if (releasing_) {
+      if (counted_) CompleteRelease(us);
+    } else {
+      CompleteRequest(us);
     }
   }
-  // Leave nothing behind (but a fill): release what is still held (not
-  // counted).
-  if (o.fill > 0) return;
-  for (const Held& h : held) {
-    grpc::ClientContext ctx;
-    SetDeadline(ctx, o.deadline_ms);
+
+ private:
+  void Begin() {
+    ctx_ = std::make_unique<grpc::ClientContext>();
+    SetDeadline(*ctx_, o_.deadline_ms);
+    started_ = Clock::now();
+  }
+
+  void StartRelease(grpc::CompletionQueue* cq, size_t k, bool counted) {
+    releasing_held_ = held_[k];
+    held_[k] = held_.back();
+    held_.pop_back();
+    releasing_ = true;
+    counted_ = counted;
+    Begin();
     v1::ReleaseAllocationRequest req;
-    req.set_id(h.id);
-    v1::ReleaseAllocationResponse resp;
-    (void)stub->ReleaseAllocation(&ctx, req, &resp);
+    req.set_id(releasing_held_.id);
+    release_ = stub_->AsyncReleaseAllocation(ctx_.get(), req, cq);
+    release_->Finish(&release_resp_, &status_, this);
+  }
+
+  void CompleteRelease(int64_t us) {
+    t_.latency_us.push_back(us);
+    ++t_.releases;
+    if (!status_.ok()) {
+      t_.Error(
+          absl::StrCat("ReleaseAllocation ", status_.error_code(), ": ", status_.error_message()));
+      return;
+    }
+    const Held& h = releasing_held_;
+    const v1::RequestState want =
+        h.admitted ? v1::REQUEST_STATE_RELEASED : v1::REQUEST_STATE_CANCELLED;
+    const v1::CapacityRequest& got = release_resp_.request();
+    // A queued request may have been admitted since: then it is released.
+    if (got.id() != h.id ||
+        (got.state() != want && !(got.state() == v1::REQUEST_STATE_RELEASED && !h.admitted))) {
+      t_.Error("release answered with a wrong id or state");
+    }
+  }
+
+  void CompleteRequest(int64_t us) {
+    t_.latency_us.push_back(us);
+    ++t_.requests;
+    if (!status_.ok()) {
+      t_.Error(
+          absl::StrCat("RequestCapacity ", status_.error_code(), ": ", status_.error_message()));
+      return;
+    }
+    const v1::CapacityRequest& got = request_resp_.request();
+    if (const std::string bad = CheckDecision(ask_, got); !bad.empty()) {
+      t_.Error(bad);
+      return;
+    }
+    switch (got.state()) {
+      case v1::REQUEST_STATE_ADMITTED:
+        ++t_.admitted;
+        held_.push_back({got.id(), true});
+        break;
+      case v1::REQUEST_STATE_QUEUED:
+        ++t_.queued;
+        held_.push_back({got.id(), false});
+        break;
+      default:
+        ++t_.denied;
+    }
+  }
+
+  const Options& o_;
+  const int id_;
+  v1::AllocationService::Stub* const stub_;
+  const Clock::time_point end_;
+  Tally& t_;
+  std::mt19937_64 rng_;
+  const std::string run_;
+  const int64_t fill_;
+  int64_t n_ = 0;
+  std::vector<Held> held_;
+
+  // The call in flight.
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  Clock::time_point started_;
+  grpc::Status status_;
+  bool releasing_ = false;
+  bool counted_ = true;
+  Ask ask_;
+  Held releasing_held_{0, false};
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::RequestCapacityResponse>> request_;
+  v1::RequestCapacityResponse request_resp_;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ReleaseAllocationResponse>> release_;
+  v1::ReleaseAllocationResponse release_resp_;
+};
+
+// Runs `clients` to completion on one completion queue.
+void Drive(std::vector<Client*> clients) {
+  grpc::CompletionQueue cq;
+  size_t active = 0;
+  for (Client* c : clients) active += c->Start(&cq) ? 1 : 0;
+  void* tag = nullptr;
+  bool ok = false;
+  while (active > 0 && cq.Next(&tag, &ok)) {
+    Client* c = static_cast<Client*>(tag);
+    c->Complete();
+    if (!c->Start(&cq)) --active;
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
   }
 }
 
@@ -360,12 +444,16 @@ int Run(const Options& o) {
   std::vector<Tally> tallies(static_cast<size_t>(o.clients));
   const auto start = Clock::now();
   const auto end = start + std::chrono::microseconds(static_cast<int64_t>(o.seconds * 1e6));
-  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::vector<Client*>> per_thread(static_cast<size_t>(std::max(1, o.threads)));
   for (int c = 0; c < o.clients; ++c) {
-    threads.emplace_back(RunClient, std::cref(o), c,
-                         stubs[static_cast<size_t>(c % o.channels)].get(), end,
-                         std::ref(tallies[static_cast<size_t>(c)]));
+    clients.push_back(std::make_unique<Client>(o, c,
+                                               stubs[static_cast<size_t>(c % o.channels)].get(),
+                                               end, tallies[static_cast<size_t>(c)]));
+    per_thread[static_cast<size_t>(c) % per_thread.size()].push_back(clients.back().get());
   }
+  std::vector<std::thread> threads;
+  for (std::vector<Client*>& group : per_thread) threads.emplace_back(Drive, group);
   for (std::thread& t : threads) t.join();
   const double took =
       std::chrono::duration_cast<std::chrono::duration<double>>(Clock::now() - start).count();
@@ -424,6 +512,7 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "drive the 50/50 request/release mix");
   run->add_option("--clients", o.clients, "concurrent clients")->capture_default_str();
   run->add_option("--channels", o.channels, "gRPC channels (connections)")->capture_default_str();
+  run->add_option("--threads", o.threads, "threads driving the clients")->capture_default_str();
   run->add_option("--seconds", o.seconds, "how long to run")->capture_default_str();
   run->add_option("--pools", o.pools, "pools set up")->capture_default_str();
   run->add_option("--teams", o.teams, "teams set up")->capture_default_str();
