@@ -307,7 +307,15 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
   ARBITER_ASSIGN_OR_RETURN(auto live,
                            RequestsFromResult(tx.exec_prepared(sql::kSelectLiveRequests)));
   ARBITER_RETURN_IF_ERROR(AttachPlacements(tx.exec_prepared(sql::kSelectLivePlacements), live));
-  for (core::CapacityRequest& r : live) ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
+  for (core::CapacityRequest& r : live) {
+    // `requests` keeps no foreign keys (migration 0020); the state refuses a
+    // placement on an unknown node, and this a team or pool it does not know.
+    if (!state.teams().contains(r.spec.team) || state.FindPool(r.spec.pool) == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("live request ", r.id, " of unknown team ",
+                                                        r.spec.team, " or pool ", r.spec.pool));
+    }
+    ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
+  }
   return absl::OkStatus();
 }
 

@@ -156,6 +156,26 @@ TEST_F(PgStoreTest, ACommitIsAllOrNothing) {
               ::arbiter::testing::IsOkAndHolds(std::string("1")));
 }
 
+// `requests` and `placements` keep no foreign keys (migration 0020): a
+// dangling reference written behind arbiterd's back is refused at load.
+TEST_F(PgStoreTest, LoadingRefusesLiveRequestsWithDanglingReferences) {
+  core::State s = BuildAndCommitOrganisation();
+  ASSERT_THAT(Request(s, ::arbiter::testing::FractionSpec("f", 1, 100, 1024)), IsOk());
+  ASSERT_THAT(store_->LoadState(), IsOk());
+
+  ASSERT_THAT(db_->QueryValue("UPDATE requests SET team = 'gone' RETURNING 1"), IsOk());
+  EXPECT_THAT(store_->LoadState(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(db_->QueryValue("UPDATE requests SET team = 't', pool = 'gone' RETURNING 1"), IsOk());
+  EXPECT_THAT(store_->LoadState(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(db_->QueryValue("UPDATE requests SET pool = 'serving' RETURNING 1"), IsOk());
+  ASSERT_THAT(db_->QueryValue("UPDATE placements SET node_id = 999 RETURNING 1"), IsOk());
+  EXPECT_THAT(store_->LoadState(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(db_->QueryValue("UPDATE placements SET node_id = (SELECT min(id) FROM nodes) "
+                              "RETURNING 1"),
+              IsOk());
+  EXPECT_THAT(store_->LoadState(), IsOk());
+}
+
 TEST_F(PgStoreTest, ReadsListAndPage) {
   core::State s = BuildAndCommitOrganisation();
   for (int i = 0; i < 5; ++i) {
