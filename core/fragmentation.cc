@@ -35,7 +35,7 @@ void FragmentationModel::Reset(const DemandProfile& profile, bool host_term) {
 
 double FragmentationModel::Expected(const FreeCapacity& free) const {
   if (shapes_.empty()) return 0;
-  std::vector<int64_t> key = free.free_milli;
+  CacheKey key(free.free_milli.begin(), free.free_milli.end());
   key.push_back(free.free_cpu_milli);
   key.push_back(free.free_memory_mib);
   auto it = cache_.find(key);

@@ -26,15 +26,17 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 
 #include "core/demand_profile.h"
 
 namespace arbiter::core {
 
 // A node's free capacity as the packer sees it. `free_milli` holds one entry
-// per GPU (0 for a GPU held exclusively), in any order.
+// per GPU (0 for a GPU held exclusively), in any order. Inline up to eight
+// GPUs: the packer builds two of these per candidate it scores.
 struct FreeCapacity {
-  std::vector<int64_t> free_milli;
+  absl::InlinedVector<int64_t, 8> free_milli;
   int64_t free_cpu_milli = 0;
   int64_t free_memory_mib = 0;
 };
@@ -58,7 +60,9 @@ class FragmentationModel {
   // Host demand per milli-GPU of the mix (host-only tasks included).
   double cpu_per_gpu_milli_ = 0;
   double memory_mib_per_gpu_milli_ = 0;
-  mutable absl::flat_hash_map<std::vector<int64_t>, double> cache_;
+  // Free milli per GPU (sorted), then free CPU and memory -> Expected.
+  using CacheKey = absl::InlinedVector<int64_t, 10>;
+  mutable absl::flat_hash_map<CacheKey, double> cache_;
 };
 
 }  // namespace arbiter::core
