@@ -97,6 +97,12 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->capture_default_str();
+  // Every flag may come from a TOML file instead: top-level ones at the top,
+  // `serve` and `migrate` ones under [serve] and [migrate]. Flags on the
+  // command line win. deploy/arbiterd.toml documents each option.
+  app.set_config("--config", "", "read options from this TOML file; flags given here win");
+  // A misspelt option in the file is an error, not a silent default.
+  app.allow_config_extras(CLI::config_extras_mode::error);
 
   CLI::App* migrate_cmd = app.add_subcommand("migrate", "apply pending schema migrations");
   migrate_cmd->add_option("--dsn", dsn, "PostgreSQL connection string (env ARBITER_DSN)");
