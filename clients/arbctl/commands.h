@@ -148,6 +148,15 @@ class Commands {
   int RightSize(const std::string& from, const std::string& to, const std::string& team);
   // Loads the demo organisation; what already exists is left as it is.
   int LoadDemo();
+  // Role bindings, clusters and pools (clients/arbctl/access.cc). `scope`:
+  // "org", "team:NAME" or "pool:NAME"; `role` and classes in lower case, as
+  // the API's enum names without their prefix.
+  int ListRoles();
+  int GrantRole(const std::string& subject, const std::string& role, const std::string& scope,
+                bool revoke);
+  int CreateCluster(const std::string& name, const std::string& description);
+  int CreatePool(const std::string& name, const std::string& latency_class,
+                 const std::vector<std::string>& lends_to, const std::string& description);
 
  private:
   void Deadline(grpc::ClientContext& ctx) const;

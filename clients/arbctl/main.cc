@@ -93,8 +93,47 @@ int main(int argc, char** argv) {
   clusters->add_subcommand("list", "list clusters")->callback([&] {
     rc = commands().ListClusters();
   });
+  std::string create_name, create_description, latency_class;
+  CLI::App* cluster_create = clusters->add_subcommand("create", "create a cluster");
+  cluster_create->add_option("name", create_name, "cluster name")->required();
+  cluster_create->add_option("--description", create_description, "free-form description");
+  cluster_create->callback([&] { rc = commands().CreateCluster(create_name, create_description); });
   CLI::App* pools = app.add_subcommand("pools", "pools by latency class");
   pools->add_subcommand("list", "list pools")->callback([&] { rc = commands().ListPools(); });
+  std::vector<std::string> lends_to;
+  CLI::App* pool_create = pools->add_subcommand("create",
+                                                "create a pool\n  e.g. arbctl pools create serving "
+                                                "--class serving --lends-to batch_analytics");
+  pool_create->add_option("name", create_name, "pool name")->required();
+  pool_create->add_option("--class", latency_class, "serving, batch, spot or dev")->required();
+  pool_create->add_option("--lends-to", lends_to,
+                          "serving pools: workload classes it lends to, preemptibly (repeatable)");
+  pool_create->add_option("--description", create_description, "free-form description");
+  pool_create->callback([&] {
+    rc = commands().CreatePool(create_name, latency_class, lends_to, create_description);
+  });
+
+  CLI::App* roles = app.add_subcommand("roles", "who may do what: role bindings");
+  roles->add_subcommand("list", "list role bindings")->callback([&] {
+    rc = commands().ListRoles();
+  });
+  std::string role_subject, role, scope = "org";
+  for (const char* verb : {"grant", "revoke"}) {
+    const bool revoke = std::string(verb) == "revoke";
+    CLI::App* cmd = roles->add_subcommand(
+        verb, revoke ? "revoke a role\n  e.g. arbctl roles revoke spiffe://arbiter.local/bob "
+                       "--role team_member --scope team:inference"
+                     : "grant a role\n  e.g. arbctl roles grant spiffe://arbiter.local/bob "
+                       "--role team_member --scope team:inference");
+    cmd->add_option("subject", role_subject, "principal (SPIFFE ID, URI SAN or CN) or group:NAME")
+        ->required();
+    cmd->add_option("--role", role,
+                    "platform_admin, pool_authority, team_admin, team_member, finance, auditor "
+                    "or agent")
+        ->required();
+    cmd->add_option("--scope", scope, "org, team:NAME or pool:NAME")->capture_default_str();
+    cmd->callback([&, revoke] { rc = commands().GrantRole(role_subject, role, scope, revoke); });
+  }
 
   std::string cluster, pool, team, parent, state;
   CLI::App* inventory = app.add_subcommand("inventory", "nodes and their GPUs");

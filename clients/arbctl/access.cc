@@ -1,0 +1,130 @@
+// arbctl's role bindings and the inventory's clusters and pools
+// (GrantRole, RevokeRole, ListRoleBindings, CreateCluster, CreatePool).
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
+
+#include "clients/arbctl/commands.h"
+#include "clients/arbctl/table.h"
+
+namespace arbiter::arbctl {
+namespace {
+
+std::string Lower(const std::string& enum_name, const std::string& prefix) {
+  return absl::AsciiStrToLower(enum_name.substr(prefix.size()));
+}
+
+// A binding from the command line; false (and a message) when a word is not
+// one the API knows.
+bool ParseBinding(const std::string& subject, const std::string& role, const std::string& scope,
+                  v1::RoleBinding* out) {
+  v1::Role r = v1::ROLE_UNSPECIFIED;
+  if (!v1::Role_Parse("ROLE_" + absl::AsciiStrToUpper(role), &r) || r == v1::ROLE_UNSPECIFIED) {
+    std::cerr << "arbctl: --role must be platform_admin, pool_authority, team_admin, "
+                 "team_member, finance, auditor or agent (see `arbctl roles grant --help`)\n";
+    return false;
+  }
+  // "org", "team:NAME" or "pool:NAME".
+  const std::vector<std::string> parts = absl::StrSplit(scope, absl::MaxSplits(':', 1));
+  v1::ScopeKind kind = v1::SCOPE_KIND_UNSPECIFIED;
+  if (!v1::ScopeKind_Parse("SCOPE_KIND_" + absl::AsciiStrToUpper(parts[0]), &kind) ||
+      kind == v1::SCOPE_KIND_UNSPECIFIED || (kind == v1::SCOPE_KIND_ORG) != (parts.size() == 1)) {
+    std::cerr << "arbctl: --scope must be org, team:NAME or pool:NAME\n";
+    return false;
+  }
+  out->set_subject(subject);
+  out->set_role(r);
+  out->set_scope_kind(kind);
+  out->set_scope(parts.size() == 2 ? parts[1] : "");
+  return true;
+}
+
+std::string ScopeOf(const v1::RoleBinding& b) {
+  const std::string kind = Lower(v1::ScopeKind_Name(b.scope_kind()), "SCOPE_KIND_");
+  return b.scope().empty() ? kind : kind + ":" + b.scope();
+}
+
+}  // namespace
+
+int Commands::ListRoles() {
+  v1::ListRoleBindingsResponse resp;
+  if (!Call(*governance_, &v1::GovernanceService::Stub::ListRoleBindings,
+            v1::ListRoleBindingsRequest(), &resp)) {
+    return 1;
+  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"SUBJECT", "ROLE", "SCOPE"});
+  for (const v1::RoleBinding& b : resp.bindings()) {
+    t.AddRow({b.subject(), Lower(v1::Role_Name(b.role()), "ROLE_"), ScopeOf(b)});
+  }
+  t.Print(std::cout);
+  return 0;
+}
+
+int Commands::GrantRole(const std::string& subject, const std::string& role,
+                        const std::string& scope, bool revoke) {
+  v1::RoleBinding binding;
+  if (!ParseBinding(subject, role, scope, &binding)) return 2;
+  v1::RoleBinding done;
+  if (revoke) {
+    v1::RevokeRoleRequest req;
+    *req.mutable_binding() = binding;
+    v1::RevokeRoleResponse resp;
+    if (!Call(*governance_, &v1::GovernanceService::Stub::RevokeRole, req, &resp)) return 1;
+    if (options_.json) return PrintJsonMessage(resp), 0;
+    done = resp.binding();
+  } else {
+    v1::GrantRoleRequest req;
+    *req.mutable_binding() = binding;
+    v1::GrantRoleResponse resp;
+    if (!Call(*governance_, &v1::GovernanceService::Stub::GrantRole, req, &resp)) return 1;
+    if (options_.json) return PrintJsonMessage(resp), 0;
+    done = resp.binding();
+  }
+  std::cout << (revoke ? "revoked " : "granted ") << Lower(v1::Role_Name(done.role()), "ROLE_")
+            << " on " << ScopeOf(done) << (revoke ? " from " : " to ") << done.subject() << "\n";
+  return 0;
+}
+
+int Commands::CreateCluster(const std::string& name, const std::string& description) {
+  v1::CreateClusterRequest req;
+  req.mutable_cluster()->set_name(name);
+  req.mutable_cluster()->set_description(description);
+  v1::CreateClusterResponse resp;
+  if (!Call(*inventory_, &v1::InventoryService::Stub::CreateCluster, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << "created cluster " << resp.cluster().name() << "\n";
+  return 0;
+}
+
+int Commands::CreatePool(const std::string& name, const std::string& latency_class,
+                         const std::vector<std::string>& lends_to, const std::string& description) {
+  v1::CreatePoolRequest req;
+  v1::Pool* pool = req.mutable_pool();
+  pool->set_name(name);
+  pool->set_description(description);
+  v1::LatencyClass lc = v1::LATENCY_CLASS_UNSPECIFIED;
+  if (!v1::LatencyClass_Parse("LATENCY_CLASS_" + absl::AsciiStrToUpper(latency_class), &lc) ||
+      lc == v1::LATENCY_CLASS_UNSPECIFIED) {
+    std::cerr << "arbctl: --class must be serving, batch, spot or dev\n";
+    return 2;
+  }
+  pool->set_latency_class(lc);
+  for (const std::string& c : lends_to) {
+    v1::WorkloadClass wc = v1::WORKLOAD_CLASS_UNSPECIFIED;
+    if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(c), &wc)) {
+      std::cerr << "arbctl: --lends-to must name workload classes: training, inference, "
+                   "batch_analytics, experimentation\n";
+      return 2;
+    }
+    pool->add_lends_to(wc);
+  }
+  v1::CreatePoolResponse resp;
+  if (!Call(*inventory_, &v1::InventoryService::Stub::CreatePool, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << "created pool " << resp.pool().name() << "\n";
+  return 0;
+}
+
+}  // namespace arbiter::arbctl
