@@ -6,25 +6,12 @@
 # Usage: arbctl_access_test.sh BUILD_DIR  (DSN from ARBITER_TEST_PG_DSN_FILE)
 set -euo pipefail
 build=$1
-cluster_dsn=$(cat "$ARBITER_TEST_PG_DSN_FILE")
-db="access_$$_$RANDOM"
-work=$(mktemp -d)
-pid=""
-psql_in() { psql -XqtA -v ON_ERROR_STOP=1 "$cluster_dsn dbname=$1" -c "$2"; }
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  psql_in postgres "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "arbctl_access_test: FAILED: $*" >&2; exit 1; }
+source "$(dirname "$0")/live_arbiterd.sh"
 
-psql_in postgres "CREATE DATABASE $db TEMPLATE arbiter_template"
-"$build/server/arbiterd" --log-level warn serve --dsn "$cluster_dsn dbname=$db" \
-  --insecure-loopback --listen 127.0.0.1:0 --port-file "$work/port" &
-pid=$!
-for _ in $(seq 1 300); do [ -s "$work/port" ] && break; sleep 0.1; done
-export ARBITER_CONFIG=/dev/null ARBITER_ENDPOINT="127.0.0.1:$(cat "$work/port")"
+new_database access
+start_arbiterd --log-level warn serve --dsn "$cluster_dsn dbname=$db" \
+  --insecure-loopback --listen 127.0.0.1:0 --port-file "$work/port"
+export ARBITER_ENDPOINT="127.0.0.1:$(cat "$work/port")"
 arbctl="$build/clients/arbctl"
 
 [ "$("$arbctl" clusters create east --description 'east DC')" = "created cluster east" ] ||

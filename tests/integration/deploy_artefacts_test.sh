@@ -9,37 +9,22 @@
 # Usage: deploy_artefacts_test.sh BUILD_DIR SOURCE_DIR  (DSN from ARBITER_TEST_PG_DSN_FILE)
 set -euo pipefail
 build=$1 src=$2
-cluster_dsn=$(cat "$ARBITER_TEST_PG_DSN_FILE")
-db="deploy_$$_$RANDOM"
-work=$(mktemp -d)
-pid=""
-psql_in() { psql -XqtA -v ON_ERROR_STOP=1 "$cluster_dsn dbname=$1" -c "$2"; }
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  psql_in postgres "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "deploy_artefacts_test: FAILED: $*" >&2; exit 1; }
+source "$(dirname "$0")/live_arbiterd.sh"
 
 # 1. The sample configuration, whole, with only paths and the DSN overridden.
 "$src/deploy/local/make-certs" "$work/tls" platform-admin >/dev/null
 openssl genpkey -algorithm ED25519 -out "$work/ledger.key"
-psql_in postgres "CREATE DATABASE $db TEMPLATE arbiter_template"
-"$build/server/arbiterd" --config "$src/deploy/arbiterd.toml" serve \
+new_database deploy
+start_arbiterd --config "$src/deploy/arbiterd.toml" serve \
   --dsn "$cluster_dsn dbname=$db" --listen 127.0.0.1:0 --port-file "$work/port" \
   --tls-cert "$work/tls/server.pem" --tls-key "$work/tls/server.key" \
-  --tls-client-ca "$work/tls/ca.pem" --ledger-key "$work/ledger.key" 2>"$work/arbiterd.log" &
-pid=$!
-for _ in $(seq 1 300); do [ -s "$work/port" ] && break; sleep 0.1; done
-[ -s "$work/port" ] || { cat "$work/arbiterd.log" >&2; fail "arbiterd did not start with deploy/arbiterd.toml"; }
+  --tls-client-ca "$work/tls/ca.pem" --ledger-key "$work/ledger.key"
 # The admin named in the file is an admin: it may build an organisation over TLS.
-export ARBITER_CONFIG=/dev/null
 out=$("$build/clients/arbctl" --endpoint "localhost:$(cat "$work/port")" \
   --tls-ca "$work/tls/ca.pem" --tls-cert "$work/tls/platform-admin.pem" \
   --tls-key "$work/tls/platform-admin.key" demo load 2>&1) ||
   fail "arbctl demo load as the configured admin: $out"
-kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+stop_arbiterd
 
 # 2. A key arbiterd does not know is refused, naming it.
 sed 's/^max-batch = 256/max-batches = 256/' "$src/deploy/arbiterd.toml" > "$work/bad.toml"
