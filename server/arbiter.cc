@@ -9,6 +9,7 @@
 
 #include "core/arbitration.h"
 #include "core/status_macros.h"
+#include "server/real_clock.h"
 
 namespace arbiter::server {
 namespace {
@@ -95,7 +96,10 @@ void Arbiter::Submit(Decide decide, Done done, std::string actor) {
 
 ArbiterStats Arbiter::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  ArbiterStats stats = stats_;
+  stats.queued = static_cast<int64_t>(queue_.size());
+  stats.in_flight = static_cast<int64_t>(in_flight_);
+  return stats;
 }
 
 void Arbiter::Run() {
@@ -216,6 +220,7 @@ void Arbiter::CommitBatch(Decided& decided) {
     after_failure = commit_failed_;
   }
   // A batch decided after a failed one builds on state that is not durable.
+  const Stopwatch commit_timer;
   const absl::Status commit = after_failure
                                   ? absl::UnavailableError("an earlier batch failed to commit")
                                   : store_->Commit(decided.changes, decided.context);
@@ -228,6 +233,7 @@ void Arbiter::CommitBatch(Decided& decided) {
       commit_failed_ = true;
     }
   }
+  if (options_.on_commit) options_.on_commit(batch.size(), commit_timer.Elapsed(), commit.ok());
   Answers answers;
   answers.commands = std::move(batch);
   if (!commit.ok()) {

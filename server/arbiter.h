@@ -55,6 +55,10 @@ struct ArbiterOptions {
   // How long a request may wait for approval before it is denied.
   // Default: 24 hours.
   absl::Duration approval_timeout = absl::Hours(24);
+  // Called on the committer thread after each batch's commit (or failure)
+  // with the batch's size and the commit's duration; must not block.
+  // Default: none.
+  std::function<void(size_t commands, absl::Duration took, bool ok)> on_commit;
 };
 
 struct ArbiterStats {
@@ -62,6 +66,8 @@ struct ArbiterStats {
   int64_t commands = 0;
   int64_t commit_failures = 0;
   int64_t reloads = 0;
+  int64_t queued = 0;     // Commands waiting now.
+  int64_t in_flight = 0;  // Batches decided and not yet committed now.
 };
 
 class Arbiter {

@@ -65,12 +65,26 @@ int Serve(ServerOptions options, bool migrate, const std::string& port_file) {
     return 1;
   }
   const int port = (*server)->port();
-  if (!port_file.empty()) std::ofstream(port_file) << port << "\n";
+  if (!port_file.empty()) {
+    // The extra ports first: readers wait for the main file.
+    if ((*server)->metrics_port() != 0) {
+      std::ofstream(port_file + ".metrics") << (*server)->metrics_port() << "\n";
+    }
+    if ((*server)->webhook_port() != 0) {
+      std::ofstream(port_file + ".webhook") << (*server)->webhook_port() << "\n";
+    }
+    std::ofstream(port_file) << port << "\n";
+  }
   const std::string host = options.listen_address.substr(0, options.listen_address.rfind(':'));
   std::cout << "arbiterd ready: serving arbiter.v1 on " << host << ":" << port
             << (options.insecure_loopback ? " (plaintext, loopback only)"
-                                          : " (TLS 1.3, client certificates)")
-            << std::endl;
+                                          : " (TLS 1.3, client certificates)");
+  if ((*server)->metrics_port() != 0)
+    std::cout << "; /metrics on port " << (*server)->metrics_port();
+  if ((*server)->webhook_port() != 0) {
+    std::cout << "; admission webhook on https port " << (*server)->webhook_port();
+  }
+  std::cout << std::endl;
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   spdlog::info("received signal {}, shutting down", signal_number);
@@ -136,7 +150,18 @@ int main(int argc, char** argv) {
                    "sign a ledger checkpoint every this many entries")
       ->capture_default_str();
   serve_cmd->add_flag("--migrate", migrate, "apply pending migrations before serving");
-  serve_cmd->add_option("--port-file", port_file, "write the bound port to this file");
+  serve_cmd->add_option("--port-file", port_file,
+                        "write the bound port to this file (and those of /metrics and the "
+                        "webhook to FILE.metrics and FILE.webhook)");
+  serve_cmd->add_option("--metrics-listen", options.metrics_listen,
+                        "serve Prometheus GET /metrics on this host:port (plain HTTP)");
+  serve_cmd->add_option("--webhook-listen", options.webhook_listen,
+                        "serve the Kubernetes admission webhook, POST /admit over HTTPS, on "
+                        "this host:port");
+  serve_cmd->add_option("--webhook-cert", options.webhook_cert,
+                        "the webhook's certificate chain (PEM); default: --tls-cert");
+  serve_cmd->add_option("--webhook-key", options.webhook_key,
+                        "the webhook's private key (PEM); default: --tls-key");
   serve_cmd
       ->add_option("--read-connections", options.read_connections,
                    "PostgreSQL connections for reads")

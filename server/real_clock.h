@@ -1,11 +1,24 @@
 // The wall clock: the only place in Arbiter that reads the time.
 #pragma once
 
+#include <cstdint>
+
 #include "core/clock.h"
 
 namespace arbiter::server {
 
 // Thread-safe.
+// Measures elapsed time on the monotonic clock (for metrics, not
+// decisions: decisions read time through Clock). Not thread-safe.
+class Stopwatch {
+ public:
+  Stopwatch();
+  absl::Duration Elapsed() const;
+
+ private:
+  int64_t start_ns_;
+};
+
 class RealClock final : public Clock {
  public:
   absl::Time TimeNow() override;

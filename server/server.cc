@@ -8,6 +8,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "core/status_macros.h"
+#include "server/admission.h"
 
 namespace arbiter::server {
 
@@ -34,6 +35,14 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
     ARBITER_ASSIGN_OR_RETURN(credentials, ServerTlsCredentials(options.tls));
   }
   auto server = std::unique_ptr<ArbiterServer>(new ArbiterServer());
+  server->metrics_ = std::make_unique<Metrics>();
+  ArbiterOptions arbiter_options = options.arbiter;
+  arbiter_options.on_commit = [metrics = server->metrics_.get(),
+                               chained = options.arbiter.on_commit](size_t commands,
+                                                                    absl::Duration took, bool ok) {
+    metrics->ObserveCommit(commands, took, ok);
+    if (chained) chained(commands, took, ok);
+  };
   store::PgStoreOptions store_options;
   store_options.dsn = options.dsn;
   store_options.read_connections = options.read_connections;
@@ -44,7 +53,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   server->authz_ = std::make_unique<Authorizer>(options.admins);
   ARBITER_ASSIGN_OR_RETURN(
       server->arbiter_, Arbiter::Create(server->store_.get(), clock, &server->hub_, &server->nodes_,
-                                        options.arbiter, server->authz_.get()));
+                                        arbiter_options, server->authz_.get()));
   server->telemetry_ =
       std::make_unique<TelemetryMaintenance>(server->store_.get(), clock, options.telemetry);
   server->telemetry_->EnableIdleReclaim(server->arbiter_.get());
@@ -78,15 +87,50 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   builder.RegisterService(server->telemetry_service_.get());
   builder.RegisterService(server->chargeback_service_.get());
   builder.SetMaxReceiveMessageSize(4 << 20);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(server->metrics_->InterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen_address, " (address in use?)"));
   }
+  if (!options.metrics_listen.empty()) {
+    ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(options.metrics_listen, server->store_.get(),
+                                                    server->arbiter_.get(), clock));
+  }
+  if (!options.webhook_listen.empty()) ARBITER_RETURN_IF_ERROR(server->StartWebhook(options));
   return server;
 }
 
+absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
+  const std::string cert = options.webhook_cert.empty() ? options.tls.cert : options.webhook_cert;
+  const std::string key = options.webhook_key.empty() ? options.tls.key : options.webhook_key;
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError(
+        "webhook-cert: the webhook is HTTPS only; give --webhook-cert and --webhook-key (or "
+        "--tls-cert and --tls-key)");
+  }
+  AdmissionLookups lookups;
+  lookups.request = [store = store_.get()](int64_t id) { return store->GetRequest(id); };
+  lookups.node_name = [nodes = &nodes_](int64_t node_id) { return nodes->Get(node_id).second; };
+  auto handler = [lookups](const HttpRequest& request) -> HttpResponse {
+    if (request.path == "/healthz") return {200, "text/plain", "ok\n"};
+    if (request.path != "/admit") return {404, "text/plain", "POST AdmissionReviews to /admit\n"};
+    if (request.method != "POST") return {405, "text/plain", "POST AdmissionReviews to /admit\n"};
+    absl::StatusOr<std::string> answer = ReviewAdmission(request.body, lookups);
+    if (!answer.ok()) return {400, "text/plain", std::string(answer.status().message()) + "\n"};
+    return {200, "application/json", *std::move(answer)};
+  };
+  ARBITER_ASSIGN_OR_RETURN(webhook_,
+                           HttpsServer::Start(options.webhook_listen, cert, key, handler));
+  return absl::OkStatus();
+}
+
 ArbiterServer::~ArbiterServer() {
+  // The HTTP servers read the store and the arbiter: stop them first.
+  webhook_.reset();
+  if (metrics_ != nullptr) metrics_->StopServing();
   if (grpc_server_ != nullptr) {
     grpc_server_->Shutdown(
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(5, GPR_TIMESPAN)));

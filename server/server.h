@@ -13,6 +13,8 @@
 
 #include "core/clock.h"
 #include "server/arbiter.h"
+#include "server/https_server.h"
+#include "server/metrics.h"
 #include "server/node_directory.h"
 #include "server/services.h"
 #include "server/tls.h"
@@ -46,6 +48,15 @@ struct ServerOptions {
   int read_threads = 4;
   ArbiterOptions arbiter;
   TelemetryOptions telemetry;
+  // Prometheus GET /metrics on this host:port, plain HTTP (server/metrics.h).
+  // Default: empty, not served.
+  std::string metrics_listen;
+  // The Kubernetes admission webhook, POST /admit over HTTPS
+  // (server/admission.h), on this host:port. Default: empty, not served.
+  std::string webhook_listen;
+  // The webhook's certificate chain and key (PEM). Default: tls.cert, tls.key.
+  std::string webhook_cert;
+  std::string webhook_key;
 };
 
 class ArbiterServer {
@@ -61,12 +72,19 @@ class ArbiterServer {
 
   // The port actually bound (useful with port 0).
   int port() const { return port_; }
+  // The ports of /metrics and of the webhook; 0 when not served.
+  int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
+  int webhook_port() const { return webhook_ != nullptr ? webhook_->port() : 0; }
   Arbiter& arbiter() { return *arbiter_; }
   TelemetryMaintenance& telemetry() { return *telemetry_; }
 
  private:
   ArbiterServer() = default;
 
+  // Starts the webhook's HTTPS server. Errors: those of HttpsServer::Start.
+  absl::Status StartWebhook(const ServerOptions& options);
+
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<store::PgStore> store_;
   NodeDirectory nodes_;
   WatchHub hub_;
@@ -81,6 +99,7 @@ class ArbiterServer {
   std::unique_ptr<TelemetryService> telemetry_service_;
   std::unique_ptr<ChargebackService> chargeback_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<HttpsServer> webhook_;
   int port_ = 0;
 };
 

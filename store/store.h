@@ -29,6 +29,28 @@
 
 namespace arbiter::store {
 
+// Allocated and used milli-GPUs of one (pool, class, team, GPU model).
+struct GpuGauge {
+  std::string pool;
+  std::string workload_class;
+  std::string team;
+  std::string gpu_model;
+  int64_t allocated_milli = 0;
+  int64_t used_milli = 0;  // Measured use; 0 where not known.
+};
+
+// The stored state /metrics reports (server/metrics.h), read at scrape time.
+struct MetricsSnapshot {
+  // Held now by admitted and preempting requests (used_milli is 0).
+  std::vector<GpuGauge> allocated;
+  // The latest rolled-up hour: mean allocated and used milli-GPUs over it.
+  std::vector<GpuGauge> last_hour;
+  int64_t pending_approvals = 0;
+  int64_t queued = 0;
+  int64_t ledger_entries = 0;                        // The chain head's sequence number.
+  std::map<std::string, int64_t> incidents_by_team;  // All recorded.
+};
+
 struct QuotaUsage {
   core::Quota quota;
   int64_t used_milli = 0;
@@ -122,6 +144,8 @@ class Store {
   // Ledger entries in sequence order, and the signed checkpoints.
   virtual absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) = 0;
   virtual absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() = 0;
+  // One consistent read of what /metrics reports.
+  virtual absl::StatusOr<MetricsSnapshot> LoadMetricsSnapshot() = 0;
 
   // Records a refused call (not a decision: written on its own, at once).
   virtual absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,

@@ -605,6 +605,33 @@ absl::StatusOr<std::vector<LedgerCheckpoint>> PgStore::ListCheckpoints() {
       });
 }
 
+absl::StatusOr<MetricsSnapshot> PgStore::LoadMetricsSnapshot() {
+  return WithConnection(
+      "metrics snapshot", [](pqxx::connection& c) -> absl::StatusOr<MetricsSnapshot> {
+        // Repeatable read: the four reads see one state.
+        pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
+        MetricsSnapshot out;
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectAllocatedGauges)) {
+          out.allocated.push_back(GpuGauge{row[0].as<std::string>(), row[1].as<std::string>(),
+                                           row[2].as<std::string>(), row[3].as<std::string>(),
+                                           row[4].as<int64_t>(), 0});
+        }
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectLastHourGauges)) {
+          out.last_hour.push_back(GpuGauge{row[0].as<std::string>(), row[1].as<std::string>(),
+                                           row[2].as<std::string>(), row[3].as<std::string>(),
+                                           row[4].as<int64_t>(), row[5].as<int64_t>()});
+        }
+        const pqxx::row counts = tx.exec_prepared1(sql::kSelectStateCounts);
+        out.pending_approvals = counts[0].as<int64_t>();
+        out.queued = counts[1].as<int64_t>();
+        out.ledger_entries = counts[2].as<int64_t>();
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectIncidentCounts)) {
+          out.incidents_by_team[row[0].as<std::string>()] = row[1].as<int64_t>();
+        }
+        return out;
+      });
+}
+
 absl::StatusOr<std::vector<core::AuthorityRule>> PgStore::ListAuthorityRules() {
   return WithConnection(
       "list authority rules",

@@ -94,6 +94,7 @@ class PgStore final : public Store {
   absl::StatusOr<std::optional<core::PeriodClose>> GetClosedPeriod(absl::Time from,
                                                                    absl::Time to) override;
   absl::StatusOr<int64_t> ClusterReservedMilliSeconds(absl::Time from, absl::Time to) override;
+  absl::StatusOr<MetricsSnapshot> LoadMetricsSnapshot() override;
 
  private:
   explicit PgStore(const PgStoreOptions& options);

@@ -287,6 +287,23 @@ constexpr Statement kStatements[] = {
     {kSelectDelegations,
      "SELECT from_principal, to_principal, (extract(epoch FROM expires_at) * 1000000)::bigint"
      " FROM delegations ORDER BY from_principal, to_principal"},
+    // Whole GPUs count gpu_milli (1000) once per GPU; a fraction or a MIG
+    // instance holds one GPU index. The model is that of the first GPU.
+    {kSelectAllocatedGauges,
+     "SELECT r.pool, r.workload_class, r.team, COALESCE(g.model, ''),"
+     " sum(p.gpu_milli * cardinality(p.gpu_indices))::bigint"
+     " FROM requests r JOIN placements p ON p.request_id = r.id"
+     " LEFT JOIN gpus g ON g.node_id = p.node_id AND g.gpu_index = p.gpu_indices[1]"
+     " WHERE r.state IN ('admitted', 'preempting') GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
+    {kSelectLastHourGauges,
+     "SELECT pool, workload_class, team, gpu_model, (sum(allocated_milli_seconds) / 3600)::bigint,"
+     " (sum(used_milli_seconds) / 3600)::bigint FROM usage_hourly"
+     " WHERE hour = (SELECT max(hour) FROM usage_hourly) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
+    {kSelectStateCounts,
+     "SELECT (SELECT count(*) FROM requests WHERE state = 'pending_approval'),"
+     " (SELECT count(*) FROM requests WHERE state = 'queued'),"
+     " (SELECT COALESCE(max(seq), 0) FROM ledger)"},
+    {kSelectIncidentCounts, "SELECT team, count(*) FROM incidents GROUP BY team ORDER BY team"},
     {kSelectLedgerHead, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"},
     // $1 after seq, $2 limit, $3 subject, $4 actor, $5 action ('' = any).
     {kSelectLedger,

@@ -74,6 +74,12 @@ inline constexpr const char* kSelectLedger = "select_ledger";
 inline constexpr const char* kSelectLastCheckpoint = "select_last_checkpoint";
 inline constexpr const char* kSelectCheckpoints = "select_checkpoints";
 
+// Metrics.
+inline constexpr const char* kSelectAllocatedGauges = "select_allocated_gauges";
+inline constexpr const char* kSelectLastHourGauges = "select_last_hour_gauges";
+inline constexpr const char* kSelectStateCounts = "select_state_counts";
+inline constexpr const char* kSelectIncidentCounts = "select_incident_counts";
+
 // Telemetry.
 inline constexpr const char* kEnsureSamplePartition = "ensure_sample_partition";
 inline constexpr const char* kDropSamplePartitions = "drop_sample_partitions";

@@ -1,0 +1,270 @@
+#include "server/metrics.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+#include <spdlog/spdlog.h>
+
+#include "core/budget.h"
+#include "server/arbiter.h"
+#include "server/real_clock.h"
+
+namespace arbiter::server {
+namespace {
+
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return *buckets;
+}
+
+// "/arbiter.v1.AllocationService/RequestCapacity" -> service, method.
+std::pair<std::string, std::string> SplitMethod(const char* full_method) {
+  std::string full = full_method == nullptr ? "" : full_method;
+  if (!full.empty() && full[0] == '/') full.erase(0, 1);
+  const size_t slash = full.find('/');
+  if (slash == std::string::npos) return {"unknown", full};
+  return {full.substr(0, slash), full.substr(slash + 1)};
+}
+
+// gRPC's canonical code names, as grpc-prometheus labels them.
+const char* CodeName(grpc::StatusCode code) {
+  static const char* const kNames[] = {
+      "OK",       "Canceled",       "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+      "NotFound", "AlreadyExists",  "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+      "Aborted",  "OutOfRange",     "Unimplemented",    "Internal",          "Unavailable",
+      "DataLoss", "Unauthenticated"};
+  const int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? kNames[i] : "Unknown";
+}
+
+class RpcInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  RpcInterceptor(Metrics* metrics, const char* method)
+      : metrics_(metrics), method_(method), timer_() {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      metrics_->ObserveRpc(method_, methods->GetSendStatus().error_code(), timer_.Elapsed());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  Metrics* const metrics_;
+  const char* const method_;
+  const Stopwatch timer_;
+};
+
+class RpcInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RpcInterceptorFactory(Metrics* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new RpcInterceptor(metrics_, info->method());
+  }
+
+ private:
+  Metrics* const metrics_;
+};
+
+prometheus::ClientMetric Gauge(std::vector<prometheus::ClientMetric::Label> labels, int64_t value) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  m.gauge.value = static_cast<double>(value);
+  return m;
+}
+
+prometheus::MetricFamily GaugeFamily(std::string name, std::string help) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Gauge;
+  return f;
+}
+
+std::vector<prometheus::ClientMetric::Label> GpuLabels(const store::GpuGauge& g) {
+  return {{"pool", g.pool}, {"class", g.workload_class}, {"team", g.team}, {"model", g.gpu_model}};
+}
+
+}  // namespace
+
+// Reads the stored state and the arbiter's queue at each scrape. A scrape
+// that cannot read the database reports arbiter_state_scrape_ok 0 and the
+// series that need no database.
+class Metrics::StateCollector final : public prometheus::Collectable {
+ public:
+  StateCollector(store::Store* store, Arbiter* arbiter, Clock* clock)
+      : store_(store), arbiter_(arbiter), clock_(clock) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out;
+    const ArbiterStats stats = arbiter_->stats();
+    auto queue = GaugeFamily("arbiter_queue_depth", "Commands waiting for the arbiter thread.");
+    queue.metric.push_back(Gauge({}, stats.queued));
+    out.push_back(std::move(queue));
+    auto in_flight =
+        GaugeFamily("arbiter_batches_in_flight", "Batches decided and not yet committed.");
+    in_flight.metric.push_back(Gauge({}, stats.in_flight));
+    out.push_back(std::move(in_flight));
+
+    auto scrape_ok = GaugeFamily("arbiter_state_scrape_ok",
+                                 "1 when this scrape read the stored state, 0 when it could not.");
+    absl::StatusOr<store::MetricsSnapshot> snapshot = store_->LoadMetricsSnapshot();
+    if (!snapshot.ok()) {
+      spdlog::warn("metrics: cannot read the state: {}", snapshot.status().ToString());
+      scrape_ok.metric.push_back(Gauge({}, 0));
+      out.push_back(std::move(scrape_ok));
+      return out;
+    }
+    scrape_ok.metric.push_back(Gauge({}, 1));
+    out.push_back(std::move(scrape_ok));
+    AddState(*snapshot, out);
+    AddBudgets(out);
+    return out;
+  }
+
+ private:
+  static void AddState(const store::MetricsSnapshot& s,
+                       std::vector<prometheus::MetricFamily>& out) {
+    auto allocated = GaugeFamily("arbiter_gpu_allocated_milli",
+                                 "Milli-GPUs held now by admitted and preempting requests.");
+    for (const store::GpuGauge& g : s.allocated) {
+      allocated.metric.push_back(Gauge(GpuLabels(g), g.allocated_milli));
+    }
+    out.push_back(std::move(allocated));
+    auto hour_allocated = GaugeFamily("arbiter_gpu_allocated_milli_last_hour",
+                                      "Mean milli-GPUs allocated over the latest rolled-up hour.");
+    auto hour_used = GaugeFamily("arbiter_gpu_used_milli_last_hour",
+                                 "Mean milli-GPUs measured busy over the latest rolled-up hour.");
+    for (const store::GpuGauge& g : s.last_hour) {
+      hour_allocated.metric.push_back(Gauge(GpuLabels(g), g.allocated_milli));
+      hour_used.metric.push_back(Gauge(GpuLabels(g), g.used_milli));
+    }
+    out.push_back(std::move(hour_allocated));
+    out.push_back(std::move(hour_used));
+    auto pending = GaugeFamily("arbiter_pending_approvals", "Requests waiting for an approval.");
+    pending.metric.push_back(Gauge({}, s.pending_approvals));
+    out.push_back(std::move(pending));
+    auto queued = GaugeFamily("arbiter_requests_queued", "Requests queued for capacity.");
+    queued.metric.push_back(Gauge({}, s.queued));
+    out.push_back(std::move(queued));
+    auto ledger = GaugeFamily("arbiter_ledger_entries", "Sequence number of the ledger's head.");
+    ledger.metric.push_back(Gauge({}, s.ledger_entries));
+    out.push_back(std::move(ledger));
+    auto incidents =
+        GaugeFamily("arbiter_incidents_recorded", "SLO incidents recorded, by victim team.");
+    for (const auto& [team, n] : s.incidents_by_team) {
+      incidents.metric.push_back(Gauge({{"team", team}}, n));
+    }
+    out.push_back(std::move(incidents));
+  }
+
+  // Spend this calendar month (UTC) against each team's budget.
+  void AddBudgets(std::vector<prometheus::MetricFamily>& out) const {
+    const absl::Time now = clock_->TimeNow();
+    absl::StatusOr<std::vector<core::Budget>> budgets = store_->ListBudgets();
+    absl::StatusOr<std::map<std::string, int64_t>> spend =
+        store_->SpendBetween(core::MonthStart(now), now);
+    if (!budgets.ok() || !spend.ok()) return;
+    auto spent = GaugeFamily("arbiter_budget_spent_micros",
+                             "Committed spend this calendar month (UTC), micro-currency units.");
+    auto hard = GaugeFamily("arbiter_budget_hard_limit_micros", "Monthly hard budget per team.");
+    auto soft = GaugeFamily("arbiter_budget_soft_limit_micros", "Monthly soft budget per team.");
+    for (const auto& [team, micros] : *spend)
+      spent.metric.push_back(Gauge({{"team", team}}, micros));
+    for (const core::Budget& b : *budgets) {
+      hard.metric.push_back(Gauge({{"team", b.team}}, b.hard_limit_micros));
+      soft.metric.push_back(Gauge({{"team", b.team}}, b.soft_limit_micros));
+    }
+    out.push_back(std::move(spent));
+    out.push_back(std::move(hard));
+    out.push_back(std::move(soft));
+  }
+
+  store::Store* const store_;
+  Arbiter* const arbiter_;
+  Clock* const clock_;
+};
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      rpc_handled_(prometheus::BuildCounter()
+                       .Name("grpc_server_handled_total")
+                       .Help("RPCs completed, by service, method and status code.")
+                       .Register(*registry_)),
+      rpc_seconds_(prometheus::BuildHistogram()
+                       .Name("grpc_server_handling_seconds")
+                       .Help("Time from the call's start to its status, by service and method.")
+                       .Register(*registry_)),
+      commit_seconds_(prometheus::BuildHistogram()
+                          .Name("arbiter_commit_seconds")
+                          .Help("Time to write one batch of decisions and COMMIT it.")
+                          .Register(*registry_)
+                          .Add({}, LatencyBuckets())),
+      commit_batch_commands_(
+          prometheus::BuildHistogram()
+              .Name("arbiter_commit_batch_commands")
+              .Help("Commands decided and committed together in one batch.")
+              .Register(*registry_)
+              .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256})),
+      commit_failures_(prometheus::BuildCounter()
+                           .Name("arbiter_commit_failures_total")
+                           .Help("Batches whose COMMIT failed (answered UNAVAILABLE).")
+                           .Register(*registry_)
+                           .Add({})) {}
+
+Metrics::~Metrics() { StopServing(); }
+
+absl::Status Metrics::Serve(const std::string& listen_address, store::Store* store,
+                            Arbiter* arbiter, Clock* clock) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(listen_address, 2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics-listen: cannot serve on ", listen_address, ": ", e.what()));
+  }
+  state_ = std::make_shared<StateCollector>(store, arbiter, clock);
+  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(state_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  port_ = ports.empty() ? 0 : ports.front();
+  return absl::OkStatus();
+}
+
+void Metrics::StopServing() {
+  exposer_.reset();
+  state_.reset();
+  port_ = 0;
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+Metrics::InterceptorFactory() {
+  return std::make_unique<RpcInterceptorFactory>(this);
+}
+
+void Metrics::ObserveCommit(size_t commands, absl::Duration took, bool ok) {
+  commit_batch_commands_.Observe(static_cast<double>(commands));
+  commit_seconds_.Observe(absl::ToDoubleSeconds(took));
+  if (!ok) commit_failures_.Increment();
+}
+
+void Metrics::ObserveRpc(const char* full_method, grpc::StatusCode code, absl::Duration took) {
+  auto [service, method] = SplitMethod(full_method);
+  rpc_handled_
+      .Add({{"grpc_service", service}, {"grpc_method", method}, {"grpc_code", CodeName(code)}})
+      .Increment();
+  rpc_seconds_.Add({{"grpc_service", service}, {"grpc_method", method}}, LatencyBuckets())
+      .Observe(absl::ToDoubleSeconds(took));
+}
+
+std::string Metrics::SerializeForTest() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace arbiter::server
