@@ -1,5 +1,6 @@
 // arbctl's role bindings and the inventory's clusters and pools
-// (GrantRole, RevokeRole, ListRoleBindings, CreateCluster, CreatePool).
+// (GrantRole, RevokeRole, ListRoleBindings, CreateCluster, CreatePool,
+// RegisterNode).
 #include <iostream>
 
 #include "absl/strings/ascii.h"
@@ -58,7 +59,7 @@ int Commands::ListRoles() {
   for (const v1::RoleBinding& b : resp.bindings()) {
     t.AddRow({b.subject(), Lower(v1::Role_Name(b.role()), "ROLE_"), ScopeOf(b)});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -124,6 +125,29 @@ int Commands::CreatePool(const std::string& name, const std::string& latency_cla
   if (!Call(*inventory_, &v1::InventoryService::Stub::CreatePool, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "created pool " << resp.pool().name() << "\n";
+  return 0;
+}
+
+int Commands::RegisterNode(const NodeOptions& n) {
+  v1::RegisterNodeRequest req;
+  v1::Node* node = req.mutable_node();
+  node->set_cluster(n.cluster);
+  node->set_name(n.name);
+  node->set_pool(n.pool);
+  node->set_cpu_milli(n.cpu_milli);
+  node->set_memory_mib(n.memory_mib);
+  node->set_topology_domain(n.topology_domain);
+  for (int i = 0; i < n.gpus; ++i) {
+    v1::Gpu* gpu = node->add_gpus();
+    gpu->set_index(i);
+    gpu->set_model(n.model);
+    if (static_cast<size_t>(i) < n.uuids.size()) gpu->set_uuid(n.uuids[static_cast<size_t>(i)]);
+  }
+  v1::RegisterNodeResponse resp;
+  if (!Call(*inventory_, &v1::InventoryService::Stub::RegisterNode, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << "registered node " << n.cluster << "/" << n.name << " in pool " << n.pool << " with "
+            << n.gpus << " " << n.model << "\n";
   return 0;
 }
 

@@ -49,6 +49,17 @@ int Commands::Delegate(const std::string& from, const std::string& to, const std
   return 0;
 }
 
+int Commands::RevokeDelegation(const std::string& from, const std::string& to) {
+  v1::RevokeDelegationRequest req;
+  req.mutable_delegation()->set_from(from);
+  req.mutable_delegation()->set_to(to);
+  v1::RevokeDelegationResponse resp;
+  if (!Call(*governance_, &v1::GovernanceService::Stub::RevokeDelegation, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << to << " may no longer approve for " << from << "\n";
+  return 0;
+}
+
 int Commands::ListDelegations() {
   v1::ListDelegationsResponse resp;
   if (!Call(*governance_, &v1::GovernanceService::Stub::ListDelegations,
@@ -60,7 +71,7 @@ int Commands::ListDelegations() {
   for (const v1::Delegation& d : resp.delegations()) {
     t.AddRow({d.from(), d.to(), absl::FormatTime(absl::FromUnixSeconds(d.expires_at().seconds()))});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -84,7 +95,7 @@ int Commands::ListAuthority() {
               threshold, limit(r.limit_milli()), limit(r.limit_seconds()),
               limit(r.limit_micros())});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 

@@ -93,7 +93,7 @@ int Commands::ListSlos(const std::string& team) {
               s.penalty_micros_per_minute() == 0 ? "reserved cost"
                                                  : MoneyText(s.penalty_micros_per_minute())});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -164,7 +164,7 @@ int Commands::ListIncidents(const std::string& from, const std::string& to,
               absl::StrCat(i.window().p99_us() / 1000.0), absl::StrCat(i.p99_target_us() / 1000.0),
               MoneyText(i.cost_micros()), to_whom.empty() ? "-" : to_whom});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 

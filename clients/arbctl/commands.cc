@@ -17,6 +17,7 @@
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <yaml-cpp/yaml.h>
 
 #include "clients/arbctl/table.h"
 
@@ -119,6 +120,8 @@ std::shared_ptr<grpc::ChannelCredentials> CredentialsFor(const GlobalOptions& o)
 }  // namespace
 
 Commands::Commands(GlobalOptions options) : options_(std::move(options)) {
+  if (options_.json) options_.output = "json";
+  options_.json = options_.output == "json" || options_.output == "yaml";
   auto channel = grpc::CreateChannel(options_.endpoint, CredentialsFor(options_));
   inventory_ = v1::InventoryService::NewStub(channel);
   governance_ = v1::GovernanceService::NewStub(channel);
@@ -147,13 +150,13 @@ int Commands::ListModels() {
   if (!Call(*inventory_, &v1::InventoryService::Stub::ListGpuModels, v1::ListGpuModelsRequest(),
             &resp))
     return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"MODEL", "MEMORY_MIB", "SMS", "TDP_W", "MIG"});
   for (const auto& m : resp.gpu_models()) {
     t.AddRow({m.name(), absl::StrCat(m.memory_mib()), absl::StrCat(m.sm_count()),
               absl::StrCat(m.tdp_watts()), m.mig_capable() ? "yes" : "no"});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -162,10 +165,10 @@ int Commands::ListClusters() {
   if (!Call(*inventory_, &v1::InventoryService::Stub::ListClusters, v1::ListClustersRequest(),
             &resp))
     return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"CLUSTER", "DESCRIPTION"});
   for (const auto& c : resp.clusters()) t.AddRow({c.name(), c.description()});
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -173,7 +176,7 @@ int Commands::ListPools() {
   v1::ListPoolsResponse resp;
   if (!Call(*inventory_, &v1::InventoryService::Stub::ListPools, v1::ListPoolsRequest(), &resp))
     return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"POOL", "LATENCY_CLASS", "LENDS_TO", "GRACE_S", "DESCRIPTION"});
   for (const auto& p : resp.pools()) {
     std::vector<std::string> lends;
@@ -185,7 +188,7 @@ int Commands::ListPools() {
               lends.empty() ? "-" : absl::StrJoin(lends, ","),
               absl::StrCat(p.reclaim_grace_seconds()), p.description()});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -195,7 +198,7 @@ int Commands::ListInventory(const std::string& cluster, const std::string& pool)
   req.set_pool(pool);
   v1::ListNodesResponse resp;
   if (!Call(*inventory_, &v1::InventoryService::Stub::ListNodes, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t(
       {"CLUSTER", "NODE", "POOL", "GPUS", "MODEL", "ALLOCATED_GPU", "FREE_WHOLE_GPUS", "MIG_GPUS"});
   for (const auto& n : resp.nodes()) {
@@ -211,7 +214,7 @@ int Commands::ListInventory(const std::string& cluster, const std::string& pool)
               n.gpus_size() > 0 ? n.gpus(0).model() : "", Milli(allocated),
               absl::StrCat(free_whole), absl::StrCat(partitioned)});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -219,13 +222,13 @@ int Commands::ListTeams() {
   v1::ListTeamsResponse resp;
   if (!Call(*governance_, &v1::GovernanceService::Stub::ListTeams, v1::ListTeamsRequest(), &resp))
     return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"TEAM", "PARENT", "WEIGHT"});
   for (const auto& team : resp.teams()) {
     t.AddRow(
         {team.name(), team.parent().empty() ? "-" : team.parent(), Milli(team.weight_milli())});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -236,7 +239,7 @@ int Commands::CreateTeam(const std::string& name, const std::string& parent, int
   req.mutable_team()->set_weight_milli(weight_milli);
   v1::CreateTeamResponse resp;
   if (!Call(*governance_, &v1::GovernanceService::Stub::CreateTeam, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "created team " << resp.team().name() << "\n";
   return 0;
 }
@@ -246,7 +249,7 @@ int Commands::ListQuotas(const std::string& team) {
   req.set_team(team);
   v1::ListQuotasResponse resp;
   if (!Call(*governance_, &v1::GovernanceService::Stub::ListQuotas, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"TEAM", "POOL", "MODEL", "NOMINAL_GPU", "BORROW_GPU", "LEND_GPU", "USED_GPU"});
   for (const auto& q : resp.quotas()) {
     const v1::Quota& quota = q.quota();
@@ -256,7 +259,7 @@ int Commands::ListQuotas(const std::string& team) {
          quota.borrowing_limit_milli() < 0 ? "unlimited" : Milli(quota.borrowing_limit_milli()),
          Milli(quota.lending_limit_milli()), Milli(q.used_milli())});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -271,7 +274,7 @@ int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t
   if (lend_milli >= 0) req.mutable_quota()->set_lending_limit_milli(lend_milli);
   v1::SetQuotaResponse resp;
   if (!Call(*governance_, &v1::GovernanceService::Stub::SetQuota, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "quota of " << team << " in " << pool << ": " << Milli(nominal_milli) << " GPU\n";
   return 0;
 }
@@ -281,7 +284,7 @@ int Commands::ListCoexistence() {
   if (!Call(*governance_, &v1::GovernanceService::Stub::ListCoexistenceRules,
             v1::ListCoexistenceRulesRequest(), &resp))
     return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"CLASS_A", "CLASS_B", "SHARE_GPU", "SAME_NODE"});
   for (const auto& r : resp.rules()) {
     t.AddRow({Short(v1::WorkloadClass_Name(r.class_a()), "WORKLOAD_CLASS_"),
@@ -289,7 +292,7 @@ int Commands::ListCoexistence() {
               Short(v1::GpuIsolation_Name(r.gpu_isolation()), "GPU_ISOLATION_"),
               r.same_node() ? "yes" : "no"});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -313,7 +316,7 @@ int Commands::SetCoexistence(const std::string& class_a, const std::string& clas
   req.mutable_rule()->set_same_node(same_node);
   v1::SetCoexistenceRuleResponse resp;
   if (!Call(*governance_, &v1::GovernanceService::Stub::SetCoexistenceRule, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << class_a << " next to " << class_b << ": " << isolation
             << (same_node ? "" : ", not on the same node") << "\n";
   return 0;
@@ -375,7 +378,7 @@ int Commands::Request(const RequestOptions& r) {
   }
   v1::RequestCapacityResponse resp;
   if (!Call(*allocation_, &v1::AllocationService::Stub::RequestCapacity, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   if (resp.replayed()) std::cout << "(replayed: this key was answered before)\n";
   return 0;
@@ -457,7 +460,7 @@ int Commands::ListRequests(const std::string& team, const std::string& state, in
   req.set_page_size(limit);
   v1::ListRequestsResponse resp;
   if (!Call(*allocation_, &v1::AllocationService::Stub::ListRequests, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"ID", "TEAM", "POOL", "STATE", "SHAPE", "GPU", "PLACEMENT / WHY"});
   for (const auto& r : resp.requests()) {
     t.AddRow({absl::StrCat(r.id()), r.team(), r.pool(),
@@ -465,7 +468,7 @@ int Commands::ListRequests(const std::string& team, const std::string& state, in
               Milli(r.total_gpu_milli()),
               r.placements_size() > 0 ? PlacementText(r) : r.reason_code()});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -474,7 +477,7 @@ int Commands::GetRequest(int64_t id) {
   req.set_id(id);
   v1::GetRequestResponse resp;
   if (!Call(*allocation_, &v1::AllocationService::Stub::GetRequest, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   return 0;
 }
@@ -484,7 +487,7 @@ int Commands::Release(int64_t id) {
   req.set_id(id);
   v1::ReleaseAllocationResponse resp;
   if (!Call(*allocation_, &v1::AllocationService::Stub::ReleaseAllocation, req, &resp)) return 1;
-  if (options_.json) return PrintJson(resp), 0;
+  if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   return 0;
 }
@@ -497,7 +500,13 @@ int Commands::Watch(const std::string& team, const std::string& pool) {
   auto reader = allocation_->WatchAllocations(&ctx, req);
   v1::WatchAllocationsResponse event;
   while (reader->Read(&event)) {
-    if (options_.json) {
+    if (options_.output == "yaml") {  // One YAML document per event.
+      std::cout << "---\n";
+      PrintJsonMessage(event);
+      std::cout << std::flush;
+      continue;
+    }
+    if (options_.json) {  // One JSON object per line.
       std::string out;
       (void)google::protobuf::util::MessageToJsonString(event, &out);
       std::cout << out << std::endl;
@@ -519,6 +528,21 @@ int Commands::Watch(const std::string& team, const std::string& pool) {
   return s.ok() ? 0 : Fail(s);
 }
 
-void Commands::PrintJsonMessage(const google::protobuf::Message& m) { PrintJson(m); }
+void Commands::PrintJsonMessage(const google::protobuf::Message& m) const {
+  if (options_.output != "yaml") return PrintJson(m);
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &json, opts);
+  // JSON is YAML; re-emitted in block style.
+  YAML::Emitter out;
+  out << YAML::Load(json);
+  std::cout << out.c_str() << "\n";
+}
+
+void Commands::PrintTable(const Table& t) const {
+  if (options_.output == "csv") return t.PrintCsv(std::cout);
+  t.Print(std::cout);
+}
 
 }  // namespace arbiter::arbctl

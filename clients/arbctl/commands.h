@@ -15,6 +15,7 @@
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
 #include "arbiter/v1/telemetry.grpc.pb.h"
+#include "clients/arbctl/table.h"
 
 namespace arbiter::arbctl {
 
@@ -26,8 +27,11 @@ bool ParseWhen(const std::string& text, absl::Time* out);
 
 struct GlobalOptions {
   std::string endpoint = "127.0.0.1:50051";  // Env ARBITER_ENDPOINT.
-  bool json = false;                         // Print JSON instead of tables.
-  int timeout_seconds = 10;                  // Deadline of each call.
+  // table (for people), json (the proto3 JSON mapping), yaml (the same
+  // document as YAML) or csv (the table's columns). Env ARBITER_OUTPUT.
+  std::string output = "table";
+  bool json = false;         // Set by Commands: output is json or yaml.
+  int timeout_seconds = 10;  // Deadline of each call.
   // TLS: the CA that signed arbiterd's certificate, and this principal's
   // certificate and key (PEM files). All empty: plaintext (a server started
   // with --insecure-loopback). Env ARBITER_CA_FILE, ARBITER_CERT_FILE,
@@ -74,6 +78,18 @@ class Commands {
   int ListClusters();
   int ListPools();
   int ListInventory(const std::string& cluster, const std::string& pool);
+  struct NodeOptions {
+    std::string cluster;
+    std::string name;
+    std::string pool;
+    std::string model;
+    int gpus = 8;
+    int64_t cpu_milli = 128'000;
+    int64_t memory_mib = 1'024'000;
+    std::string topology_domain;
+    std::vector<std::string> uuids;  // Per GPU index, optional.
+  };
+  int RegisterNode(const NodeOptions& node);
   int ListTeams();
   int CreateTeam(const std::string& name, const std::string& parent, int64_t weight_milli);
   int ListQuotas(const std::string& team);
@@ -96,7 +112,28 @@ class Commands {
   int ListAuthority();
   // `until`: RFC 3339 or +<duration>.
   int Delegate(const std::string& from, const std::string& to, const std::string& until);
+  int RevokeDelegation(const std::string& from, const std::string& to);
   int ListDelegations();
+  // Kueue objects (YAML, kueue.x-k8s.io/v1beta2) enforcing Arbiter's teams,
+  // cohorts and quotas (clients/arbctl/kueue.cc); LocalQueues are named
+  // `queue_name`.
+  int ExportKueue(const std::string& queue_name);
+  // Sends one GPU reading through StreamSamples, as the agent does (for a
+  // node without the agent, or to try telemetry by hand). Fields below 0
+  // are not measured.
+  struct SampleOptions {
+    std::string cluster;
+    std::string node;
+    int32_t gpu_index = 0;
+    std::string uuid;
+    int32_t util_milli = -1;
+    int64_t fb_used_mib = -1;
+    int64_t power_mw = -1;
+    int32_t interval_seconds = 10;
+    std::string pod;
+    std::string pod_namespace;
+  };
+  int SendSample(const SampleOptions& sample);
   // `action`: borrow, guaranteed, large, over_budget or long; `pool` empty
   // for every pool.
   struct AuthorityLimits {
@@ -123,6 +160,7 @@ class Commands {
   // otherwise.
   // With `from_checkpoint` > 0, starts at that checkpoint (whose signature
   // must verify) instead of genesis.
+  int LedgerCheckpoints();
   int LedgerVerify(const std::string& public_key_file, int64_t from_checkpoint = 0);
   // SLOs, incidents and chargeback (clients/arbctl/chargeback.cc). Times are
   // RFC 3339 or +/-<duration> from now; periods are rounded out to whole
@@ -174,8 +212,10 @@ class Commands {
     return status.ok();
   }
   void PrintRequest(const v1::CapacityRequest& r) const;
-  // Prints a response as JSON (proto3 JSON mapping).
-  static void PrintJsonMessage(const google::protobuf::Message& m);
+  // Prints a response as JSON (proto3 JSON mapping) or YAML (--output).
+  void PrintJsonMessage(const google::protobuf::Message& m) const;
+  // Prints a table, or its CSV with --output csv.
+  void PrintTable(const Table& t) const;
 
   GlobalOptions options_;
   std::unique_ptr<v1::InventoryService::Stub> inventory_;

@@ -39,18 +39,13 @@ int Commands::LedgerList(int64_t after_seq, int limit, const std::string& subjec
   req.set_subject(subject);
   v1::ListLedgerEntriesResponse resp;
   if (!Call(*ledger_, &v1::LedgerService::Stub::ListLedgerEntries, req, &resp)) return 1;
-  if (options_.json) {
-    std::string out;
-    (void)google::protobuf::util::MessageToJsonString(resp, &out);
-    std::cout << out << "\n";
-    return 0;
-  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"SEQ", "AT", "ACTOR", "ACTION", "SUBJECT", "PAYLOAD"});
   for (const v1::LedgerEntry& e : resp.entries()) {
     t.AddRow({absl::StrCat(e.seq()), google::protobuf::util::TimeUtil::ToString(e.at()), e.actor(),
               e.action(), e.subject(), e.payload()});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -147,6 +142,22 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
             << (public_key.empty() ? "match the chain (signatures not checked: no --public-key)"
                                    : "match the chain and are signed by the ledger key")
             << "\n";
+  return 0;
+}
+
+int Commands::LedgerCheckpoints() {
+  v1::ListCheckpointsResponse resp;
+  if (!Call(*ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
+            &resp)) {
+    return 1;
+  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"SEQ", "AT", "HASH", "SIGNATURE"});
+  for (const v1::LedgerCheckpoint& c : resp.checkpoints()) {
+    t.AddRow({absl::StrCat(c.seq()), google::protobuf::util::TimeUtil::ToString(c.at()), c.hash(),
+              c.signature().substr(0, 16) + "..."});
+  }
+  PrintTable(t);
   return 0;
 }
 

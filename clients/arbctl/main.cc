@@ -72,7 +72,12 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", global.ca_file, "CA certificate that signed arbiterd's (PEM)");
   app.add_option("--tls-cert", global.cert_file, "your client certificate (PEM)");
   app.add_option("--tls-key", global.key_file, "your client certificate's key (PEM)");
-  app.add_flag("--json", global.json, "print JSON (proto3 JSON mapping) instead of tables");
+  if (const char* env = std::getenv("ARBITER_OUTPUT")) global.output = env;
+  app.add_option("-o,--output", global.output,
+                 "table, json (proto3 JSON mapping), yaml or csv (env ARBITER_OUTPUT)")
+      ->check(CLI::IsMember({"table", "json", "yaml", "csv"}))
+      ->capture_default_str();
+  app.add_flag("--json", global.json, "same as --output json");
   app.add_option("--timeout", global.timeout_seconds, "seconds to wait for each call")
       ->capture_default_str();
 
@@ -141,6 +146,24 @@ int main(int argc, char** argv) {
   inventory_list->add_option("--cluster", cluster, "only this cluster");
   inventory_list->add_option("--pool", pool, "only this pool");
   inventory_list->callback([&] { rc = commands().ListInventory(cluster, pool); });
+  arbiter::arbctl::Commands::NodeOptions node;
+  CLI::App* register_node = inventory->add_subcommand(
+      "register",
+      "register a node and its GPUs\n  e.g. arbctl inventory register h100-7 --cluster east "
+      "--pool serving --model H100-80GB --gpus 8");
+  register_node->add_option("name", node.name, "node name (its Kubernetes node name)")->required();
+  register_node->add_option("--cluster", node.cluster, "cluster")->required();
+  register_node->add_option("--pool", node.pool, "pool")->required();
+  register_node->add_option("--model", node.model, "GPU model (arbctl models list)")->required();
+  register_node->add_option("--gpus", node.gpus, "GPUs on the node")->capture_default_str();
+  register_node->add_option("--cpu-milli", node.cpu_milli, "host CPU, milli-cores")
+      ->capture_default_str();
+  register_node->add_option("--memory-mib", node.memory_mib, "host memory, MiB")
+      ->capture_default_str();
+  register_node->add_option("--topology-domain", node.topology_domain,
+                            "NVLink domain or rack (gangs may ask for one)");
+  register_node->add_option("--uuid", node.uuids, "GPU UUIDs in index order (repeatable)");
+  register_node->callback([&] { rc = commands().RegisterNode(node); });
 
   CLI::App* teams = app.add_subcommand("teams", "teams and cohorts");
   teams->add_subcommand("list", "list teams")->callback([&] { rc = commands().ListTeams(); });
@@ -266,6 +289,15 @@ int main(int argc, char** argv) {
   delegate->add_option("--until", delegate_until, "RFC 3339 time or +<duration>")->required();
   delegate->callback([&] { rc = commands().Delegate(delegate_from, delegate_to, delegate_until); });
   CLI::App* delegations = app.add_subcommand("delegations", "delegated approval authority");
+  CLI::App* delegation_revoke =
+      delegations->add_subcommand("revoke",
+                                  "take back a delegation\n  e.g. arbctl delegations "
+                                  "revoke spiffe://arbiter.local/erin --from "
+                                  "spiffe://arbiter.local/carol");
+  delegation_revoke->add_option("to", delegate_to, "principal who may approve for you")->required();
+  delegation_revoke->add_option("--from", delegate_from, "your principal")->required();
+  delegation_revoke->callback(
+      [&] { rc = commands().RevokeDelegation(delegate_from, delegate_to); });
   delegations->add_subcommand("list", "list delegations")->callback([&] {
     rc = commands().ListDelegations();
   });
@@ -336,6 +368,9 @@ int main(int argc, char** argv) {
   ledger_list->callback([&] { rc = commands().LedgerList(after_seq, ledger_limit, subject); });
   CLI::App* ledger_verify =
       ledger->add_subcommand("verify", "recompute the chain from genesis and check checkpoints");
+  ledger->add_subcommand("checkpoints", "list the signed checkpoints")->callback([&] {
+    rc = commands().LedgerCheckpoints();
+  });
   std::string public_key;
   ledger_verify->add_option(
       "--public-key", public_key,
@@ -448,6 +483,35 @@ int main(int argc, char** argv) {
     rc =
         commands().SetIdlePolicy(idle_class, idle_threshold, idle_window, idle_action, idle_notice);
   });
+
+  CLI::App* export_cmd = app.add_subcommand("export", "governance for other systems");
+  std::string queue_name = "gpu";
+  CLI::App* export_kueue = export_cmd->add_subcommand(
+      "kueue",
+      "Kueue objects (YAML) enforcing Arbiter's teams, cohorts and quotas\n  e.g. arbctl "
+      "export kueue | kubectl apply -f -");
+  export_kueue->add_option("--queue-name", queue_name, "name of each team's LocalQueue")
+      ->capture_default_str();
+  export_kueue->callback([&] { rc = commands().ExportKueue(queue_name); });
+
+  CLI::App* telemetry = app.add_subcommand("telemetry", "GPU readings (the agent sends these)");
+  arbiter::arbctl::Commands::SampleOptions sample;
+  CLI::App* send = telemetry->add_subcommand(
+      "send",
+      "send one GPU reading by hand\n  e.g. arbctl telemetry send --cluster east --node "
+      "h100-0 --gpu 0 --util-milli 730");
+  send->add_option("--cluster", sample.cluster, "cluster")->required();
+  send->add_option("--node", sample.node, "node name")->required();
+  send->add_option("--gpu", sample.gpu_index, "GPU index")->capture_default_str();
+  send->add_option("--uuid", sample.uuid, "GPU UUID (instead of the index)");
+  send->add_option("--util-milli", sample.util_milli, "busy, 0..1000");
+  send->add_option("--memory-used-mib", sample.fb_used_mib, "framebuffer used, MiB");
+  send->add_option("--power-mw", sample.power_mw, "power, milliwatts");
+  send->add_option("--interval-seconds", sample.interval_seconds, "the reading's interval")
+      ->capture_default_str();
+  send->add_option("--pod", sample.pod, "pod using the GPU");
+  send->add_option("--namespace", sample.pod_namespace, "its namespace");
+  send->callback([&] { rc = commands().SendSample(sample); });
 
   CLI::App* demo = app.add_subcommand("demo", "demo data");
   demo->add_subcommand("load", "load the demo organisation (idempotent)")->callback([&] {

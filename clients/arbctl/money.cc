@@ -51,7 +51,7 @@ int Commands::ListPrices(const std::string& at) {
               Money(p.micros_per_gpu_hour()),
               google::protobuf::util::TimeUtil::ToString(p.effective_from())});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -95,7 +95,7 @@ int Commands::ListBudgets() {
               Money(b.hard_limit_micros()),
               b.over() == v1::OVER_BUDGET_APPROVAL ? "approval" : "deny"});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 

@@ -24,4 +24,19 @@ void Table::Print(std::ostream& out) const {
   if (rows_.empty()) out << "(none)\n";
 }
 
+void Table::PrintCsv(std::ostream& out) const {
+  auto cell = [&](const std::string& c) {
+    if (c.find_first_of(",\"\r\n") == std::string::npos) return c;
+    std::string quoted = "\"";
+    for (char ch : c) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return quoted + "\"";
+  };
+  auto print_row = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) out << (i ? "," : "") << cell(cells[i]);
+    out << "\r\n";
+  };
+  print_row(headers_);
+  for (const auto& row : rows_) print_row(row);
+}
+
 }  // namespace arbiter::arbctl

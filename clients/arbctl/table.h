@@ -12,6 +12,9 @@ class Table {
   explicit Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
   void AddRow(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
   void Print(std::ostream& out) const;
+  // RFC 4180 CSV: a header row, then one row per line; cells with a comma,
+  // quote or line break are quoted.
+  void PrintCsv(std::ostream& out) const;
 
  private:
   std::vector<std::string> headers_;

@@ -46,7 +46,7 @@ int Commands::Usage(const std::string& from, const std::string& to, const std::s
   };
   for (const v1::UtilizationRow& r : resp.rows()) row(r, r.team());
   row(resp.total(), "TOTAL");
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -63,7 +63,7 @@ int Commands::ListIdle() {
               PercentText(a.peak_busy_milli()), GpuHoursText(a.idle_milli_gpu_seconds()),
               a.action()});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -79,7 +79,7 @@ int Commands::ListIdlePolicies() {
     t.AddRow({ClassText(p.workload_class()), PercentText(p.threshold_milli()),
               absl::StrCat(p.window_seconds()), p.action(), absl::StrCat(p.notice_seconds())});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
 }
 
@@ -123,8 +123,43 @@ int Commands::RightSize(const std::string& from, const std::string& to, const st
               absl::StrCat(a.current_milli()), PercentText(a.peak_busy_milli()),
               absl::StrCat(a.peak_memory_mib()), advice});
   }
-  t.Print(std::cout);
+  PrintTable(t);
   return 0;
+}
+
+}  // namespace arbiter::arbctl
+
+namespace arbiter::arbctl {
+
+int Commands::SendSample(const SampleOptions& s) {
+  v1::SampleBatch batch;
+  batch.set_cluster(s.cluster);
+  batch.set_node(s.node);
+  batch.set_interval_seconds(s.interval_seconds);
+  const int64_t now = absl::ToUnixSeconds(absl::Now());
+  batch.mutable_sent_at()->set_seconds(now);
+  v1::DeviceSample* d = batch.add_samples();
+  d->mutable_at()->set_seconds(now);
+  d->set_gpu_index(s.gpu_index);
+  d->set_uuid(s.uuid);
+  if (s.util_milli >= 0) d->set_util_milli(s.util_milli);
+  if (s.fb_used_mib >= 0) d->set_fb_used_mib(s.fb_used_mib);
+  if (s.power_mw >= 0) d->set_power_mw(s.power_mw);
+  d->set_pod(s.pod);
+  d->set_pod_namespace(s.pod_namespace);
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  v1::StreamSamplesResponse resp;
+  auto writer = telemetry_->StreamSamples(&ctx, &resp);
+  writer->Write(batch);
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  if (!status.ok()) return Fail(status);
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << "stored " << resp.stored() << ", duplicates " << resp.duplicates()
+            << ", unknown GPU " << resp.unknown_gpu() << ", too old " << resp.too_old()
+            << ", in the future " << resp.in_future() << "\n";
+  return resp.stored() == 1 ? 0 : 1;
 }
 
 }  // namespace arbiter::arbctl

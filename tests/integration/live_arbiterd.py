@@ -23,13 +23,19 @@ PROTOS = ("types.proto", "inventory.proto", "governance.proto", "allocation.prot
 
 
 class LiveArbiterd:
-    def __init__(self, arbiterd, source_dir, prefix, extra_args=()):
+    def __init__(self, arbiterd, source_dir, prefix, extra_args=(), tls=False):
+        """With tls, serves TLS with client certificates made by
+        deploy/local/make-certs in `self.certs` (admin, alice, bob, carol,
+        dave, erin; admin is the configured platform admin) and the channel
+        acts as admin; otherwise plaintext on loopback."""
         self.arbiterd = arbiterd
+        self.tls = tls
         self.source_dir = source_dir
         self.extra_args = list(extra_args)
         self.cluster_dsn = open(os.environ["ARBITER_TEST_PG_DSN_FILE"]).read().strip()
         self.db = f"{prefix}_{uuid.uuid4().hex[:12]}"
         self.work = tempfile.mkdtemp(prefix=f"arbiter-{prefix}-")
+        self.certs = os.path.join(self.work, "certs")
         self.proc = None
         self.endpoint = None
         self.channel = None
@@ -51,10 +57,19 @@ class LiveArbiterd:
         try:
             self._generate_stubs()
             port_file = os.path.join(self.work, "port")
+            security = ["--insecure-loopback"]
+            if self.tls:
+                subprocess.run([os.path.join(self.source_dir, "deploy/local/make-certs"),
+                                self.certs, "admin", "alice", "bob", "carol", "dave", "erin"],
+                               check=True, stdout=subprocess.DEVNULL)
+                security = ["--tls-cert", f"{self.certs}/server.pem",
+                            "--tls-key", f"{self.certs}/server.key",
+                            "--tls-client-ca", f"{self.certs}/ca.pem",
+                            "--admin", "spiffe://arbiter.local/admin"]
             self.proc = subprocess.Popen(
                 [self.arbiterd, "--log-level", "warn", "serve", "--dsn",
-                 f"{self.cluster_dsn} dbname={self.db}", "--insecure-loopback",
-                 "--listen", "127.0.0.1:0", "--port-file", port_file] + self.extra_args)
+                 f"{self.cluster_dsn} dbname={self.db}", "--listen", "127.0.0.1:0",
+                 "--port-file", port_file] + security + self.extra_args)
             for _ in range(600):
                 if os.path.exists(port_file) and open(port_file).read().strip():
                     break
@@ -62,11 +77,20 @@ class LiveArbiterd:
                     raise SystemExit("arbiterd exited early")
                 time.sleep(0.1)
             self.endpoint = "127.0.0.1:" + open(port_file).read().strip()
-            self.channel = grpc.insecure_channel(self.endpoint)
+            self.channel = (self.secure_channel("admin") if self.tls
+                            else grpc.insecure_channel(self.endpoint))
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def secure_channel(self, principal):
+        """A channel to the TLS server acting as `principal`."""
+        def read(name):
+            return open(os.path.join(self.certs, name), "rb").read()
+        creds = grpc.ssl_channel_credentials(read("ca.pem"), read(f"{principal}.key"),
+                                             read(f"{principal}.pem"))
+        return grpc.secure_channel(self.endpoint, creds)
 
     def __exit__(self, *exc):
         if self.proc is not None:

@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""Every RPC of arbiter.v1 is reachable from arbctl.
+
+Runs arbctl commands that together call every RPC against a live arbiterd,
+checks their output in each --output form (table, json, yaml, csv) where it
+matters, then reads arbiterd's own /metrics: every RPC named in proto/ must
+have been handled at least once, so an RPC added without an arbctl command
+fails this test.
+
+Usage: arbctl_every_rpc_test.py ARBITERD ARBCTL SOURCE_DIR  (DSN from ARBITER_TEST_PG_DSN_FILE)
+"""
+import csv
+import io
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import urllib.request
+
+import yaml
+
+from live_arbiterd import LiveArbiterd
+
+SPIFFE = "spiffe://arbiter.local/"
+
+
+def proto_rpcs(source_dir):
+    rpcs = set()
+    proto_dir = os.path.join(source_dir, "proto/arbiter/v1")
+    for name in os.listdir(proto_dir):
+        text = open(os.path.join(proto_dir, name)).read()
+        rpcs |= set(re.findall(r"^\s*rpc\s+(\w+)\s*\(", text, re.M))
+    return rpcs
+
+
+def handled_rpcs(metrics_port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read()
+    return set(re.findall(r'grpc_server_handled_total\{[^}]*grpc_method="(\w+)"[^}]*'
+                          r'grpc_service="arbiter\.v1\.', text.decode()))
+
+
+class Arbctl:
+    def __init__(self, binary, live):
+        self.binary, self.live = binary, live
+
+    def base(self, principal="admin"):
+        c = self.live.certs
+        return [self.binary, "--endpoint", self.live.endpoint, "--tls-ca", f"{c}/ca.pem",
+                "--tls-cert", f"{c}/{principal}.pem", "--tls-key", f"{c}/{principal}.key"]
+
+    def __call__(self, *args, ok=True, output="table", principal="admin"):
+        cmd = self.base(principal) + ["--output", output, *map(str, args)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if ok and r.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+        return r.stdout
+
+    def json(self, *args):
+        return json.loads(self(*args, output="json"))
+
+
+def main():
+    arbiterd, arbctl, src = sys.argv[1], sys.argv[2], sys.argv[3]
+    with LiveArbiterd(arbiterd, src, "every", ["--metrics-listen", "127.0.0.1:0"],
+                      tls=True) as live:
+        a = Arbctl(arbctl, live)
+        a("clusters", "create", "east", "--description", "the east region")
+        a("pools", "create", "serving", "--class", "serving", "--lends-to", "batch_analytics")
+        a("pools", "create", "batch", "--class", "batch")
+        a("inventory", "register", "h100-0", "--cluster", "east", "--pool", "serving",
+          "--model", "H100-80GB", "--gpus", 8, "--uuid", "GPU-aaaa-0")
+        a("inventory", "register", "a100-0", "--cluster", "east", "--pool", "batch",
+          "--model", "A100-80GB", "--gpus", 8)
+        a("teams", "create", "org")
+        a("teams", "create", "inference", "--parent", "org", "--weight-milli", 2000)
+        a("teams", "create", "training", "--parent", "org")
+        a("quotas", "set", "inference", "serving", 6000, "--borrow-milli", 0)
+        a("quotas", "set", "training", "batch", 8000, "--borrow-milli", -1, "--lend-milli", 4000)
+        a("coexistence", "set", "training", "inference", "--gpu", "forbidden", "--separate-nodes")
+        a("roles", "grant", SPIFFE + "carol", "--role", "pool_authority", "--scope", "pool:batch")
+        a("roles", "revoke", SPIFFE + "carol", "--role", "pool_authority", "--scope", "pool:batch")
+        a("roles", "grant", SPIFFE + "carol", "--role", "pool_authority", "--scope", "pool:batch")
+        a("authority", "set", "--pool", "batch", "--action", "large", "--approver",
+          SPIFFE + "carol", "--threshold-milli", 4000)
+        a("authority", "set", "--action", "long", "--approver", SPIFFE + "dave",
+          "--threshold-seconds", 3600)
+        a("authority", "remove", "--action", "long", "--approver", SPIFFE + "dave",
+          "--threshold-seconds", 3600)
+        a("delegate", SPIFFE + "erin", "--from", SPIFFE + "carol", "--until", "+2h",
+          principal="carol")
+        a("delegations", "revoke", SPIFFE + "erin", "--from", SPIFFE + "carol",
+          principal="carol")
+        a("prices", "set", "H100-80GB", "serving", 4_000_000)
+        a("prices", "set", "A100-80GB", "batch", 2_000_000)
+        a("budgets", "set", "training", "--soft-micros", 90_000_000_000, "--hard-micros",
+          100_000_000_000)
+        a("slo", "set", "inference", "chat-api", "--pool", "serving", "--p99-ms", 200)
+        a("idle", "set-policy", "training", "--action", "report")
+
+        granted = a.json("request", "--team", "inference", "--pool", "serving", "--class",
+                         "inference", "--gpus", 2, "--key", "every-1")["request"]
+        assert granted["state"] == "REQUEST_STATE_ADMITTED", granted
+        big = a.json("request", "--team", "training", "--pool", "batch", "--gpus", 6,
+                     "--key", "every-2")["request"]
+        assert big["state"] == "REQUEST_STATE_PENDING_APPROVAL", big
+        a("approve", big["id"], principal="carol")
+        other = a.json("request", "--team", "training", "--pool", "batch", "--gpus", 5,
+                       "--key", "every-3")["request"]
+        a("deny", other["id"], "--reason", "not this week", principal="carol")
+        a("requests", "get", granted["id"])
+        a("release", big["id"])
+        a("release", granted["id"])
+        a("telemetry", "send", "--cluster", "east", "--node", "h100-0", "--uuid", "GPU-aaaa-0",
+          "--util-milli", 730, "--memory-used-mib", 20000)
+        a("latency", "report", "inference", "chat-api", "--start", "-10m", "--p50-ms", 80,
+          "--p99-ms", 350, "--rps", 100)
+
+        # Every list, in every output form that matters.
+        for args in [("models", "list"), ("clusters", "list"), ("pools", "list"),
+                     ("inventory", "list"), ("teams", "list"), ("quotas", "list"),
+                     ("coexistence", "list"), ("roles", "list"), ("authority", "list"),
+                     ("delegations", "list"), ("prices", "list"), ("budgets", "list"),
+                     ("slo", "list"), ("incidents", "list"), ("requests", "list"),
+                     ("ledger", "list"), ("ledger", "checkpoints"), ("usage",),
+                     ("idle", "list"), ("idle", "policies"), ("rightsize",)]:
+            assert a(*args).strip(), args
+            json.loads(a(*args, output="json"))
+            yaml.safe_load(a(*args, output="yaml"))
+        rows = list(csv.reader(io.StringIO(a("teams", "list", output="csv"))))
+        assert rows[0][0] == "TEAM" and {r[0] for r in rows[1:]} == {"org", "inference",
+                                                                    "training"}, rows
+        teams = yaml.safe_load(a("teams", "list", output="yaml"))
+        assert {t["name"] for t in teams["teams"]} == {"org", "inference", "training"}, teams
+
+        a("chargeback", "show", "--from", "-2h", "--to", "+1h")
+        a("chargeback", "close", "--from", "-48h", "--to", "-24h")
+        assert a("ledger", "verify").startswith("OK"), "ledger verify"
+        kueue = list(yaml.safe_load_all(a("export", "kueue")))
+        assert {d["kind"] for d in kueue} == {"ResourceFlavor", "Cohort", "ClusterQueue",
+                                              "LocalQueue"}, kueue
+
+        # A watch streams until interrupted: start it, make an event, stop it.
+        watch = subprocess.Popen(a.base() + ["--output", "json", "watch", "--team", "inference"],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            line, made = "", set()
+            for i in range(50):  # Until the watch has subscribed and seen one.
+                made.add(a.json("request", "--team", "inference", "--pool", "serving", "--class",
+                                "inference", "--gpus", 1, "--key", f"watch-{i}")["request"]["id"])
+                if select.select([watch.stdout], [], [], 0.3)[0]:
+                    line = watch.stdout.readline()
+                    break
+            event = json.loads(line)
+            assert event["request"]["id"] in made, event
+            assert event["type"] == "ALLOCATION_EVENT_TYPE_ADMITTED", event
+        finally:
+            watch.terminate()
+            watch.wait(timeout=10)
+
+        port = int(open(os.path.join(live.work, "port") + ".metrics").read())
+        missing = proto_rpcs(src) - handled_rpcs(port)
+        assert not missing, f"RPCs no arbctl command reached: {sorted(missing)}"
+        print(f"arbctl reached all {len(proto_rpcs(src))} RPCs; table, json, yaml and csv parse")
+
+
+if __name__ == "__main__":
+    main()
