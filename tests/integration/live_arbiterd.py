@@ -10,10 +10,12 @@ importable (Debian's protoc and grpc_python_plugin).
 The DSN of the test PostgreSQL comes from ARBITER_TEST_PG_DSN_FILE.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 
 import grpc
@@ -83,6 +85,20 @@ class LiveArbiterd:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def unreached_rpcs(self):
+        """The RPCs declared in proto/arbiter/v1 that arbiterd's /metrics
+        (started with --metrics-listen) shows no call of, whatever its code."""
+        declared = set()
+        proto_dir = os.path.join(self.source_dir, "proto/arbiter/v1")
+        for name in PROTOS:
+            text = open(os.path.join(proto_dir, name)).read()
+            declared |= set(re.findall(r"^\s*rpc\s+(\w+)\s*\(", text, re.M))
+        port = int(open(os.path.join(self.work, "port.metrics")).read())
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        handled = set(re.findall(r'grpc_server_handled_total\{[^}]*grpc_method="(\w+)"'
+                                 r'[^}]*grpc_service="arbiter\.v1\.', text.decode()))
+        return declared - handled
 
     def secure_channel(self, principal):
         """A channel to the TLS server acting as `principal`."""
