@@ -18,7 +18,13 @@ new_database deploy
 start_arbiterd --config "$src/deploy/arbiterd.toml" serve \
   --dsn "$cluster_dsn dbname=$db" --listen 127.0.0.1:0 --port-file "$work/port" \
   --tls-cert "$work/tls/server.pem" --tls-key "$work/tls/server.key" \
-  --tls-client-ca "$work/tls/ca.pem" --ledger-key "$work/ledger.key"
+  --tls-client-ca "$work/tls/ca.pem" --ledger-key "$work/ledger.key" \
+  --metrics-listen 127.0.0.1:0 --webhook-listen 127.0.0.1:0
+# /metrics and the webhook (its certificate is the server's) answer.
+curl -sf "http://127.0.0.1:$(cat "$work/port.metrics")/metrics" | grep -q '^arbiter_ledger_entries ' ||
+  fail "/metrics does not serve arbiter_ledger_entries"
+curl -sf --cacert "$work/tls/ca.pem" "https://localhost:$(cat "$work/port.webhook")/healthz" |
+  grep -q ok || fail "the webhook's /healthz does not answer over HTTPS"
 # The admin named in the file is an admin: it may build an organisation over TLS.
 out=$("$build/clients/arbctl" --endpoint "localhost:$(cat "$work/port")" \
   --tls-ca "$work/tls/ca.pem" --tls-cert "$work/tls/platform-admin.pem" \
