@@ -3,10 +3,13 @@
 # with the demo organisation (as deploy/local/up does), and checks what they
 # print. Keeps the README's tour working as written.
 #
-# Usage: readme_tour_test.sh BUILD_DIR SOURCE_DIR   (DSN from ARBITER_TEST_PG_DSN_FILE)
+# Usage: readme_tour_test.sh BUILD_DIR SOURCE_DIR [DOC]   (DSN from ARBITER_TEST_PG_DSN_FILE)
+# DOC (default README.md) is the document whose commands run, e.g.
+# docs/getting-started.md.
 set -euo pipefail
 build=$1
 src=$2
+doc=${3:-README.md}
 cluster_dsn=$(cat "$ARBITER_TEST_PG_DSN_FILE")
 db="tour_$$_$RANDOM"
 work=$(mktemp -d)
@@ -44,9 +47,9 @@ arbctl="$build/clients/arbctl"
 
 # Every `build/clients/arbctl ...` line of the README, except `watch` (it
 # streams until interrupted), in order.
-mapfile -t commands < <(grep -E '^build/clients/arbctl ' "$src/README.md" | grep -v ' watch')
+mapfile -t commands < <(grep -E '^build/clients/arbctl ' "$src/$doc" | grep -v ' watch')
 cd "$work"  # Files the tour writes (the HTML report) go with it.
-[ "${#commands[@]}" -ge 5 ] || { echo "README shows too few arbctl commands" >&2; exit 1; }
+[ "${#commands[@]}" -ge 5 ] || { echo "$doc shows too few arbctl commands" >&2; exit 1; }
 for line in "${commands[@]}"; do
   args=${line#build/clients/arbctl }
   args=${args%%#*}
@@ -55,6 +58,10 @@ for line in "${commands[@]}"; do
   out=$("$arbctl" $args)
   echo "$out"
   case "$args" in
+    "export kueue"*) grep -q "kind: ClusterQueue" <<<"$out" ;;
+    "--output csv"*) grep -q "^TEAM,POOL" <<<"$out" ;;
+    "--output yaml requests"*) grep -q "state: REQUEST_STATE_ADMITTED" <<<"$out" ;;
+    "ledger list"*) grep -q "^SEQ" <<<"$out" ;;
     "teams list"*) grep -q "inference" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
     "usage"*) grep -q "^TOTAL" <<<"$out" ;;
@@ -100,4 +107,4 @@ if "$arbctl" --tls-cert "" --tls-key "" teams list 2> "$work/anonymous"; then
   echo "a call without a client certificate was answered" >&2; exit 1
 fi
 grep -q "UNAUTHENTICATED" "$work/anonymous"
-echo "readme tour: ${#commands[@]} commands and a watch ran as written"
+echo "$doc tour: ${#commands[@]} commands and a watch ran as written"
