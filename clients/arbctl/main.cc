@@ -2,33 +2,95 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include <CLI/CLI.hpp>
 
 #include "clients/arbctl/commands.h"
 
 namespace {
 
-// Reads "key=value" lines of an arbctl configuration file (written by
-// deploy/local/up) into `global`; `certs_dir` receives where --as looks.
-// A missing file is not an error.
+// Reads an arbctl configuration file into `global`: "key = value" or
+// "key=value" lines (TOML strings may be quoted; [sections] and comments
+// are ignored). Keys: endpoint, tls_ca, tls_cert, tls_key, certs_dir (where
+// --as looks), ledger_public_key, team (the default of `request --team`),
+// output. A missing file is not an error.
 void LoadConfig(const std::string& path, arbiter::arbctl::GlobalOptions& global,
-                std::string& certs_dir) {
+                std::string& certs_dir, std::string& team) {
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     const size_t eq = line.find('=');
-    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
-    const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    if (line.empty() || line[0] == '#' || line[0] == '[' || eq == std::string::npos) continue;
+    const std::string key(absl::StripAsciiWhitespace(line.substr(0, eq)));
+    std::string value(absl::StripAsciiWhitespace(line.substr(eq + 1)));
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
     if (key == "endpoint") global.endpoint = value;
     if (key == "tls_ca") global.ca_file = value;
     if (key == "tls_cert") global.cert_file = value;
     if (key == "tls_key") global.key_file = value;
     if (key == "certs_dir") certs_dir = value;
     if (key == "ledger_public_key") global.ledger_public_key = value;
+    if (key == "team") team = value;
+    if (key == "output") global.output = value;
   }
+}
+
+// The user's configuration: $XDG_CONFIG_HOME/arbiter/config.toml, else
+// ~/.config/arbiter/config.toml.
+std::string UserConfigPath() {
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg != nullptr && *xdg != '\0') {
+    return absl::StrCat(xdg, "/arbiter/config.toml");
+  }
+  const char* home = std::getenv("HOME");
+  return home == nullptr ? "" : absl::StrCat(home, "/.config/arbiter/config.toml");
+}
+
+// Every command path ("arbctl", "arbctl teams", ...) with the words that
+// may follow it: its subcommands and its options.
+void CompletionWords(const CLI::App* app, const std::string& path,
+                     std::map<std::string, std::vector<std::string>>& out) {
+  std::vector<std::string>& words = out[path];
+  for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) {
+    words.push_back(sub->get_name());
+    CompletionWords(sub, path + " " + sub->get_name(), out);
+  }
+  for (const CLI::Option* opt : app->get_options()) {
+    for (const std::string& name : opt->get_lnames()) words.push_back("--" + name);
+  }
+}
+
+// A bash completion script (zsh: the same through bashcompinit).
+std::string CompletionScript(const CLI::App& app, const std::string& shell) {
+  std::map<std::string, std::vector<std::string>> words;
+  CompletionWords(&app, "arbctl", words);
+  std::string out =
+      "# arbctl completion for " + shell + ": source <(arbctl completion " + shell + ")\n";
+  if (shell == "zsh") out += "autoload -U +X bashcompinit && bashcompinit\n";
+  out += "declare -gA _arbctl_words=(\n";
+  for (const auto& [path, list] : words) {
+    out += absl::StrCat("  [\"", path, "\"]=\"", absl::StrJoin(list, " "), "\"\n");
+  }
+  out +=
+      ")\n"
+      "_arbctl() {\n"
+      "  local cur=${COMP_WORDS[COMP_CWORD]} path=arbctl next i\n"
+      "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+      "    next=\"$path ${COMP_WORDS[i]}\"\n"
+      "    [[ -n \"${_arbctl_words[$next]+x}\" ]] && path=$next\n"
+      "  done\n"
+      "  COMPREPLY=($(compgen -W \"${_arbctl_words[$path]}\" -- \"$cur\"))\n"
+      "}\n"
+      "complete -F _arbctl arbctl\n";
+  return out;
 }
 
 }  // namespace
@@ -36,10 +98,12 @@ void LoadConfig(const std::string& path, arbiter::arbctl::GlobalOptions& global,
 int main(int argc, char** argv) {
   using arbiter::arbctl::Commands;
   arbiter::arbctl::GlobalOptions global;
-  // Precedence: flags, then environment, then the configuration file.
-  std::string certs_dir;
+  // Precedence: flags, then environment, then ARBITER_CONFIG (or the
+  // checkout's .arbiter/arbctl.conf), then the user's config.toml.
+  std::string certs_dir, default_team;
+  LoadConfig(UserConfigPath(), global, certs_dir, default_team);
   const char* config = std::getenv("ARBITER_CONFIG");
-  LoadConfig(config != nullptr ? config : ".arbiter/arbctl.conf", global, certs_dir);
+  LoadConfig(config != nullptr ? config : ".arbiter/arbctl.conf", global, certs_dir, default_team);
   if (const char* env = std::getenv("ARBITER_ENDPOINT")) global.endpoint = env;
   if (const char* env = std::getenv("ARBITER_CA_FILE")) global.ca_file = env;
   if (const char* env = std::getenv("ARBITER_CERT_FILE")) global.cert_file = env;
@@ -59,8 +123,10 @@ int main(int argc, char** argv) {
       "  arbctl release 42\n"
       "  arbctl watch --team inference\n"
       "Environment: ARBITER_ENDPOINT (default 127.0.0.1:50051); for TLS, ARBITER_CA_FILE,\n"
-      "ARBITER_CERT_FILE and ARBITER_KEY_FILE. Defaults come from ARBITER_CONFIG or\n"
-      ".arbiter/arbctl.conf, which deploy/local/up writes.");
+      "ARBITER_CERT_FILE and ARBITER_KEY_FILE; ARBITER_OUTPUT. Defaults come from\n"
+      "ARBITER_CONFIG or .arbiter/arbctl.conf (which deploy/local/up writes), then\n"
+      "~/.config/arbiter/config.toml (endpoint, tls_ca, tls_cert, tls_key, team, output).\n"
+      "Completion: source <(arbctl completion bash)");
   app.require_subcommand(1);
   app.add_option("--endpoint", global.endpoint, "arbiterd address host:port")
       ->capture_default_str();
@@ -215,7 +281,10 @@ int main(int argc, char** argv) {
       [&] { rc = commands().SetCoexistence(class_a, class_b, isolation, !separate_nodes); });
 
   CLI::App* request = app.add_subcommand("request", "ask for capacity (answered after commit)");
-  request->add_option("--team", req.team, "requesting team")->required();
+  req.team = default_team;
+  CLI::Option* team_option =
+      request->add_option("--team", req.team, "requesting team (default: team in config.toml)");
+  if (default_team.empty()) team_option->required();
   request->add_option("--pool", req.pool, "pool to draw from")->required();
   request
       ->add_option("--class", req.workload_class,
@@ -521,6 +590,14 @@ int main(int argc, char** argv) {
                           latency, incidents, chargeback, idle}) {
     group->require_subcommand(1);
   }
+
+  std::string shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion", "print a shell completion script\n  e.g. source <(arbctl completion bash)");
+  completion->add_option("shell", shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+  completion->callback([&] { std::cout << CompletionScript(app, shell); });
 
   CLI11_PARSE(app, argc, argv);
   return rc;

@@ -12,6 +12,7 @@ Usage: arbctl_every_rpc_test.py ARBITERD ARBCTL SOURCE_DIR  (DSN from ARBITER_TE
 import csv
 import io
 import json
+import os
 import select
 import subprocess
 import sys
@@ -140,6 +141,29 @@ def main():
         finally:
             watch.terminate()
             watch.wait(timeout=10)
+
+        # ~/.config/arbiter/config.toml: endpoint, certificates and a default team.
+        home = os.path.join(live.work, "home")
+        os.makedirs(os.path.join(home, ".config/arbiter"))
+        c = live.certs
+        with open(os.path.join(home, ".config/arbiter/config.toml"), "w") as f:
+            f.write(f'endpoint = "{live.endpoint}"\ntls_ca = "{c}/ca.pem"\n'
+                    f'tls_cert = "{c}/admin.pem"\ntls_key = "{c}/admin.key"\n'
+                    f'team = "inference"\noutput = "json"\n')
+        env = {"HOME": home, "PATH": os.environ["PATH"]}
+        r = subprocess.run([arbctl, "request", "--pool", "serving", "--class", "inference",
+                            "--gpus", "1"], capture_output=True, text=True, env=env, cwd=home,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["request"]["team"] == "inference", r.stdout
+
+        # Shell completion: bash, and zsh through bashcompinit.
+        script = a("completion", "bash")
+        r = subprocess.run(["bash", "-c", script + '\nCOMP_WORDS=(arbctl export ""); '
+                            'COMP_CWORD=2; _arbctl; echo "${COMPREPLY[@]}"'],
+                           capture_output=True, text=True, timeout=30)
+        assert r.stdout.split() == ["kueue", "--help"], r
+        assert "bashcompinit" in a("completion", "zsh")
 
         missing = live.unreached_rpcs()
         assert not missing, f"RPCs no arbctl command reached: {sorted(missing)}"
