@@ -90,6 +90,13 @@ def fixture(source_dir, name, allocation=None, namespace=NAMESPACE, member=None)
     return review
 
 
+def set_gpus(review, count):
+    """Makes every container of the review's pod ask for `count` nvidia.com/gpu."""
+    for c in review["request"]["object"]["spec"]["containers"]:
+        c["resources"]["limits"]["nvidia.com/gpu"] = count
+        c["resources"]["requests"]["nvidia.com/gpu"] = count
+
+
 def patched_pod(review, response):
     assert response["allowed"] is True, response
     assert response["patchType"] == "JSONPatch", response
@@ -134,17 +141,13 @@ def check_webhook(hook, src, whole, mig, share, released):
 
     # More GPUs than held: denied, naming both.
     review = fixture(src, "pod-create-nvidia-gpu.request.json", whole.id)
-    for c in review["request"]["object"]["spec"]["containers"]:
-        c["resources"]["limits"]["nvidia.com/gpu"] = "4"
-        c["resources"]["requests"]["nvidia.com/gpu"] = "4"
+    set_gpus(review, "4")
     r = hook.review(review)
     assert r["allowed"] is False and "holds 2 whole GPUs" in r["status"]["message"], r
 
     # A MIG allocation, the pod asking nvidia.com/gpu: 1 -> renamed to the profile.
     review = fixture(src, "pod-create-nvidia-gpu.request.json", mig.id)
-    for c in review["request"]["object"]["spec"]["containers"]:
-        c["resources"]["limits"]["nvidia.com/gpu"] = "1"
-        c["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    set_gpus(review, "1")
     _, pod = patched_pod(review, hook.review(review))
     res = pod["spec"]["containers"][0]["resources"]
     assert res["limits"].get("nvidia.com/mig-3g.40gb") == "1", res
@@ -157,9 +160,7 @@ def check_webhook(hook, src, whole, mig, share, released):
 
     # A share of a GPU: annotated with its milli-GPU and memory.
     review = fixture(src, "pod-create-nvidia-gpu.request.json", share.id)
-    for c in review["request"]["object"]["spec"]["containers"]:
-        c["resources"]["limits"]["nvidia.com/gpu"] = "1"
-        c["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    set_gpus(review, "1")
     _, pod = patched_pod(review, hook.review(review))
     ann = pod["metadata"]["annotations"]
     assert ann["arbiter.dev/gpu-milli"] == "250" and ann["arbiter.dev/gpu-memory-mib"] == "8192", ann
