@@ -122,7 +122,9 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const std::strin
     return absl::InvalidArgumentError(
         absl::StrCat("webhook-listen: cannot resolve ", listen_address));
   }
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: every worker polls it, and those that lose the race for a
+  // connection must not block in accept (they could not see stopping_).
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   const bool bound =
@@ -156,8 +158,10 @@ void HttpsServer::Work() {
   while (!stopping_) {
     pollfd p{listen_fd_, POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
+    // The accepted socket is blocking (flags are not inherited), with
+    // timeouts.
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // Another worker took it, or the peer left.
+    if (fd < 0) continue;  // EAGAIN: another worker took it, or the peer left.
     timeval timeout{kIoTimeoutSeconds, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);

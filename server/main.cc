@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include "server/logging.h"
 #include "server/real_clock.h"
 #include "server/server.h"
 #include "server/tls.h"
@@ -109,6 +110,9 @@ int main(int argc, char** argv) {
   std::string dsn;
   if (const char* env = std::getenv("ARBITER_DSN")) dsn = env;
   std::string log_level = "info";
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format, "text, or json (one object per line)")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn or error")
       ->capture_default_str();
   // Every flag may come from a TOML file instead: top-level ones at the top,
@@ -183,7 +187,10 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ arbiterd: %v");
+  if (absl::Status logging = arbiter::server::ConfigureLogging(log_format); !logging.ok()) {
+    std::cerr << "arbiterd: " << logging.message() << "\n";
+    return 2;
+  }
   if (dsn.empty()) {
     spdlog::error("no database: pass --dsn or set ARBITER_DSN");
     return 2;

@@ -3,7 +3,9 @@
 #include <map>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
@@ -42,15 +44,35 @@ const char* CodeName(grpc::StatusCode code) {
   return i >= 0 && i < 17 ? kNames[i] : "Unknown";
 }
 
+// A random id per RPC, sent to the caller as the x-request-id header and
+// logged with the RPC when it fails.
+std::string NewRequestId() {
+  thread_local absl::BitGen gen;
+  return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
+}
+
 class RpcInterceptor final : public grpc::experimental::Interceptor {
  public:
   RpcInterceptor(Metrics* metrics, const char* method)
-      : metrics_(metrics), method_(method), timer_() {}
+      : metrics_(metrics), method_(method), request_id_(NewRequestId()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
-      metrics_->ObserveRpc(method_, methods->GetSendStatus().error_code(), timer_.Elapsed());
+    using grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("x-request-id", request_id_);
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      const absl::Duration took = timer_.Elapsed();
+      metrics_->ObserveRpc(method_, status.error_code(), took);
+      if (!status.ok()) {
+        spdlog::info("rpc {} failed: {} {} request_id={} after {} ms", method_,
+                     CodeName(status.error_code()), status.error_message(), request_id_,
+                     absl::ToInt64Milliseconds(took));
+      } else {
+        spdlog::debug("rpc {} ok request_id={} after {} us", method_, request_id_,
+                      absl::ToInt64Microseconds(took));
+      }
     }
     methods->Proceed();
   }
@@ -58,6 +80,7 @@ class RpcInterceptor final : public grpc::experimental::Interceptor {
  private:
   Metrics* const metrics_;
   const char* const method_;
+  const std::string request_id_;
   const Stopwatch timer_;
 };
 

@@ -25,13 +25,16 @@ PROTOS = ("types.proto", "inventory.proto", "governance.proto", "allocation.prot
 
 
 class LiveArbiterd:
-    def __init__(self, arbiterd, source_dir, prefix, extra_args=(), tls=False):
+    def __init__(self, arbiterd, source_dir, prefix, extra_args=(), tls=False, log_args=None):
         """With tls, serves TLS with client certificates made by
         deploy/local/make-certs in `self.certs` (admin, alice, bob, carol,
         dave, erin; admin is the configured platform admin) and the channel
-        acts as admin; otherwise plaintext on loopback."""
+        acts as admin; otherwise plaintext on loopback. With log_args (e.g.
+        ["--log-format", "json", "--log-level", "debug"]), arbiterd's
+        stderr goes to the file `self.log`."""
         self.arbiterd = arbiterd
         self.tls = tls
+        self.log_args = log_args
         self.source_dir = source_dir
         self.extra_args = list(extra_args)
         self.cluster_dsn = open(os.environ["ARBITER_TEST_PG_DSN_FILE"]).read().strip()
@@ -68,10 +71,12 @@ class LiveArbiterd:
                             "--tls-key", f"{self.certs}/server.key",
                             "--tls-client-ca", f"{self.certs}/ca.pem",
                             "--admin", "spiffe://arbiter.local/admin"]
+            self.log = os.path.join(self.work, "arbiterd.log")
             self.proc = subprocess.Popen(
-                [self.arbiterd, "--log-level", "warn", "serve", "--dsn",
-                 f"{self.cluster_dsn} dbname={self.db}", "--listen", "127.0.0.1:0",
-                 "--port-file", port_file] + security + self.extra_args)
+                [self.arbiterd] + (self.log_args or ["--log-level", "warn"]) +
+                ["serve", "--dsn", f"{self.cluster_dsn} dbname={self.db}",
+                 "--listen", "127.0.0.1:0", "--port-file", port_file] + security + self.extra_args,
+                stderr=open(self.log, "w") if self.log_args else None)
             for _ in range(600):
                 if os.path.exists(port_file) and open(port_file).read().strip():
                     break

@@ -244,7 +244,8 @@ def main():
                    stdout=subprocess.DEVNULL)
     extra = ["--metrics-listen", "127.0.0.1:0", "--webhook-listen", "127.0.0.1:0",
              "--webhook-cert", f"{certs}/server.pem", "--webhook-key", f"{certs}/server.key"]
-    with LiveArbiterd(arbiterd, src, "hook", extra) as live:
+    with LiveArbiterd(arbiterd, src, "hook", extra,
+                      log_args=["--log-format", "json", "--log-level", "debug"]) as live:
         from arbiter.v1 import allocation_pb2 as al, allocation_pb2_grpc as alg
         from arbiter.v1 import governance_pb2 as gov, governance_pb2_grpc as govg
         from arbiter.v1 import inventory_pb2 as inv, inventory_pb2_grpc as invg
@@ -283,6 +284,13 @@ def main():
             raise AssertionError("whole_gpus=0 was accepted")
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+            request_id = dict(e.initial_metadata()).get("x-request-id", "")
+            assert re.fullmatch(r"[0-9a-f]{16}", request_id), e.initial_metadata()
+        # The failure is in the JSON log, with the id the caller got.
+        entries = [json.loads(line) for line in open(live.log) if line.strip()]
+        assert all({"ts", "level", "logger", "msg"} <= e.keys() for e in entries), entries[:3]
+        failed = [e for e in entries if f"request_id={request_id}" in e["msg"]]
+        assert failed and "InvalidArgument" in failed[0]["msg"], entries[-5:]
 
         port_file = os.path.join(live.work, "port")
         hook = Webhook(int(open(port_file + ".webhook").read()), f"{certs}/ca.pem")
