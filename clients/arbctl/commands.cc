@@ -33,6 +33,16 @@ void PrintJson(const google::protobuf::Message& m) {
   std::cout << out;
 }
 
+// Block style for `node` and everything under it.
+void SetBlockStyle(YAML::Node node) {
+  node.SetStyle(YAML::EmitterStyle::Block);
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) SetBlockStyle(it->second);
+  } else if (node.IsSequence()) {
+    for (auto it = node.begin(); it != node.end(); ++it) SetBlockStyle(*it);
+  }
+}
+
 // "REQUEST_STATE_ADMITTED" -> "admitted".
 std::string Short(const std::string& enum_name, const std::string& prefix) {
   return absl::AsciiStrToLower(enum_name.substr(prefix.size()));
@@ -534,9 +544,11 @@ void Commands::PrintJsonMessage(const google::protobuf::Message& m) const {
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(m, &json, opts);
-  // JSON is YAML; re-emitted in block style.
+  // JSON is YAML; re-emitted in block style (loaded JSON is flow style).
+  YAML::Node node = YAML::Load(json);
+  SetBlockStyle(node);
   YAML::Emitter out;
-  out << YAML::Load(json);
+  out << node;
   std::cout << out.c_str() << "\n";
 }
 

@@ -60,7 +60,7 @@ for line in "${commands[@]}"; do
   case "$args" in
     "export kueue"*) grep -q "kind: ClusterQueue" <<<"$out" ;;
     "--output csv"*) grep -q "^TEAM,POOL" <<<"$out" ;;
-    "--output yaml requests"*) grep -q "state: REQUEST_STATE_ADMITTED" <<<"$out" ;;
+    "--output yaml requests"*) grep -qE "^ +state: REQUEST_STATE_ADMITTED$" <<<"$out" ;;
     "ledger list"*) grep -q "^SEQ" <<<"$out" ;;
     "teams list"*) grep -q "inference" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
