@@ -40,6 +40,15 @@ EventType EventTypeOf(const core::RequestWrite& write) {
 
 }  // namespace
 
+absl::Status NotLeaderError(const std::string& leader_address) {
+  absl::Status status = absl::UnavailableError(
+      leader_address.empty()
+          ? std::string("this replica is not the leader and no leader is elected yet; retry")
+          : absl::StrCat("this replica is not the leader; retry at leader=", leader_address));
+  status.SetPayload(kLeaderPayload, absl::Cord(leader_address));
+  return status;
+}
+
 absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(store::Store* store, Clock* clock,
                                                          WatchHub* hub, NodeDirectory* nodes,
                                                          const ArbiterOptions& options,
@@ -57,7 +66,9 @@ Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory
       nodes_(nodes),
       authz_(authz),
       options_(options),
-      state_(std::move(state)) {
+      state_(std::move(state)),
+      last_reload_(clock->TimeNow()),
+      leading_(!options.start_following) {
   IndexNodes();
   responder_ = std::thread([this] { RunResponder(); });
   committer_ = std::thread([this] { RunCommitter(); });
@@ -84,14 +95,45 @@ Arbiter::~Arbiter() {
 }
 
 void Arbiter::Submit(Decide decide, Done done, std::string actor) {
+  absl::Status refusal;
   {
     absl::MutexLock lock(&mu_);
-    if (!stopping_ && queue_.size() < options_.max_queued) {
+    if (!leading_) {
+      refusal = NotLeaderError(leader_address_);
+    } else if (stopping_ || queue_.size() >= options_.max_queued) {
+      refusal =
+          absl::ResourceExhaustedError("the arbiter is shutting down or overloaded; retry later");
+    } else {
       queue_.push_back(Command{std::move(decide), std::move(done), std::move(actor)});
       return;
     }
   }
-  done(absl::ResourceExhaustedError("the arbiter is shutting down or overloaded; retry later"));
+  done(refusal);
+}
+
+void Arbiter::Lead(int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  ++generation_;
+  leading_ = true;
+  pending_epoch_ = epoch;
+  leader_address_.clear();
+}
+
+void Arbiter::Follow(const std::string& leader_address) {
+  std::deque<Command> refused;
+  {
+    absl::MutexLock lock(&mu_);
+    if (leading_) {
+      spdlog::warn("no longer leading; the leader is at {}",
+                   leader_address.empty() ? "(unknown)" : leader_address);
+      ++generation_;
+    }
+    leading_ = false;
+    pending_epoch_ = 0;
+    leader_address_ = leader_address;
+    refused.swap(queue_);
+  }
+  for (Command& c : refused) c.done(NotLeaderError(leader_address));
 }
 
 ArbiterStats Arbiter::stats() const {
@@ -99,6 +141,8 @@ ArbiterStats Arbiter::stats() const {
   ArbiterStats stats = stats_;
   stats.queued = static_cast<int64_t>(queue_.size());
   stats.in_flight = static_cast<int64_t>(in_flight_);
+  stats.leading = leading_;
+  stats.epoch = epoch_;
   return stats;
 }
 
@@ -114,35 +158,43 @@ void Arbiter::Run() {
                         absl::Seconds(1));
     }
     bool failed = false;
+    bool leading = false;
+    bool idle = false;
+    int64_t new_epoch = 0;
     {
       absl::MutexLock lock(&mu_);
       // Room for one more batch in flight, then a command (or a timer).
       mu_.Await(absl::Condition(
           +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return a->stopping_ || a->commit_failed_ || a->in_flight_ < a->options_.max_in_flight;
+            return a->stopping_ || a->commit_failed_ || a->pending_epoch_ != 0 ||
+                   a->in_flight_ < a->options_.max_in_flight;
           },
           this));
-      const bool woken =
-          mu_.AwaitWithTimeout(absl::Condition(
-                                   +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                     return a->stopping_ || a->commit_failed_ || !a->queue_.empty();
-                                   },
-                                   this),
-                               wait);
+      const bool woken = mu_.AwaitWithTimeout(absl::Condition(
+                                                  +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                                    return a->stopping_ || a->commit_failed_ ||
+                                                           a->pending_epoch_ != 0 ||
+                                                           !a->queue_.empty();
+                                                  },
+                                                  this),
+                                              wait);
       failed = commit_failed_;
-      if (!woken && !failed && !TimerDue()) continue;
+      leading = leading_;
+      new_epoch = std::exchange(pending_epoch_, 0);
       if (stopping_) {
         batch.swap(queue_);
-      } else {
-        while (!queue_.empty() && batch.size() < options_.max_batch) {
-          batch.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-      }
-      if (stopping_) {
         for (Command& c : batch) c.done(absl::UnavailableError("arbiter stopped"));
         return;
       }
+      idle = !woken && !failed && new_epoch == 0 && !(leading && TimerDue());
+      while (!idle && !queue_.empty() && batch.size() < options_.max_batch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    if (idle) {
+      if (!leading) RefreshFollower();
+      continue;
     }
     if (failed) {
       // The in-memory state ran ahead of the database: wait for the batches
@@ -151,6 +203,12 @@ void Arbiter::Run() {
       state_valid_ = false;
       absl::MutexLock lock(&mu_);
       commit_failed_ = false;
+    }
+    if (new_epoch != 0) TakeOver(new_epoch);
+    if (!leading) {
+      // Queued before this replica stopped leading.
+      for (Command& c : batch) c.done(NotLeaderError(""));
+      continue;
     }
     if (!state_valid_ && !Reload()) {
       for (Command& c : batch) {
@@ -161,6 +219,23 @@ void Arbiter::Run() {
     }
     DecideBatch(batch);
   }
+}
+
+void Arbiter::TakeOver(int64_t epoch) {
+  // Batches decided under the old epoch commit (or fail fenced) first.
+  Drain();
+  store_->SetFencingEpoch(epoch);
+  state_valid_ = false;
+  {
+    absl::MutexLock lock(&mu_);
+    epoch_ = epoch;
+    commit_failed_ = false;
+  }
+  spdlog::info("leading with epoch {}; loading the state", epoch);
+}
+
+void Arbiter::RefreshFollower() {
+  if (clock_->TimeNow() - last_reload_ >= options_.follower_refresh) Reload();
 }
 
 bool Arbiter::TimerDue() const {
@@ -188,6 +263,7 @@ void Arbiter::DecideBatch(std::deque<Command>& batch) {
   }
   decided.commands = std::move(batch);
   absl::MutexLock lock(&mu_);
+  decided.generation = generation_;
   decided_.push_back(std::move(decided));
   ++in_flight_;
 }
@@ -232,6 +308,12 @@ void Arbiter::CommitBatch(Decided& decided) {
       stats_.commit_failures++;
       commit_failed_ = true;
     }
+    if (commit.code() == absl::StatusCode::kFailedPrecondition &&
+        decided.generation == generation_ && leading_) {
+      // Fenced: another replica took over. The election will name it.
+      spdlog::warn("a newer leader took over: {}", std::string(commit.message()));
+      leading_ = false;
+    }
   }
   if (options_.on_commit) options_.on_commit(batch.size(), commit_timer.Elapsed(), commit.ok());
   Answers answers;
@@ -241,7 +323,9 @@ void Arbiter::CommitBatch(Decided& decided) {
                   commit.ToString());
     answers.results.assign(
         answers.commands.size(),
-        absl::UnavailableError(absl::StrCat("decision not committed: ", commit.message())));
+        commit.code() == absl::StatusCode::kFailedPrecondition
+            ? NotLeaderError("")
+            : absl::UnavailableError(absl::StrCat("decision not committed: ", commit.message())));
     Respond(std::move(answers));
     return;
   }
@@ -288,6 +372,9 @@ void Arbiter::RunResponder() {
 }
 
 bool Arbiter::Reload() {
+  // A follower's periodic refresh replaces a valid state; it is not counted
+  // as a reload and logs quietly.
+  const bool refresh = state_valid_;
   absl::StatusOr<core::State> loaded = store_->LoadState();
   if (!loaded.ok()) {
     spdlog::warn("reloading state failed: {}", loaded.status().ToString());
@@ -295,7 +382,12 @@ bool Arbiter::Reload() {
   }
   state_ = std::move(*loaded);
   state_valid_ = true;
+  last_reload_ = clock_->TimeNow();
   IndexNodes();
+  if (refresh) {
+    spdlog::debug("follower state refreshed: {} nodes", state_.nodes().size());
+    return true;
+  }
   {
     absl::MutexLock lock(&mu_);
     stats_.reloads++;

@@ -19,8 +19,16 @@
 // responses to sockets never delays a commit. Batches are answered, and
 // their watch events published, in commit order.
 //
-// Thread-safe: `Submit` may be called from any thread; callbacks run on the
-// responder thread and must not block.
+// Replicas (server/leader_election.h): an arbiter leads or follows. A
+// follower answers every command UNAVAILABLE naming the leader
+// (NotLeaderError) and reloads its state every `follower_refresh`, so that
+// role bindings and nodes stay current for the reads it serves. Lead(epoch)
+// fences the store to the new epoch and reloads the state before anything is
+// decided; a commit refused as fenced makes it follow.
+//
+// Thread-safe: `Submit`, `Lead` and `Follow` may be called from any thread;
+// callbacks run on the responder thread (or, for a refused command, the
+// caller's) and must not block.
 #pragma once
 
 #include <deque>
@@ -59,7 +67,18 @@ struct ArbiterOptions {
   // with the batch's size and the commit's duration; must not block.
   // Default: none.
   std::function<void(size_t commands, absl::Duration took, bool ok)> on_commit;
+  // Start following (replicas): commands are refused until Lead(). Default:
+  // false, lead unfenced (a lone arbiter that owns its database).
+  bool start_following = false;
+  // How often a follower reloads its state. Default: 2 s.
+  absl::Duration follower_refresh = absl::Seconds(2);
 };
+
+// What a follower answers a command: UNAVAILABLE, with "leader=host:port" in
+// the message when the leader is known (clients resend there; see
+// docs/operations.md) and the address as the payload kLeaderPayload.
+inline constexpr char kLeaderPayload[] = "type.arbiter.dev/leader";
+absl::Status NotLeaderError(const std::string& leader_address);
 
 struct ArbiterStats {
   int64_t batches = 0;
@@ -68,6 +87,8 @@ struct ArbiterStats {
   int64_t reloads = 0;
   int64_t queued = 0;     // Commands waiting now.
   int64_t in_flight = 0;  // Batches decided and not yet committed now.
+  bool leading = false;
+  int64_t epoch = 0;  // The leader epoch of the last Lead(); 0: unfenced.
 };
 
 class Arbiter {
@@ -96,6 +117,14 @@ class Arbiter {
 
   ArbiterStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Leads from now on, with the store fenced to `epoch` (> 0). The state is
+  // reloaded before the next command is decided.
+  void Lead(int64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  // Follows the leader at `leader_address` ("" when unknown): commands
+  // waiting and to come are refused with NotLeaderError. Batches already
+  // decided still commit, or fail fenced. Idempotent.
+  void Follow(const std::string& leader_address) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Command {
     Decide decide;
@@ -114,6 +143,7 @@ class Arbiter {
     std::vector<absl::Status> results;
     core::ChangeSet changes;
     store::CommitContext context;
+    uint64_t generation = 0;  // generation_ when it was decided.
   };
 
   Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,
@@ -129,6 +159,10 @@ class Arbiter {
   void RunResponder();
   // Waits until no batch is in flight. Arbiter thread.
   void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  // Fences the store to the new epoch and drops the state. Arbiter thread.
+  void TakeOver(int64_t epoch);
+  // Reloads a follower's state when `follower_refresh` has passed.
+  void RefreshFollower();
   // Whether a timed event of the state is due. Arbiter thread only.
   bool TimerDue() const;
   // Replaces the state with the database's. Returns false while it cannot.
@@ -144,6 +178,7 @@ class Arbiter {
 
   core::State state_;        // Arbiter thread only.
   bool state_valid_ = true;  // Arbiter thread only.
+  absl::Time last_reload_;   // Arbiter thread only.
 
   mutable absl::Mutex mu_;
   std::deque<Command> queue_ ABSL_GUARDED_BY(mu_);
@@ -156,6 +191,14 @@ class Arbiter {
   // the arbiter reloads once they are drained.
   bool commit_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool committer_stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool leading_ ABSL_GUARDED_BY(mu_);
+  // Set by Lead(), taken by the arbiter thread; 0: none pending.
+  int64_t pending_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counts changes of leadership; a fenced batch makes the arbiter follow
+  // only if no change came since it was decided.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string leader_address_ ABSL_GUARDED_BY(mu_);
   ArbiterStats stats_ ABSL_GUARDED_BY(mu_);
   // Batches committed (or failed) and not yet answered, oldest first.
   absl::Mutex answers_mu_ ABSL_ACQUIRED_AFTER(mu_);

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/arbiter.h"
+
 namespace arbiter::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) {
@@ -17,6 +19,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
       spdlog::error("{}: {}", method_name, status.ToString());
       return grpc::Status(code, "internal error; the server log has the details");
     case absl::StatusCode::kUnavailable:
+      // A follower's refusal names the leader for the client to resend to.
+      if (status.GetPayload(kLeaderPayload).has_value()) {
+        return grpc::Status(code, std::string(status.message()));
+      }
       spdlog::warn("{}: {}", method_name, status.ToString());
       return grpc::Status(code,
                           "the arbiter is temporarily unavailable; retry with the same "

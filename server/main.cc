@@ -4,6 +4,9 @@
 //                    [--listen 127.0.0.1:50051] [--migrate]
 //   arbiterd serve   --dsn DSN --insecure-loopback [--listen 127.0.0.1:50051] (development)
 //   arbiterd migrate --dsn DSN
+//
+// Several `serve` processes on one database are replicas: one leads, the
+// others follow (docs/operations.md, "Replicas").
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "server/logging.h"
 #include "server/real_clock.h"
@@ -26,7 +30,16 @@
 
 namespace {
 
+using arbiter::server::ArbiterStats;
 using arbiter::server::ServerOptions;
+
+// The host's name and this process's id: unique among replicas.
+std::string DefaultReplicaName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::string name = std::string(host).substr(0, 30);
+  return (name.empty() ? std::string("arbiterd") : name) + "-" + std::to_string(getpid());
+}
 
 int Migrate(const std::string& dsn) {
   auto report = arbiter::store::ApplyMigrations(dsn, arbiter::store::EmbeddedMigrations());
@@ -84,6 +97,12 @@ int Serve(ServerOptions options, bool migrate, const std::string& port_file) {
     std::cout << "; /metrics on port " << (*server)->metrics_port();
   if ((*server)->webhook_port() != 0) {
     std::cout << "; admission webhook on https port " << (*server)->webhook_port();
+  }
+  const ArbiterStats stats = (*server)->arbiter().stats();
+  if (stats.leading) {
+    std::cout << "; leading (epoch " << stats.epoch << ")";
+  } else {
+    std::cout << "; following";
   }
   std::cout << std::endl;
   int signal_number = 0;
@@ -184,6 +203,20 @@ int main(int argc, char** argv) {
       ->add_option("--max-batch", options.arbiter.max_batch,
                    "most decisions committed in one transaction")
       ->capture_default_str();
+  options.replica_name = DefaultReplicaName();
+  serve_cmd
+      ->add_option("--replica-name", options.replica_name,
+                   "this replica's name, unique among the replicas sharing the database")
+      ->capture_default_str();
+  serve_cmd->add_option("--advertise-address", options.advertise_address,
+                        "host:port that followers name for this replica when it leads; "
+                        "default: the listen address");
+  std::string lease_ttl = "5s";
+  serve_cmd
+      ->add_option("--lease-ttl", lease_ttl,
+                   "how long the leader lease lasts unrenewed (the longest a stalled leader "
+                   "holds up a takeover)")
+      ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -210,6 +243,10 @@ int main(int argc, char** argv) {
   if (!absl::ParseDuration(retention, &options.telemetry.retention) ||
       options.telemetry.retention < absl::Hours(24)) {
     spdlog::error("--telemetry-retention: not a duration of at least 24h: {}", retention);
+    return 2;
+  }
+  if (!absl::ParseDuration(lease_ttl, &options.lease_ttl) || options.lease_ttl < absl::Seconds(1)) {
+    spdlog::error("--lease-ttl: not a duration of at least 1s: {}", lease_ttl);
     return 2;
   }
   if (!ledger_key_file.empty()) {

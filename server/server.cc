@@ -37,6 +37,8 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   auto server = std::unique_ptr<ArbiterServer>(new ArbiterServer());
   server->metrics_ = std::make_unique<Metrics>();
   ArbiterOptions arbiter_options = options.arbiter;
+  // Leads only once the election says so (below).
+  arbiter_options.start_following = true;
   arbiter_options.on_commit = [metrics = server->metrics_.get(),
                                chained = options.arbiter.on_commit](size_t commands,
                                                                     absl::Duration took, bool ok) {
@@ -48,6 +50,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   store_options.read_connections = options.read_connections;
   store_options.ledger_key_pem = options.ledger_key_pem;
   store_options.checkpoint_every = options.checkpoint_every;
+  store_options.replica = options.replica_name;
   ARBITER_ASSIGN_OR_RETURN(server->store_, store::PgStore::Create(store_options));
   server->reads_ = std::make_unique<WorkerPool>(options.read_threads, 4096);
   server->authz_ = std::make_unique<Authorizer>(options.admins);
@@ -95,12 +98,35 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen_address, " (address in use?)"));
   }
+  ARBITER_RETURN_IF_ERROR(server->StartElection(options));
   if (!options.metrics_listen.empty()) {
     ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(options.metrics_listen, server->store_.get(),
                                                     server->arbiter_.get(), clock));
   }
   if (!options.webhook_listen.empty()) ARBITER_RETURN_IF_ERROR(server->StartWebhook(options));
   return server;
+}
+
+absl::Status ArbiterServer::StartElection(const ServerOptions& options) {
+  if (options.replica_name.empty() || options.replica_name.size() > 40) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica-name: must be 1 to 40 characters, got \"", options.replica_name, "\""));
+  }
+  if (options.lease_ttl < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("lease-ttl: must be at least 1s");
+  }
+  store::LeaseOptions lease;
+  lease.dsn = options.dsn;
+  lease.holder = options.replica_name;
+  lease.address = options.advertise_address;
+  if (lease.address.empty()) {
+    const std::string& listen = options.listen_address;
+    lease.address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port_);
+  }
+  lease.ttl = options.lease_ttl;
+  election_ = LeaderElection::Start(std::make_unique<store::PgLease>(std::move(lease)),
+                                    arbiter_.get(), options.lease_ttl / 5);
+  return absl::OkStatus();
 }
 
 absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
@@ -139,6 +165,9 @@ ArbiterServer::~ArbiterServer() {
   // idle reclaims), then the arbiter (answers what is queued), then the read
   // workers.
   telemetry_.reset();
+  // Giving the lease up lets a follower take over at once; what this
+  // arbiter decided still commits, or is refused as fenced.
+  election_.reset();
   arbiter_.reset();
   reads_.reset();
 }

@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "server/arbiter.h"
 #include "server/https_server.h"
+#include "server/leader_election.h"
 #include "server/metrics.h"
 #include "server/node_directory.h"
 #include "server/services.h"
@@ -57,11 +58,24 @@ struct ServerOptions {
   // The webhook's certificate chain and key (PEM). Default: tls.cert, tls.key.
   std::string webhook_cert;
   std::string webhook_key;
+  // Replicas (docs/operations.md, "Replicas"): every arbiterd on one
+  // database takes part in the leader election; one leads, the others
+  // follow. This replica's name, unique among them (at most 40 characters).
+  // Default: "arbiterd".
+  std::string replica_name = "arbiterd";
+  // The host:port followers name for this replica when it leads. Default:
+  // the listen address with the bound port.
+  std::string advertise_address;
+  // How long the leader lease lasts unrenewed: the longest a stalled leader
+  // (SIGSTOP, a partition) holds up a takeover. Renewed every fifth of it.
+  // Default: 5 s.
+  absl::Duration lease_ttl = absl::Seconds(5);
 };
 
 class ArbiterServer {
  public:
-  // Connects, loads the state and starts serving. INVALID_ARGUMENT for a bad
+  // Connects, loads the state, starts serving and joins the leader election
+  // (a lone replica leads when Start returns). INVALID_ARGUMENT for a bad
   // listen address (or plaintext on a non-loopback address) or unusable TLS
   // files (naming the flag); UNAVAILABLE if the database or the port cannot
   // be had.
@@ -81,10 +95,14 @@ class ArbiterServer {
  private:
   ArbiterServer() = default;
 
+  // Joins the leader election. INVALID_ARGUMENT for a bad replica name or
+  // lease ttl.
+  absl::Status StartElection(const ServerOptions& options);
   // Starts the webhook's HTTPS server. Errors: those of HttpsServer::Start.
   absl::Status StartWebhook(const ServerOptions& options);
 
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<LeaderElection> election_;
   std::unique_ptr<store::PgStore> store_;
   NodeDirectory nodes_;
   WatchHub hub_;

@@ -83,7 +83,8 @@ Arbiter* TelemetryMaintenance::arbiter() {
 
 absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
   Arbiter* arbiter = this->arbiter();
-  if (arbiter == nullptr) return absl::OkStatus();
+  // Only the leader decides; a follower's commands would be refused.
+  if (arbiter == nullptr || !arbiter->stats().leading) return absl::OkStatus();
   ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdlePolicy> policies, PoliciesInForce());
   ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, FindIdle(now, policies));
   for (const core::IdleFinding& f : idle) {
@@ -119,7 +120,8 @@ absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
 
 absl::Status TelemetryMaintenance::RefreshMeasuredUsage(absl::Time now) {
   Arbiter* arbiter = this->arbiter();
-  if (arbiter == nullptr) return absl::OkStatus();
+  // Only the leader decides; a follower's commands would be refused.
+  if (arbiter == nullptr || !arbiter->stats().leading) return absl::OkStatus();
   const absl::Time to = HourOf(now) + absl::Hours(1);
   ARBITER_ASSIGN_OR_RETURN(auto rows, store_->ListUtilization(to - kFairShareHistory, to, ""));
   std::map<std::string, int64_t> used;

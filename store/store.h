@@ -107,12 +107,20 @@ class Store {
   // (chained to the previous one; see ledger/chain.h). Returns OK only after
   // COMMIT. On any error nothing of `changes` is written (or, for an
   // UNAVAILABLE during COMMIT, the outcome is unknown): the caller must
-  // reload state. REQUIRES: one writer at a time (the arbiter thread).
+  // reload state. FAILED_PRECONDITION (nothing written) when the store is
+  // fenced to a leader epoch that is no longer current: another replica has
+  // taken over. REQUIRES: one writer at a time (the arbiter thread).
   [[nodiscard]] virtual absl::Status Commit(const core::ChangeSet& changes,
                                             const CommitContext& context) = 0;
   [[nodiscard]] absl::Status Commit(const core::ChangeSet& changes) {
     return Commit(changes, CommitContext());
   }
+
+  // Fences every later Commit to leader epoch `epoch` (migration 0021): a
+  // Commit then writes only while `epoch` is the current one. 0, the
+  // default, leaves Commit unfenced, for tools and tests that own the
+  // database alone. REQUIRES: no Commit in progress (the arbiter thread).
+  virtual void SetFencingEpoch(int64_t epoch) = 0;
 
   // --- Reads (served straight from the database, by any replica).
   virtual absl::StatusOr<std::vector<core::GpuModel>> ListGpuModels() = 0;

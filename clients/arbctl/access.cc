@@ -50,7 +50,7 @@ std::string ScopeOf(const v1::RoleBinding& b) {
 
 int Commands::ListRoles() {
   v1::ListRoleBindingsResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListRoleBindings,
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListRoleBindings,
             v1::ListRoleBindingsRequest(), &resp)) {
     return 1;
   }
@@ -72,14 +72,14 @@ int Commands::GrantRole(const std::string& subject, const std::string& role,
     v1::RevokeRoleRequest req;
     *req.mutable_binding() = binding;
     v1::RevokeRoleResponse resp;
-    if (!Call(*governance_, &v1::GovernanceService::Stub::RevokeRole, req, &resp)) return 1;
+    if (!Call(governance_, &v1::GovernanceService::Stub::RevokeRole, req, &resp)) return 1;
     if (options_.json) return PrintJsonMessage(resp), 0;
     done = resp.binding();
   } else {
     v1::GrantRoleRequest req;
     *req.mutable_binding() = binding;
     v1::GrantRoleResponse resp;
-    if (!Call(*governance_, &v1::GovernanceService::Stub::GrantRole, req, &resp)) return 1;
+    if (!Call(governance_, &v1::GovernanceService::Stub::GrantRole, req, &resp)) return 1;
     if (options_.json) return PrintJsonMessage(resp), 0;
     done = resp.binding();
   }
@@ -93,7 +93,7 @@ int Commands::CreateCluster(const std::string& name, const std::string& descript
   req.mutable_cluster()->set_name(name);
   req.mutable_cluster()->set_description(description);
   v1::CreateClusterResponse resp;
-  if (!Call(*inventory_, &v1::InventoryService::Stub::CreateCluster, req, &resp)) return 1;
+  if (!Call(inventory_, &v1::InventoryService::Stub::CreateCluster, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "created cluster " << resp.cluster().name() << "\n";
   return 0;
@@ -122,7 +122,7 @@ int Commands::CreatePool(const std::string& name, const std::string& latency_cla
     pool->add_lends_to(wc);
   }
   v1::CreatePoolResponse resp;
-  if (!Call(*inventory_, &v1::InventoryService::Stub::CreatePool, req, &resp)) return 1;
+  if (!Call(inventory_, &v1::InventoryService::Stub::CreatePool, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "created pool " << resp.pool().name() << "\n";
   return 0;
@@ -144,7 +144,7 @@ int Commands::RegisterNode(const NodeOptions& n) {
     if (static_cast<size_t>(i) < n.uuids.size()) gpu->set_uuid(n.uuids[static_cast<size_t>(i)]);
   }
   v1::RegisterNodeResponse resp;
-  if (!Call(*inventory_, &v1::InventoryService::Stub::RegisterNode, req, &resp)) return 1;
+  if (!Call(inventory_, &v1::InventoryService::Stub::RegisterNode, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "registered node " << n.cluster << "/" << n.name << " in pool " << n.pool << " with "
             << n.gpus << " " << n.model << "\n";

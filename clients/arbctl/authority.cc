@@ -15,7 +15,7 @@ int Commands::Approve(int64_t id) {
   v1::ApproveRequestRequest req;
   req.set_id(id);
   v1::ApproveRequestResponse resp;
-  if (!Call(*allocation_, &v1::AllocationService::Stub::ApproveRequest, req, &resp)) return 1;
+  if (!Call(allocation_, &v1::AllocationService::Stub::ApproveRequest, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   return 0;
@@ -26,7 +26,7 @@ int Commands::Deny(int64_t id, const std::string& reason) {
   req.set_id(id);
   req.set_reason(reason);
   v1::DenyRequestResponse resp;
-  if (!Call(*allocation_, &v1::AllocationService::Stub::DenyRequest, req, &resp)) return 1;
+  if (!Call(allocation_, &v1::AllocationService::Stub::DenyRequest, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   return 0;
@@ -43,7 +43,7 @@ int Commands::Delegate(const std::string& from, const std::string& to, const std
   req.mutable_delegation()->set_to(to);
   req.mutable_delegation()->mutable_expires_at()->set_seconds(absl::ToUnixSeconds(t));
   v1::DelegateResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::Delegate, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::Delegate, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << to << " may approve for " << from << " until " << absl::FormatTime(t) << "\n";
   return 0;
@@ -54,7 +54,7 @@ int Commands::RevokeDelegation(const std::string& from, const std::string& to) {
   req.mutable_delegation()->set_from(from);
   req.mutable_delegation()->set_to(to);
   v1::RevokeDelegationResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::RevokeDelegation, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::RevokeDelegation, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << to << " may no longer approve for " << from << "\n";
   return 0;
@@ -62,7 +62,7 @@ int Commands::RevokeDelegation(const std::string& from, const std::string& to) {
 
 int Commands::ListDelegations() {
   v1::ListDelegationsResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListDelegations,
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListDelegations,
             v1::ListDelegationsRequest(), &resp)) {
     return 1;
   }
@@ -77,7 +77,7 @@ int Commands::ListDelegations() {
 
 int Commands::ListAuthority() {
   v1::ListAuthorityRulesResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListAuthorityRules,
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListAuthorityRules,
             v1::ListAuthorityRulesRequest(), &resp)) {
     return 1;
   }
@@ -120,7 +120,7 @@ int Commands::SetAuthority(const std::string& pool, const std::string& action,
     v1::RemoveAuthorityRuleRequest req;
     *req.mutable_rule() = rule;
     v1::RemoveAuthorityRuleResponse resp;
-    if (!Call(*governance_, &v1::GovernanceService::Stub::RemoveAuthorityRule, req, &resp)) {
+    if (!Call(governance_, &v1::GovernanceService::Stub::RemoveAuthorityRule, req, &resp)) {
       return 1;
     }
     std::cout << "removed\n";
@@ -129,7 +129,7 @@ int Commands::SetAuthority(const std::string& pool, const std::string& action,
   v1::SetAuthorityRuleRequest req;
   *req.mutable_rule() = rule;
   v1::SetAuthorityRuleResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::SetAuthorityRule, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::SetAuthorityRule, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << action << " in " << (pool.empty() ? "every pool" : pool) << " needs approval by "
             << approver << "\n";

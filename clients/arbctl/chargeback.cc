@@ -72,7 +72,7 @@ int Commands::SetSlo(const std::string& team, const std::string& service, const 
   slo->set_window_seconds(window_seconds);
   slo->set_penalty_micros_per_minute(penalty_micros_per_minute);
   v1::SetSloResponse resp;
-  if (!Call(*chargeback_, &v1::ChargebackService::Stub::SetSlo, req, &resp)) return 1;
+  if (!Call(chargeback_, &v1::ChargebackService::Stub::SetSlo, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "SLO " << team << "/" << service << " in " << pool
             << ": p99 <= " << p99_target_us / 1000.0 << " ms per " << window_seconds
@@ -84,7 +84,7 @@ int Commands::ListSlos(const std::string& team) {
   v1::ListSlosRequest req;
   req.set_team(team);
   v1::ListSlosResponse resp;
-  if (!Call(*chargeback_, &v1::ChargebackService::Stub::ListSlos, req, &resp)) return 1;
+  if (!Call(chargeback_, &v1::ChargebackService::Stub::ListSlos, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"TEAM", "SERVICE", "POOL", "P99_TARGET_MS", "WINDOW_S", "PENALTY_PER_MIN"});
   for (const v1::Slo& s : resp.slos()) {
@@ -109,7 +109,7 @@ int Commands::ReportLatency(const std::string& team, const std::string& service,
     v1::ListSlosRequest list;
     list.set_team(team);
     v1::ListSlosResponse slos;
-    if (!Call(*chargeback_, &v1::ChargebackService::Stub::ListSlos, list, &slos)) return 1;
+    if (!Call(chargeback_, &v1::ChargebackService::Stub::ListSlos, list, &slos)) return 1;
     for (const v1::Slo& s : slos.slos()) {
       if (s.service() == service) window_seconds = s.window_seconds();
     }
@@ -129,7 +129,7 @@ int Commands::ReportLatency(const std::string& team, const std::string& service,
   w->set_p99_us(p99_us);
   w->set_requests_milli_per_second(requests_milli_per_second);
   v1::ReportLatencyResponse resp;
-  if (!Call(*chargeback_, &v1::ChargebackService::Stub::ReportLatency, req, &resp)) return 1;
+  if (!Call(chargeback_, &v1::ChargebackService::Stub::ReportLatency, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   if (!resp.breached()) {
     std::cout << "within the SLO" << (resp.duplicate() ? " (reported before)" : "") << "\n";
@@ -152,7 +152,7 @@ int Commands::ListIncidents(const std::string& from, const std::string& to,
   if (!ParsePeriod(from, to, req.mutable_period())) return 2;
   req.set_team(team);
   v1::ListIncidentsResponse resp;
-  if (!Call(*chargeback_, &v1::ChargebackService::Stub::ListIncidents, req, &resp)) return 1;
+  if (!Call(chargeback_, &v1::ChargebackService::Stub::ListIncidents, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"ID", "TEAM", "SERVICE", "WINDOW_START", "P99_MS", "TARGET_MS", "COST", "CHARGED_TO"});
   for (const v1::Incident& i : resp.incidents()) {
@@ -174,7 +174,7 @@ int Commands::Chargeback(const std::string& from, const std::string& to, const s
   if (!ParsePeriod(from, to, req.mutable_period())) return 2;
   req.set_team(team);
   v1::GetChargebackResponse resp;
-  if (!Call(*chargeback_, &v1::ChargebackService::Stub::GetChargeback, req, &resp)) return 1;
+  if (!Call(chargeback_, &v1::ChargebackService::Stub::GetChargeback, req, &resp)) return 1;
   const std::string f = options_.json ? "json" : format;
   if (f == "json") return Write(output, Json(resp)) ? 0 : 1;
   if (f == "csv") return Write(output, ChargebackCsv(resp, false)) ? 0 : 1;
@@ -204,7 +204,7 @@ int Commands::ClosePeriod(const std::string& from, const std::string& to) {
   v1::ClosePeriodRequest req;
   if (!ParsePeriod(from, to, req.mutable_period())) return 2;
   v1::ClosePeriodResponse resp;
-  if (!Call(*chargeback_, &v1::ChargebackService::Stub::ClosePeriod, req, &resp)) return 1;
+  if (!Call(chargeback_, &v1::ChargebackService::Stub::ClosePeriod, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "closed " << TimeUtil::ToString(req.period().from()) << " to "
             << TimeUtil::ToString(req.period().to()) << ": " << resp.chargeback().statements_size()

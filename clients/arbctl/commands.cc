@@ -132,13 +132,28 @@ std::shared_ptr<grpc::ChannelCredentials> CredentialsFor(const GlobalOptions& o)
 Commands::Commands(GlobalOptions options) : options_(std::move(options)) {
   if (options_.json) options_.output = "json";
   options_.json = options_.output == "json" || options_.output == "yaml";
-  auto channel = grpc::CreateChannel(options_.endpoint, CredentialsFor(options_));
+  Connect(options_.endpoint);
+}
+
+void Commands::Connect(const std::string& endpoint) const {
+  endpoint_ = endpoint;
+  auto channel = grpc::CreateChannel(endpoint, CredentialsFor(options_));
   inventory_ = v1::InventoryService::NewStub(channel);
   governance_ = v1::GovernanceService::NewStub(channel);
   allocation_ = v1::AllocationService::NewStub(channel);
   ledger_ = v1::LedgerService::NewStub(channel);
   chargeback_ = v1::ChargebackService::NewStub(channel);
   telemetry_ = v1::TelemetryService::NewStub(channel);
+}
+
+std::string Commands::LeaderNamedIn(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
+  const std::string& message = status.error_message();
+  const size_t at = message.find("leader=");
+  if (at == std::string::npos) return "";
+  const size_t from = at + std::string("leader=").size();
+  const size_t to = message.find_first_of(" ;,", from);
+  return message.substr(from, to == std::string::npos ? std::string::npos : to - from);
 }
 
 void Commands::Deadline(grpc::ClientContext& ctx) const {
@@ -150,14 +165,14 @@ int Commands::Fail(const grpc::Status& status) const {
   const auto code = static_cast<absl::StatusCode>(status.error_code());
   std::cerr << "arbctl: " << absl::StatusCodeToString(code) << ": " << status.error_message()
             << "\n";
-  const std::string hint = Hint(status.error_code(), options_.endpoint);
+  const std::string hint = Hint(status.error_code(), endpoint_);
   if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
   return 1;
 }
 
 int Commands::ListModels() {
   v1::ListGpuModelsResponse resp;
-  if (!Call(*inventory_, &v1::InventoryService::Stub::ListGpuModels, v1::ListGpuModelsRequest(),
+  if (!Call(inventory_, &v1::InventoryService::Stub::ListGpuModels, v1::ListGpuModelsRequest(),
             &resp))
     return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
@@ -172,7 +187,7 @@ int Commands::ListModels() {
 
 int Commands::ListClusters() {
   v1::ListClustersResponse resp;
-  if (!Call(*inventory_, &v1::InventoryService::Stub::ListClusters, v1::ListClustersRequest(),
+  if (!Call(inventory_, &v1::InventoryService::Stub::ListClusters, v1::ListClustersRequest(),
             &resp))
     return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
@@ -184,7 +199,7 @@ int Commands::ListClusters() {
 
 int Commands::ListPools() {
   v1::ListPoolsResponse resp;
-  if (!Call(*inventory_, &v1::InventoryService::Stub::ListPools, v1::ListPoolsRequest(), &resp))
+  if (!Call(inventory_, &v1::InventoryService::Stub::ListPools, v1::ListPoolsRequest(), &resp))
     return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"POOL", "LATENCY_CLASS", "LENDS_TO", "GRACE_S", "DESCRIPTION"});
@@ -207,7 +222,7 @@ int Commands::ListInventory(const std::string& cluster, const std::string& pool)
   req.set_cluster(cluster);
   req.set_pool(pool);
   v1::ListNodesResponse resp;
-  if (!Call(*inventory_, &v1::InventoryService::Stub::ListNodes, req, &resp)) return 1;
+  if (!Call(inventory_, &v1::InventoryService::Stub::ListNodes, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t(
       {"CLUSTER", "NODE", "POOL", "GPUS", "MODEL", "ALLOCATED_GPU", "FREE_WHOLE_GPUS", "MIG_GPUS"});
@@ -230,7 +245,7 @@ int Commands::ListInventory(const std::string& cluster, const std::string& pool)
 
 int Commands::ListTeams() {
   v1::ListTeamsResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListTeams, v1::ListTeamsRequest(), &resp))
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListTeams, v1::ListTeamsRequest(), &resp))
     return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"TEAM", "PARENT", "WEIGHT"});
@@ -248,7 +263,7 @@ int Commands::CreateTeam(const std::string& name, const std::string& parent, int
   req.mutable_team()->set_parent(parent);
   req.mutable_team()->set_weight_milli(weight_milli);
   v1::CreateTeamResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::CreateTeam, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::CreateTeam, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "created team " << resp.team().name() << "\n";
   return 0;
@@ -258,7 +273,7 @@ int Commands::ListQuotas(const std::string& team) {
   v1::ListQuotasRequest req;
   req.set_team(team);
   v1::ListQuotasResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListQuotas, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListQuotas, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"TEAM", "POOL", "MODEL", "NOMINAL_GPU", "BORROW_GPU", "LEND_GPU", "USED_GPU"});
   for (const auto& q : resp.quotas()) {
@@ -283,7 +298,7 @@ int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t
   if (borrow_milli != -2) req.mutable_quota()->set_borrowing_limit_milli(borrow_milli);
   if (lend_milli >= 0) req.mutable_quota()->set_lending_limit_milli(lend_milli);
   v1::SetQuotaResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::SetQuota, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::SetQuota, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "quota of " << team << " in " << pool << ": " << Milli(nominal_milli) << " GPU\n";
   return 0;
@@ -291,7 +306,7 @@ int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t
 
 int Commands::ListCoexistence() {
   v1::ListCoexistenceRulesResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListCoexistenceRules,
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListCoexistenceRules,
             v1::ListCoexistenceRulesRequest(), &resp))
     return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
@@ -325,7 +340,7 @@ int Commands::SetCoexistence(const std::string& class_a, const std::string& clas
   req.mutable_rule()->set_gpu_isolation(iso);
   req.mutable_rule()->set_same_node(same_node);
   v1::SetCoexistenceRuleResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::SetCoexistenceRule, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::SetCoexistenceRule, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << class_a << " next to " << class_b << ": " << isolation
             << (same_node ? "" : ", not on the same node") << "\n";
@@ -387,7 +402,7 @@ int Commands::Request(const RequestOptions& r) {
     req.mutable_start_time()->set_seconds(absl::ToUnixSeconds(start));
   }
   v1::RequestCapacityResponse resp;
-  if (!Call(*allocation_, &v1::AllocationService::Stub::RequestCapacity, req, &resp)) return 1;
+  if (!Call(allocation_, &v1::AllocationService::Stub::RequestCapacity, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   if (resp.replayed()) std::cout << "(replayed: this key was answered before)\n";
@@ -469,7 +484,7 @@ int Commands::ListRequests(const std::string& team, const std::string& state, in
   }
   req.set_page_size(limit);
   v1::ListRequestsResponse resp;
-  if (!Call(*allocation_, &v1::AllocationService::Stub::ListRequests, req, &resp)) return 1;
+  if (!Call(allocation_, &v1::AllocationService::Stub::ListRequests, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"ID", "TEAM", "POOL", "STATE", "SHAPE", "GPU", "PLACEMENT / WHY"});
   for (const auto& r : resp.requests()) {
@@ -486,7 +501,7 @@ int Commands::GetRequest(int64_t id) {
   v1::GetRequestRequest req;
   req.set_id(id);
   v1::GetRequestResponse resp;
-  if (!Call(*allocation_, &v1::AllocationService::Stub::GetRequest, req, &resp)) return 1;
+  if (!Call(allocation_, &v1::AllocationService::Stub::GetRequest, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   return 0;
@@ -496,7 +511,7 @@ int Commands::Release(int64_t id) {
   v1::ReleaseAllocationRequest req;
   req.set_id(id);
   v1::ReleaseAllocationResponse resp;
-  if (!Call(*allocation_, &v1::AllocationService::Stub::ReleaseAllocation, req, &resp)) return 1;
+  if (!Call(allocation_, &v1::AllocationService::Stub::ReleaseAllocation, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   return 0;

@@ -200,17 +200,30 @@ class Commands {
   void Deadline(grpc::ClientContext& ctx) const;
   int Fail(const grpc::Status& status) const;
 
-  // Makes one unary call under the deadline. On failure prints the error with
-  // a hint and returns false.
+  // Makes one unary call under the deadline. A follower's answer naming the
+  // leader ("leader=host:port", docs/operations.md) sends the call there, up
+  // to three times. On failure prints the error with a hint and returns
+  // false.
   template <typename Stub, typename Req, typename Resp>
-  bool Call(Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
-            const Req& req, Resp* resp) const {
-    grpc::ClientContext ctx;
-    Deadline(ctx);
-    const grpc::Status status = (stub.*method)(&ctx, req, resp);
+  bool Call(const std::unique_ptr<Stub>& stub,
+            grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*), const Req& req,
+            Resp* resp) const {
+    grpc::Status status;
+    for (int hop = 0;; ++hop) {
+      grpc::ClientContext ctx;
+      Deadline(ctx);
+      status = ((*stub).*method)(&ctx, req, resp);
+      const std::string leader = LeaderNamedIn(status);
+      if (leader.empty() || hop == 3) break;
+      Connect(leader);
+    }
     if (!status.ok()) Fail(status);
     return status.ok();
   }
+  // Points every stub at `endpoint`.
+  void Connect(const std::string& endpoint) const;
+  // The leader's address a follower named in `status`; "" when none.
+  static std::string LeaderNamedIn(const grpc::Status& status);
   void PrintRequest(const v1::CapacityRequest& r) const;
   // Prints a response as JSON (proto3 JSON mapping) or YAML (--output).
   void PrintJsonMessage(const google::protobuf::Message& m) const;
@@ -218,12 +231,14 @@ class Commands {
   void PrintTable(const Table& t) const;
 
   GlobalOptions options_;
-  std::unique_ptr<v1::InventoryService::Stub> inventory_;
-  std::unique_ptr<v1::GovernanceService::Stub> governance_;
-  std::unique_ptr<v1::AllocationService::Stub> allocation_;
-  std::unique_ptr<v1::LedgerService::Stub> ledger_;
-  std::unique_ptr<v1::ChargebackService::Stub> chargeback_;
-  std::unique_ptr<v1::TelemetryService::Stub> telemetry_;
+  // Replaced when a follower names the leader (Connect).
+  mutable std::string endpoint_;
+  mutable std::unique_ptr<v1::InventoryService::Stub> inventory_;
+  mutable std::unique_ptr<v1::GovernanceService::Stub> governance_;
+  mutable std::unique_ptr<v1::AllocationService::Stub> allocation_;
+  mutable std::unique_ptr<v1::LedgerService::Stub> ledger_;
+  mutable std::unique_ptr<v1::ChargebackService::Stub> chargeback_;
+  mutable std::unique_ptr<v1::TelemetryService::Stub> telemetry_;
 };
 
 }  // namespace arbiter::arbctl

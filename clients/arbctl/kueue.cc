@@ -65,13 +65,12 @@ int Commands::ExportKueue(const std::string& queue_name) {
   v1::ListQuotasResponse quotas;
   v1::ListGpuModelsResponse models;
   v1::ListNodesResponse nodes;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListTeams, v1::ListTeamsRequest(),
-            &teams) ||
-      !Call(*governance_, &v1::GovernanceService::Stub::ListQuotas, v1::ListQuotasRequest(),
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListTeams, v1::ListTeamsRequest(), &teams) ||
+      !Call(governance_, &v1::GovernanceService::Stub::ListQuotas, v1::ListQuotasRequest(),
             &quotas) ||
-      !Call(*inventory_, &v1::InventoryService::Stub::ListGpuModels, v1::ListGpuModelsRequest(),
+      !Call(inventory_, &v1::InventoryService::Stub::ListGpuModels, v1::ListGpuModelsRequest(),
             &models) ||
-      !Call(*inventory_, &v1::InventoryService::Stub::ListNodes, v1::ListNodesRequest(), &nodes)) {
+      !Call(inventory_, &v1::InventoryService::Stub::ListNodes, v1::ListNodesRequest(), &nodes)) {
     return 1;
   }
   // MIG resources and their milli-GPU (the profile's SM share), per model.

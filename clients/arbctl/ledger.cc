@@ -38,7 +38,7 @@ int Commands::LedgerList(int64_t after_seq, int limit, const std::string& subjec
   req.set_page_size(limit);
   req.set_subject(subject);
   v1::ListLedgerEntriesResponse resp;
-  if (!Call(*ledger_, &v1::LedgerService::Stub::ListLedgerEntries, req, &resp)) return 1;
+  if (!Call(ledger_, &v1::LedgerService::Stub::ListLedgerEntries, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"SEQ", "AT", "ACTOR", "ACTION", "SUBJECT", "PAYLOAD"});
   for (const v1::LedgerEntry& e : resp.entries()) {
@@ -63,7 +63,7 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
   }
   // The checkpoints first: a verification may start from one.
   v1::ListCheckpointsResponse checkpoints;
-  if (!Call(*ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
+  if (!Call(ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
             &checkpoints)) {
     return 1;
   }
@@ -101,7 +101,7 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
     req.set_after_seq(after);
     req.set_page_size(kVerifyPage);
     v1::ListLedgerEntriesResponse resp;
-    if (!Call(*ledger_, &v1::LedgerService::Stub::ListLedgerEntries, req, &resp)) return 1;
+    if (!Call(ledger_, &v1::LedgerService::Stub::ListLedgerEntries, req, &resp)) return 1;
     std::vector<ledger::Entry> page;
     for (const v1::LedgerEntry& e : resp.entries()) {
       page.push_back(FromProto(e));
@@ -147,7 +147,7 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
 
 int Commands::LedgerCheckpoints() {
   v1::ListCheckpointsResponse resp;
-  if (!Call(*ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
+  if (!Call(ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
             &resp)) {
     return 1;
   }

@@ -42,7 +42,7 @@ int Commands::ListPrices(const std::string& at) {
     req.mutable_at()->set_seconds(absl::ToUnixSeconds(t));
   }
   v1::ListPricesResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListPrices, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListPrices, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"MODEL", "LATENCY_CLASS", "PER_GPU_HOUR", "FROM"});
   for (const v1::Price& p : resp.prices()) {
@@ -73,7 +73,7 @@ int Commands::SetPrice(const std::string& model, const std::string& latency_clas
   req.mutable_price()->set_micros_per_gpu_hour(micros_per_gpu_hour);
   req.mutable_price()->mutable_effective_from()->set_seconds(absl::ToUnixSeconds(when));
   v1::SetPriceResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::SetPrice, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::SetPrice, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << model << " in " << latency_class << " pools: " << Money(micros_per_gpu_hour)
             << " per GPU-hour from "
@@ -83,7 +83,7 @@ int Commands::SetPrice(const std::string& model, const std::string& latency_clas
 
 int Commands::ListBudgets() {
   v1::ListBudgetsResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::ListBudgets, v1::ListBudgetsRequest(),
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListBudgets, v1::ListBudgetsRequest(),
             &resp)) {
     return 1;
   }
@@ -114,7 +114,7 @@ int Commands::SetBudget(const std::string& team, int64_t soft_micros, int64_t ha
     return 2;
   }
   v1::SetBudgetResponse resp;
-  if (!Call(*governance_, &v1::GovernanceService::Stub::SetBudget, req, &resp)) return 1;
+  if (!Call(governance_, &v1::GovernanceService::Stub::SetBudget, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << "budget of " << team << ": warn past " << Money(soft_micros) << ", " << over
             << " past " << Money(hard_micros) << " a month\n";

@@ -32,7 +32,7 @@ int Commands::Usage(const std::string& from, const std::string& to, const std::s
   if (!SetSpan(from, to, &req)) return 2;
   req.set_team(team);
   v1::GetUtilizationResponse resp;
-  if (!Call(*telemetry_, &v1::TelemetryService::Stub::GetUtilization, req, &resp)) return 1;
+  if (!Call(telemetry_, &v1::TelemetryService::Stub::GetUtilization, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"TEAM", "POOL", "CLASS", "MODEL", "ALLOCATED_GPU_H", "USED_GPU_H", "COVERAGE",
            "PEAK_BUSY", "PEAK_MEM_MIB", "KWH"});
@@ -52,7 +52,7 @@ int Commands::Usage(const std::string& from, const std::string& to, const std::s
 
 int Commands::ListIdle() {
   v1::ListIdleAllocationsResponse resp;
-  if (!Call(*telemetry_, &v1::TelemetryService::Stub::ListIdleAllocations,
+  if (!Call(telemetry_, &v1::TelemetryService::Stub::ListIdleAllocations,
             v1::ListIdleAllocationsRequest(), &resp)) {
     return 1;
   }
@@ -69,7 +69,7 @@ int Commands::ListIdle() {
 
 int Commands::ListIdlePolicies() {
   v1::ListIdlePoliciesResponse resp;
-  if (!Call(*telemetry_, &v1::TelemetryService::Stub::ListIdlePolicies,
+  if (!Call(telemetry_, &v1::TelemetryService::Stub::ListIdlePolicies,
             v1::ListIdlePoliciesRequest(), &resp)) {
     return 1;
   }
@@ -98,7 +98,7 @@ int Commands::SetIdlePolicy(const std::string& workload_class, int32_t threshold
   req.mutable_policy()->set_action(action);
   req.mutable_policy()->set_notice_seconds(notice_seconds);
   v1::SetIdlePolicyResponse resp;
-  if (!Call(*telemetry_, &v1::TelemetryService::Stub::SetIdlePolicy, req, &resp)) return 1;
+  if (!Call(telemetry_, &v1::TelemetryService::Stub::SetIdlePolicy, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   std::cout << workload_class << ": idle under " << PercentText(threshold_milli) << " for "
             << window_seconds << " s -> " << action << " (notice " << notice_seconds << " s)\n";
@@ -110,7 +110,7 @@ int Commands::RightSize(const std::string& from, const std::string& to, const st
   if (!SetSpan(from, to, &req)) return 2;
   req.set_team(team);
   v1::GetRightSizingResponse resp;
-  if (!Call(*telemetry_, &v1::TelemetryService::Stub::GetRightSizing, req, &resp)) return 1;
+  if (!Call(telemetry_, &v1::TelemetryService::Stub::GetRightSizing, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t(
       {"REQUEST", "MEMBER", "TEAM", "MODEL", "NOW_MILLI", "PEAK_BUSY", "PEAK_MEM_MIB", "ADVICE"});

@@ -39,12 +39,13 @@ void BatchWriter::AddCheckpoint(int64_t seq, const std::string& hash, const std:
   checkpoints_.push_back(Checkpoint{seq, hash, signature, at});
 }
 
-void BatchWriter::Flush(pqxx::transaction_base& tx) {
+void BatchWriter::Flush(pqxx::transaction_base& tx, int64_t fencing_epoch) {
   std::vector<std::string> params;
   params.reserve(kParams);
   WriteRequests(params);
   WritePlacements(params);
   WriteLedger(params);
+  params.push_back(std::to_string(fencing_epoch));
   if (params.size() != kParams) {
     throw std::logic_error("BatchWriter: parameter count does not match write_decisions");
   }

@@ -33,9 +33,10 @@ class BatchWriter {
   void Add(const ledger::Entry& entry);
   void AddCheckpoint(int64_t seq, const std::string& hash, const std::string& signature,
                      absl::Time at);
-  // Sends what was added as one statement and clears it. Throws what pqxx
-  // throws.
-  void Flush(pqxx::transaction_base& tx);
+  // Sends what was added as one statement and clears it. `fencing_epoch` > 0
+  // makes the statement fail (SQLSTATE AR001) unless it is still the current
+  // leader epoch (migration 0021). Throws what pqxx throws.
+  void Flush(pqxx::transaction_base& tx, int64_t fencing_epoch);
 
  private:
   struct Request {
@@ -49,8 +50,9 @@ class BatchWriter {
     absl::Time at;
   };
   // kWriteDecisions' parameters: requests inserted (46 columns) and updated
-  // (14), placements (13), layouts (3), ledger entries (8), checkpoints (4).
-  static constexpr size_t kParams = 46 + 14 + 13 + 3 + 8 + 4;
+  // (14), placements (13), layouts (3), ledger entries (8), checkpoints (4),
+  // and the fencing epoch.
+  static constexpr size_t kParams = 46 + 14 + 13 + 3 + 8 + 4 + 1;
   // Each appends its tables' arrays to `params`, in statement order.
   void WriteRequests(std::vector<std::string>& params) const;
   void WritePlacements(std::vector<std::string>& params) const;

@@ -27,6 +27,11 @@ absl::Status StatusFromCurrentException(absl::string_view operation) {
   } catch (const pqxx::sql_error& e) {
     // 57P01..57P03: the server is shutting down or restarting.
     const std::string state = e.sqlstate();
+    // AR001: arbiter_fence() refused a deposed leader's write (migration
+    // 0021).
+    if (state == "AR001") {
+      return absl::FailedPreconditionError(absl::StrCat(operation, ": ", e.what()));
+    }
     if (state.rfind("57P", 0) == 0 || state.rfind("08", 0) == 0) {
       return absl::UnavailableError(absl::StrCat(operation, ": [", state, "] ", e.what()));
     }

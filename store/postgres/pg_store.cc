@@ -14,6 +14,7 @@
 #include "store/postgres/batch_writer.h"
 #include "store/postgres/ledger_entries.h"
 #include "store/postgres/pg_errors.h"
+#include "store/postgres/pg_lease.h"
 #include "store/postgres/pg_rows.h"
 #include "store/postgres/statements.h"
 
@@ -321,9 +322,19 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
 
 }  // namespace
 
+namespace {
+
+std::string DsnOf(const PgStoreOptions& options) {
+  if (options.replica.empty()) return options.dsn;
+  return AppendDsnOptions(options.dsn,
+                          absl::StrCat("application_name=", ApplicationName(options.replica)));
+}
+
+}  // namespace
+
 PgStore::PgStore(const PgStoreOptions& options)
-    : reads_(options.dsn, options.read_connections, sql::PrepareAll),
-      writer_(options.dsn, 1, sql::PrepareWriter),
+    : reads_(DsnOf(options), options.read_connections, sql::PrepareAll),
+      writer_(DsnOf(options), 1, sql::PrepareWriter),
       ledger_key_pem_(options.ledger_key_pem),
       checkpoint_every_(std::max<int64_t>(1, options.checkpoint_every)) {}
 
@@ -396,7 +407,7 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
       batch.AddCheckpoint(seq, hash, signature, context.at);
       checkpointed = true;
     }
-    batch.Flush(tx);
+    batch.Flush(tx, fencing_epoch_);
     return absl::OkStatus();
   };
   absl::Status status = Guarded("commit", &broken, [&]() -> absl::Status {

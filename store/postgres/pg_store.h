@@ -28,6 +28,10 @@ struct PgStoreOptions {
   // A checkpoint is signed once this many entries were added since the last.
   // Default: 1000.
   int64_t checkpoint_every = 1000;
+  // This replica's name (LeaseOptions::holder): its sessions carry it as
+  // application_name, so that a new leader can end a stalled one's
+  // sessions. Empty: not set.
+  std::string replica;
 };
 
 class PgStore final : public Store {
@@ -39,6 +43,7 @@ class PgStore final : public Store {
   absl::StatusOr<core::State> LoadState() override;
   using Store::Commit;
   absl::Status Commit(const core::ChangeSet& changes, const CommitContext& context) override;
+  void SetFencingEpoch(int64_t epoch) override { fencing_epoch_ = epoch; }
 
   absl::StatusOr<std::vector<core::GpuModel>> ListGpuModels() override;
   absl::StatusOr<std::vector<core::Cluster>> ListClusters() override;
@@ -120,6 +125,7 @@ class PgStore final : public Store {
   int64_t head_seq_ = 0;
   std::string head_hash_ = ledger::kGenesisHash;
   int64_t checkpoint_seq_ = 0;
+  int64_t fencing_epoch_ = 0;  // The arbiter thread only, as the head.
 };
 
 }  // namespace arbiter::store

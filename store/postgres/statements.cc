@@ -496,19 +496,23 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
   const size_t layout_at = take(layout);
   const size_t ledger_at = take(ledger);
   const size_t checkpoint_at = take(checkpoint);
+  // The last parameter is the writer's leader epoch (0: unfenced); the
+  // final SELECT reads `fence`, so that its check always runs.
+  const size_t epoch_at = next;
   std::string write_decisions = absl::StrCat(
-      "WITH new_requests AS (", InsertRows("requests", request, request_at),
-      "), changed_requests AS (UPDATE requests r SET ", absl::StrJoin(sets, ", "), " FROM (",
-      UnnestSelect(request_update, update_at), ") AS v(", Names(request_update),
-      ") WHERE r.id = v.id AND r.id = ANY($", update_at, "::bigint[])), new_placements AS (",
-      InsertRows("placements", placement, placement_at),
+      "WITH fence AS (SELECT CASE WHEN $", epoch_at, "::bigint = 0 THEN 0 ELSE arbiter_fence($",
+      epoch_at, "::bigint) END AS epoch), new_requests AS (",
+      InsertRows("requests", request, request_at), "), changed_requests AS (UPDATE requests r SET ",
+      absl::StrJoin(sets, ", "), " FROM (", UnnestSelect(request_update, update_at), ") AS v(",
+      Names(request_update), ") WHERE r.id = v.id AND r.id = ANY($", update_at,
+      "::bigint[])), new_placements AS (", InsertRows("placements", placement, placement_at),
       " ON CONFLICT (request_id, member) DO NOTHING), changed_layouts AS (UPDATE gpus g SET "
       "mig_layout = v.mig_layout FROM (",
       UnnestSelect(layout, layout_at), ") AS v(", Names(layout),
       ") WHERE g.node_id = v.node_id AND g.gpu_index = v.gpu_index AND g.node_id = ANY($",
       layout_at, "::bigint[])), new_entries AS (", InsertRows("ledger", ledger, ledger_at),
       "), new_checkpoints AS (", InsertRows("ledger_checkpoints", checkpoint, checkpoint_at),
-      ") SELECT 1");
+      ") SELECT epoch FROM fence");
   return {
       {kWriteDecisions, std::move(write_decisions)},
       // A reading already stored (same device and time) is a duplicate.

@@ -1,4 +1,5 @@
 """The Client class; see the package docstring."""
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -96,21 +97,40 @@ def _allocation(r):
         raw=r)
 
 
+def _leader_named_in(error):
+    """The leader's host:port a follower named ("leader=host:port" in an
+    UNAVAILABLE answer, docs/operations.md), or None."""
+    if error.code() != grpc.StatusCode.UNAVAILABLE:
+        return None
+    match = re.search(r"leader=([^ ;,]+)", error.details() or "")
+    return match.group(1) if match else None
+
+
 class Client:
     """A connection to arbiterd. Thread-safe (gRPC channels are)."""
 
     def __init__(self, endpoint="127.0.0.1:50051", *, ca=None, cert=None, key=None,
                  timeout=10.0, retries=3, backoff=0.2):
+        self._creds = None
         if ca:
             def read(path):
                 with open(path, "rb") as f:
                     return f.read()
-            creds = grpc.ssl_channel_credentials(read(ca), read(key) if key else None,
-                                                 read(cert) if cert else None)
-            self.channel = grpc.secure_channel(endpoint, creds)
+            self._creds = grpc.ssl_channel_credentials(read(ca), read(key) if key else None,
+                                                       read(cert) if cert else None)
+        self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self.channel = None
+        self._connect(endpoint)
+
+    def _connect(self, endpoint):
+        """Points every stub at `endpoint` (a follower named the leader)."""
+        if self.channel is not None:
+            self.channel.close()
+        self.endpoint = endpoint
+        if self._creds is not None:
+            self.channel = grpc.secure_channel(endpoint, self._creds)
         else:
             self.channel = grpc.insecure_channel(endpoint)
-        self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.inventory = _invg.InventoryServiceStub(self.channel)
         self.governance = _govg.GovernanceServiceStub(self.channel)
         self.allocation = _alg.AllocationServiceStub(self.channel)
@@ -139,19 +159,25 @@ class Client:
         "nominal_milli": 4000}); returns the response message. Raises
         ArbiterError. Client-streaming RPCs (StreamSamples) take an iterable
         of messages as `request`; server-streaming ones return an iterator."""
-        for stub in self._stubs:
-            fn = getattr(stub, method, None)
-            if fn is None:
-                continue
-            if request is None:
-                request = json_format.ParseDict(fields, self._request_type(stub, method)())
-            try:
-                if method in ("WatchAllocations",):
-                    return fn(request)
-                return fn(request, timeout=self.timeout)
-            except grpc.RpcError as e:
-                raise ArbiterError(e.code(), e.details()) from None
-        raise AttributeError(f"arbiter.v1 has no RPC {method}")
+        for hop in range(4):
+            for stub in self._stubs:
+                fn = getattr(stub, method, None)
+                if fn is None:
+                    continue
+                if request is None:
+                    request = json_format.ParseDict(fields, self._request_type(stub, method)())
+                try:
+                    if method in ("WatchAllocations",):
+                        return fn(request)
+                    return fn(request, timeout=self.timeout)
+                except grpc.RpcError as e:
+                    leader = _leader_named_in(e)
+                    if leader is None or hop == 3:
+                        raise ArbiterError(e.code(), e.details()) from None
+                    self._connect(leader)
+                    break
+            else:
+                raise AttributeError(f"arbiter.v1 has no RPC {method}")
 
     @staticmethod
     def _request_type(stub, method):
@@ -188,24 +214,24 @@ class Client:
         request = _al.RequestCapacityRequest(
             idempotency_key=key or f"py-{uuid.uuid4()}", team=team, pool=pool,
             workload_class=_CLASSES[workload_class], members=members, shape=shape, **extra)
-        return _allocation(self._with_retries(self.allocation.RequestCapacity, request).request)
+        return _allocation(self._with_retries("allocation", "RequestCapacity", request).request)
 
     def get(self, request_id):
-        return _allocation(self._unary(self.allocation.GetRequest,
+        return _allocation(self._unary("allocation", "GetRequest",
                                        _al.GetRequestRequest(id=request_id)).request)
 
     def release(self, request_id):
         """Releases an allocation (or cancels a queued request). Idempotent
         for the caller: retried like request_capacity."""
-        return _allocation(self._with_retries(self.allocation.ReleaseAllocation,
+        return _allocation(self._with_retries("allocation", "ReleaseAllocation",
                                               _al.ReleaseAllocationRequest(id=request_id)).request)
 
     def approve(self, request_id):
-        return _allocation(self._unary(self.allocation.ApproveRequest,
+        return _allocation(self._unary("allocation", "ApproveRequest",
                                        _al.ApproveRequestRequest(id=request_id)).request)
 
     def deny(self, request_id, reason):
-        return _allocation(self._unary(self.allocation.DenyRequest,
+        return _allocation(self._unary("allocation", "DenyRequest",
                                        _al.DenyRequestRequest(id=request_id, reason=reason)).request)
 
     def requests(self, team="", state=None, page_size=100) -> Iterator[Allocation]:
@@ -215,7 +241,7 @@ class Client:
             req = _al.ListRequestsRequest(team=team, page_size=page_size, page_token=token)
             if state:
                 req.state = _t.RequestState.Value("REQUEST_STATE_" + state.upper())
-            page = self._unary(self.allocation.ListRequests, req)
+            page = self._unary("allocation", "ListRequests", req)
             for r in page.requests:
                 yield _allocation(r)
             token = page.next_page_token
@@ -240,7 +266,7 @@ class Client:
     def ledger(self, after_seq=0, page_size=500, subject="") -> Iterator[LedgerEntry]:
         """Ledger entries after `after_seq`, in order, every page."""
         while True:
-            page = self._unary(self.ledger_service.ListLedgerEntries, _lg.ListLedgerEntriesRequest(
+            page = self._unary("ledger_service", "ListLedgerEntries", _lg.ListLedgerEntriesRequest(
                 after_seq=after_seq, page_size=page_size, subject=subject))
             for e in page.entries:
                 yield LedgerEntry(e.seq, e.actor, e.action, e.subject, e.payload, e.hash)
@@ -249,18 +275,31 @@ class Client:
                 return
 
     # Plumbing.
-    def _unary(self, fn, request):
-        try:
-            return fn(request, timeout=self.timeout)
-        except grpc.RpcError as e:
-            raise ArbiterError(e.code(), e.details()) from None
-
-    def _with_retries(self, fn, request):
-        for attempt in range(self.retries + 1):
+    def _unary(self, stub, method, request):
+        """One call; a follower's answer naming the leader sends it there."""
+        for hop in range(4):
             try:
-                return fn(request, timeout=self.timeout)
+                return getattr(getattr(self, stub), method)(request, timeout=self.timeout)
             except grpc.RpcError as e:
-                if e.code() not in _RETRYABLE or attempt == self.retries:
+                leader = _leader_named_in(e)
+                if leader is None or hop == 3:
+                    raise ArbiterError(e.code(), e.details()) from None
+                self._connect(leader)
+
+    def _with_retries(self, stub, method, request):
+        """Retries UNAVAILABLE and DEADLINE_EXCEEDED with backoff; a follower's
+        answer naming the leader is resent there at once."""
+        attempt = 0
+        while True:
+            try:
+                return getattr(getattr(self, stub), method)(request, timeout=self.timeout)
+            except grpc.RpcError as e:
+                leader = _leader_named_in(e)
+                if leader is not None and attempt <= self.retries:
+                    self._connect(leader)
+                    attempt += 1
+                    continue
+                if e.code() not in _RETRYABLE or attempt >= self.retries:
                     raise ArbiterError(e.code(), e.details()) from None
                 time.sleep(self.backoff * (2 ** attempt))
-        raise AssertionError("unreachable")
+                attempt += 1

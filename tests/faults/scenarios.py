@@ -1,0 +1,203 @@
+"""Fault scenarios (docs/operations.md, "Fault tests"). Each starts its own
+PostgreSQL and K arbiterd replicas, runs N clients x M operations while a
+nemesis injects faults, heals everything, resolves operations left unknown,
+checks the invariants (checker.py) and prints one line:
+
+  <scenario>: N clients x M requests over K replicas, F faults (<kind>),
+  <invariants held>/<checked> invariants, lost L, duplicated D,
+  overcommitted O: PASS|FAIL
+
+plus the measured time from each fault to the first decision of a leader.
+
+  scenarios.py --arbiterd B --arbctl B --source DIR [--quick] [NAME...]
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+
+import grpc
+
+
+def probe_leader(endpoints, timeout_s=60.0):
+    """Seconds until some replica decides a command: ReleaseAllocation of an
+    id that does not exist is NOT_FOUND from a leader (and writes nothing),
+    refused by followers and while the state reloads."""
+    from arbiter.v1 import allocation_pb2 as al
+    from arbiter.v1 import allocation_pb2_grpc as alg
+    start = time.monotonic()
+    stubs = [alg.AllocationServiceStub(grpc.insecure_channel(e)) for e in endpoints]
+    while time.monotonic() - start < timeout_s:
+        for stub in stubs:
+            try:
+                stub.ReleaseAllocation(al.ReleaseAllocationRequest(id=2**62), timeout=1)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND:
+                    return time.monotonic() - start
+        time.sleep(0.05)
+    return None
+
+
+class Nemesis(threading.Thread):
+    """Injects one kind of fault every `interval` seconds until stopped."""
+
+    def __init__(self, kind, replicas, pg, interval, ttl_s, rng):
+        super().__init__(daemon=True)
+        self.kind, self.replicas, self.pg = kind, replicas, pg
+        self.interval, self.ttl_s, self.rng = interval, ttl_s, rng
+        self.stop = threading.Event()
+        self.faults = 0
+        self.recovery = []  # Seconds to a deciding leader, per fault that needed one.
+
+    def run(self):
+        while not self.stop.wait(self.interval * (0.7 + 0.6 * self.rng.random())):
+            getattr(self, "fault_" + self.kind.replace("-", "_"))()
+            self.faults += 1
+
+    def fault_kill(self):
+        alive = [r for r in self.replicas.members if r.alive()]
+        leader = self.replicas.leader()
+        victim = leader if leader in alive and self.rng.random() < 0.6 else self.rng.choice(alive)
+        victim.kill9()
+        if victim is leader:
+            took = probe_leader([r.endpoint for r in alive if r is not victim])
+            self.recovery.append(took)
+        time.sleep(0.5)
+        victim.start()
+
+    def fault_pg_restart(self):
+        self.pg.restart_immediate()
+        self.recovery.append(probe_leader(self.replicas.endpoints()))
+
+    def fault_sigstop(self):
+        leader = self.replicas.leader()
+        if leader is None or not leader.alive():
+            return
+        leader.pause()
+        others = [r.endpoint for r in self.replicas.members if r is not leader]
+        self.recovery.append(probe_leader(others))
+        # Stopped past its lease and past the takeover, then woken: it must
+        # find itself deposed (its writes are fenced) and follow.
+        time.sleep(self.ttl_s)
+        leader.resume()
+
+
+def run_scenario(name, args, clients, ops, k, interval, ttl):
+    from cluster import PgCluster, Replicas
+    import checker
+    import workload
+    rng = random.Random(args.seed)
+    ttl_s = float(ttl.rstrip("s"))
+    with PgCluster(args.source, args.arbiterd) as pg:
+        dsn = pg.create_database("faults")
+        with Replicas(args.arbiterd, dsn, k, lease_ttl=ttl) as replicas:
+            if probe_leader(replicas.endpoints()) is None:
+                raise RuntimeError("no leader was elected")
+            workload.seed(replicas.leader().endpoint)
+            history = workload.History()
+            stop = threading.Event()
+            started = time.monotonic()
+            workers = workload.run_clients(replicas.endpoints(), clients, ops, history,
+                                           args.seed, stop, preemption=(name == "preemption"))
+            nemesis = Nemesis(name if name != "preemption" else "kill", replicas, pg,
+                              interval, ttl_s, rng)
+            nemesis.start()
+            for w in workers:
+                w.join()
+            nemesis.stop.set()
+            nemesis.join()
+            elapsed = time.monotonic() - started
+            # Heal: every replica running and awake, then settle the unknowns.
+            for r in replicas.members:
+                if r.stopped:
+                    r.resume()
+                if not r.alive():
+                    r.start()
+            probe_leader(replicas.endpoints())
+            stuck = workload.resolve_unknowns(replicas.endpoints(), history)
+            leader = replicas.leader()
+            check = checker.Checker(dsn, history, args.arbctl, leader.endpoint)
+            results = check.all()
+            check.close()
+    results["no operation stuck after the faults"] = [
+        f"{op['key']}: still unknown ({op.get('last_error')})" for op in stuck]
+    return report(name, clients, ops, k, nemesis, history, results, elapsed)
+
+
+def report(name, clients, ops, k, nemesis, history, results, elapsed):
+    held = sum(1 for v in results.values() if not v)
+    lost = sum(1 for p in results["acknowledged grants present"] if "lost" in p)
+    dup = len(results["one request per idempotency key"])
+    over = len(results["capacity and quotas at every ledger prefix"])
+    ok = held == len(results)
+    counts = history.counts()
+    print(f"{name}: {clients} clients x {ops} requests over {k} replicas, "
+          f"{nemesis.faults} faults ({nemesis.kind}), {held}/{len(results)} invariants, "
+          f"lost {lost}, duplicated {dup}, overcommitted {over}: {'PASS' if ok else 'FAIL'}")
+    print(f"  {len(history.ops)} operations in {elapsed:.0f} s: {counts['ok']} ok, "
+          f"{counts['fail']} fail, {counts['unknown']} unknown before healing")
+    times = [t for t in nemesis.recovery if t is not None]
+    if nemesis.recovery:
+        print(f"  time to a deciding leader after {nemesis.kind}: "
+              f"median {statistics.median(times):.2f} s, max {max(times):.2f} s "
+              f"over {len(times)} faults" if times else "  no leader recovered")
+        if len(times) != len(nemesis.recovery):
+            ok = False
+            print("  a fault was never recovered from within 60 s")
+    for invariant, problems in results.items():
+        if problems:
+            print(f"  VIOLATED {invariant}: {len(problems)}")
+            for p in problems[:10]:
+                print(f"    {p}")
+    sys.stdout.flush()
+    return ok, {"scenario": name, "ok": ok, "faults": nemesis.faults,
+                "recovery_s": times, "operations": counts}
+
+
+SCENARIOS = {
+    # name: (clients, ops, replicas, seconds between faults) at full size.
+    "kill": (32, 1000, 3, 15.0),
+    "pg-restart": (32, 1000, 3, 15.0),
+    "sigstop": (32, 1000, 3, 15.0),
+    "preemption": (32, 1000, 3, 15.0),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--arbiterd", required=True)
+    parser.add_argument("--arbctl", required=True)
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--quick", action="store_true",
+                        help="a quarter of the clients and operations, faults 4x as often")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("names", nargs="*")
+    args = parser.parse_args()
+    names = args.names or list(SCENARIOS)
+    failed = []
+    out = []
+    for name in names:
+        clients, ops, k, interval = SCENARIOS[name]
+        ttl = "5s"
+        if args.quick:
+            clients, ops, interval, ttl = clients // 4, ops // 4, interval / 4, "2s"
+        ok, result = run_scenario(name, args, clients, ops, k, interval, ttl)
+        out.append(result)
+        if not ok:
+            failed.append(name)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+    if failed:
+        print(f"FAILED: {' '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
