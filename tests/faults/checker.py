@@ -48,6 +48,21 @@ class Checker:
     def close(self):
         self.conn.close()
 
+    def decisions(self):
+        """Ledger entries per request state, e.g. {"admitted": 812, ...}, and
+        how many requests were released or cancelled while preempting."""
+        counts = defaultdict(int)
+        last = {}
+        mid_preemption = 0
+        for _, action, subject, _, _ in self.ledger:
+            if subject.startswith("request/"):
+                state = action.split(".", 1)[1]
+                counts[state] += 1
+                if last.get(subject) == "preempting" and state in ("released", "cancelled"):
+                    mid_preemption += 1
+                last[subject] = state
+        return dict(counts), mid_preemption
+
     # --- Capacity and quotas at every ledger prefix.
     def capacity_and_quotas(self):
         problems = []
@@ -205,3 +220,40 @@ class Checker:
             "ledger chain continuous": self.ledger_chain(),
             "no orphaned rows": self.orphans(),
         }
+
+
+def plant_violations(dsn, history):
+    """Breaks the final database on purpose, so that the checker is seen to
+    fail: a second request placed on a GPU held whole (with its ledger entry
+    out of sequence) and an acknowledged request deleted. Returns the
+    invariants that must now be violated."""
+    conn = psycopg2.connect(dsn)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT p.request_id FROM placements p JOIN requests r ON r.id = p.request_id"
+                    " WHERE r.state = 'admitted' AND p.exclusive AND p.mig_profile = ''"
+                    " ORDER BY p.request_id LIMIT 1")
+        (held,) = cur.fetchone()
+        planted = held + 10_000_000
+        cur.execute("CREATE TEMP TABLE r AS SELECT * FROM requests WHERE id = %s", (held,))
+        cur.execute("UPDATE r SET id = %s, idempotency_key = 'planted-' || idempotency_key",
+                    (planted,))
+        cur.execute("INSERT INTO requests SELECT * FROM r")
+        cur.execute("CREATE TEMP TABLE p AS SELECT * FROM placements WHERE request_id = %s",
+                    (held,))
+        cur.execute("UPDATE p SET request_id = %s", (planted,))
+        cur.execute("INSERT INTO placements SELECT * FROM p")
+        cur.execute("INSERT INTO ledger (seq, at, actor, action, subject, payload, prev_hash, hash)"
+                    " SELECT max(seq) + 2, now(), 'planted', 'request.admitted', %s, '',"
+                    " repeat('0', 64), repeat('f', 64)"
+                    " FROM ledger", (f"request/{planted}",))
+        acknowledged = next(op["request_id"] for op in history.ops
+                            if op["op"] == "request" and op["outcome"] == "ok"
+                            and op["request_id"] != held)
+        cur.execute("DELETE FROM placements WHERE request_id = %s", (acknowledged,))
+        cur.execute("DELETE FROM requests WHERE id = %s", (acknowledged,))
+        conn.commit()
+    finally:
+        conn.close()
+    return ["capacity and quotas at every ledger prefix", "acknowledged grants present",
+            "ledger chain continuous"]

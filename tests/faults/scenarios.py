@@ -122,13 +122,30 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
             leader = replicas.leader()
             check = checker.Checker(dsn, history, args.arbctl, leader.endpoint)
             results = check.all()
+            decisions = check.decisions()
             check.close()
+            if args.self_test:
+                self_test(dsn, history, args, leader.endpoint)
     results["no operation stuck after the faults"] = [
         f"{op['key']}: still unknown ({op.get('last_error')})" for op in stuck]
-    return report(name, clients, ops, k, nemesis, history, results, elapsed)
+    return report(name, clients, ops, k, nemesis, history, results, elapsed, decisions)
 
 
-def report(name, clients, ops, k, nemesis, history, results, elapsed):
+def self_test(dsn, history, args, endpoint):
+    """The checker must find violations planted in the final database."""
+    import checker
+    expected = checker.plant_violations(dsn, history)
+    check = checker.Checker(dsn, history, args.arbctl, endpoint)
+    found = [name for name, problems in check.all().items() if problems]
+    check.close()
+    missed = [name for name in expected if name not in found]
+    print(f"  checker self-test: {len(expected) - len(missed)}/{len(expected)} planted "
+          f"violations found" + (f"; MISSED {missed}" if missed else ""))
+    if missed:
+        raise SystemExit("the checker missed planted violations")
+
+
+def report(name, clients, ops, k, nemesis, history, results, elapsed, decisions):
     held = sum(1 for v in results.values() if not v)
     lost = sum(1 for p in results["acknowledged grants present"] if "lost" in p)
     dup = len(results["one request per idempotency key"])
@@ -139,7 +156,12 @@ def report(name, clients, ops, k, nemesis, history, results, elapsed):
           f"{nemesis.faults} faults ({nemesis.kind}), {held}/{len(results)} invariants, "
           f"lost {lost}, duplicated {dup}, overcommitted {over}: {'PASS' if ok else 'FAIL'}")
     print(f"  {len(history.ops)} operations in {elapsed:.0f} s: {counts['ok']} ok, "
-          f"{counts['fail']} fail, {counts['unknown']} unknown before healing")
+          f"{counts['fail']} fail, {counts['unknown']} unknown before healing; "
+          f"{sum(op['unknown_attempts'] for op in history.ops)} attempts retried")
+    by_state, mid_preemption = decisions
+    print("  decisions in the ledger: " +
+          ", ".join(f"{state} {n}" for state, n in sorted(by_state.items())) +
+          f"; {mid_preemption} released or cancelled while preempting")
     times = [t for t in nemesis.recovery if t is not None]
     if nemesis.recovery:
         print(f"  time to a deciding leader after {nemesis.kind}: "
@@ -176,6 +198,9 @@ def main():
                         help="a quarter of the clients and operations, faults 4x as often")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--self-test", action="store_true",
+                        help="after each scenario, plant violations and require the checker "
+                             "to find them")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
     names = args.names or list(SCENARIOS)

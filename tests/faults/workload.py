@@ -104,7 +104,9 @@ class Worker(threading.Thread):
         self.rng = random.Random(seed_value)
         self.stop, self.give_up_s, self.preemption = stop, give_up_s, preemption
         self.channels = {}
-        self.held = []  # Request ids this client was told are admitted.
+        # Request ids this client was told are admitted or queued: releasing
+        # one frees capacity or cancels it.
+        self.held = []
 
     def stub(self, endpoint):
         if endpoint not in self.channels:
@@ -171,7 +173,7 @@ class Worker(threading.Thread):
         for i in range(self.ops):
             if self.stop.is_set():
                 break
-            if self.held and self.rng.random() < 0.4:
+            if self.held and self.rng.random() < 0.45:
                 rid = self.held.pop(self.rng.randrange(len(self.held)))
                 msg = al.ReleaseAllocationRequest(id=rid)
                 rec = self.invoke("release", f"release-{rid}",
@@ -192,7 +194,7 @@ class Worker(threading.Thread):
                 rec["placements"] = sorted(
                     (p.node, tuple(p.gpu_indices), p.mig_profile)
                     for p in resp.request.placements)
-                if rec["state"] == "REQUEST_STATE_ADMITTED":
+                if rec["state"] in ("REQUEST_STATE_ADMITTED", "REQUEST_STATE_QUEUED"):
                     self.held.append(resp.request.id)
             else:
                 rec.pop("response", None)
