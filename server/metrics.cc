@@ -135,6 +135,14 @@ class Metrics::StateCollector final : public prometheus::Collectable {
         GaugeFamily("arbiter_batches_in_flight", "Batches decided and not yet committed.");
     in_flight.metric.push_back(Gauge({}, stats.in_flight));
     out.push_back(std::move(in_flight));
+    auto leader =
+        GaugeFamily("arbiter_leader", "1 while this replica leads (decides), 0 while it follows.");
+    leader.metric.push_back(Gauge({}, stats.leading ? 1 : 0));
+    out.push_back(std::move(leader));
+    auto epoch = GaugeFamily("arbiter_leader_epoch",
+                             "The leader epoch this replica last took over with; 0 if never.");
+    epoch.metric.push_back(Gauge({}, stats.epoch));
+    out.push_back(std::move(epoch));
 
     auto scrape_ok = GaugeFamily("arbiter_state_scrape_ok",
                                  "1 when this scrape read the stored state, 0 when it could not.");

@@ -24,8 +24,12 @@ def _rows(cur, sql, *params):
 
 
 class Checker:
-    def __init__(self, dsn, history, arbctl, endpoint):
+    def __init__(self, dsn, history, arbctl, endpoint, certs=None):
         self.conn = psycopg2.connect(dsn)
+        self.tls = []
+        if certs:
+            self.tls = ["--tls-ca", f"{certs}/ca.pem", "--tls-cert", f"{certs}/admin.pem",
+                        "--tls-key", f"{certs}/admin.key"]
         self.history, self.arbctl, self.endpoint = history, arbctl, endpoint
         cur = self.conn.cursor()
         self.gpu_memory = {(n, g): m for n, g, m in _rows(
@@ -197,7 +201,8 @@ class Checker:
                 problems.append(f"ledger: seq {seq} does not chain to {seq - 1}")
                 break
             prev_hash = hash_
-        out = subprocess.run([self.arbctl, "--endpoint", self.endpoint, "ledger", "verify"],
+        out = subprocess.run([self.arbctl, "--endpoint", self.endpoint] + self.tls +
+                             ["ledger", "verify"],
                              capture_output=True, text=True)
         if out.returncode != 0 or not re.match(r"OK: \d+ entries", out.stdout):
             problems.append(f"arbctl ledger verify: {out.stdout.strip()} {out.stderr.strip()}")

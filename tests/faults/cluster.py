@@ -57,6 +57,16 @@ class PgCluster:
             conn.close()
         return f"{self.dsn} dbname={name}"
 
+    def listen_also(self, addresses, network):
+        """Listens on `addresses` too, and trusts `network` (CIDR)."""
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as conf:
+            conf.write(f"listen_addresses = '{','.join(['127.0.0.1'] + addresses)}'\n")
+        with open(os.path.join(self.data, "pg_hba.conf"), "a") as hba:
+            hba.write(f"host all all {network} trust\n")
+        subprocess.run(as_postgres([f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "-w",
+                                    "-t", "60", "restart"]),
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def restart_immediate(self):
         """pg_ctl restart -m immediate: every connection drops, no checkpoint."""
         subprocess.run(as_postgres([f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "immediate",
@@ -65,8 +75,10 @@ class PgCluster:
 
 
 class Replica:
-    def __init__(self, arbiterd, dsn, name, work, lease_ttl, host="127.0.0.1", netns=None):
+    def __init__(self, arbiterd, dsn, name, work, lease_ttl, host="127.0.0.1", netns=None,
+                 certs=None):
         self.arbiterd, self.dsn, self.name = arbiterd, dsn, name
+        self.certs = certs
         self.host = host
         self.port = free_port()
         self.endpoint = f"{host}:{self.port}"
@@ -79,8 +91,13 @@ class Replica:
         port_file = os.path.join(self.work, f"{self.name}.port")
         if os.path.exists(port_file):
             os.remove(port_file)
-        argv = [self.arbiterd, "--log-level", "info", "serve", "--dsn", self.dsn,
-                "--insecure-loopback",
+        security = ["--insecure-loopback"]
+        if self.certs:
+            security = ["--tls-cert", f"{self.certs}/server.pem",
+                        "--tls-key", f"{self.certs}/server.key",
+                        "--tls-client-ca", f"{self.certs}/ca.pem",
+                        "--admin", "spiffe://arbiter.local/admin"]
+        argv = [self.arbiterd, "--log-level", "info", "serve", "--dsn", self.dsn] + security + [
                 "--listen", self.endpoint, "--port-file", port_file,
                 "--replica-name", self.name, "--lease-ttl", self.lease_ttl,
                 "--rollup-every", "0"]
@@ -126,12 +143,21 @@ class Replica:
 class Replicas:
     """K replicas of one database."""
 
-    def __init__(self, arbiterd, dsn, k, lease_ttl="2s", work=None, hosts=None, netns=None):
+    def __init__(self, arbiterd, dsn, k, lease_ttl="2s", namespaces=None, certs=None):
+        """With `namespaces` (network.Namespaces), replica I runs in its
+        namespace, reaches PostgreSQL at the namespace's host address and
+        serves TLS (certificates in `certs`) on its own address."""
         self.dsn = dsn
-        self.work = work or tempfile.mkdtemp(prefix="arbiter-faults-")
-        self.members = [Replica(arbiterd, dsn, f"r{i}", self.work, lease_ttl,
-                                host=(hosts[i] if hosts else "127.0.0.1"),
-                                netns=(netns[i] if netns else None)) for i in range(k)]
+        self.work = tempfile.mkdtemp(prefix="arbiter-faults-")
+        self.members = []
+        for i in range(k):
+            if namespaces is None:
+                self.members.append(Replica(arbiterd, dsn, f"r{i}", self.work, lease_ttl))
+                continue
+            replica_dsn = dsn.replace("host=127.0.0.1", f"host={namespaces.host_ip(i)}")
+            self.members.append(Replica(arbiterd, replica_dsn, f"r{i}", self.work, lease_ttl,
+                                        host=namespaces.replica_ip(i),
+                                        netns=namespaces.names[i], certs=certs))
 
     def __enter__(self):
         for r in self.members:

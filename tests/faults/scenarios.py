@@ -29,8 +29,9 @@ def probe_leader(endpoints, timeout_s=60.0):
     refused by followers and while the state reloads."""
     from arbiter.v1 import allocation_pb2 as al
     from arbiter.v1 import allocation_pb2_grpc as alg
+    import workload
     start = time.monotonic()
-    stubs = [alg.AllocationServiceStub(grpc.insecure_channel(e)) for e in endpoints]
+    stubs = [alg.AllocationServiceStub(workload.channel(e)) for e in endpoints]
     while time.monotonic() - start < timeout_s:
         for stub in stubs:
             try:
@@ -45,9 +46,10 @@ def probe_leader(endpoints, timeout_s=60.0):
 class Nemesis(threading.Thread):
     """Injects one kind of fault every `interval` seconds until stopped."""
 
-    def __init__(self, kind, replicas, pg, interval, ttl_s, rng):
+    def __init__(self, kind, replicas, pg, interval, ttl_s, rng, namespaces=None):
         super().__init__(daemon=True)
         self.kind, self.replicas, self.pg = kind, replicas, pg
+        self.namespaces = namespaces
         self.interval, self.ttl_s, self.rng = interval, ttl_s, rng
         self.stop = threading.Event()
         self.faults = 0
@@ -73,6 +75,22 @@ class Nemesis(threading.Thread):
         self.pg.restart_immediate()
         self.recovery.append(probe_leader(self.replicas.endpoints()))
 
+    def fault_partition(self):
+        """Cuts a replica (the leader 70% of the time) off from PostgreSQL
+        and its clients for two ttls and two seconds, then heals it."""
+        leader = self.replicas.leader()
+        members = self.replicas.members
+        victim = leader if leader is not None and self.rng.random() < 0.7 else \
+            self.rng.choice(members)
+        i = members.index(victim)
+        self.namespaces.cut(i)
+        cut_for = 2 * self.ttl_s + 2
+        started = time.monotonic()
+        if victim is leader:
+            self.recovery.append(probe_leader([r.endpoint for r in members if r is not victim]))
+        time.sleep(max(0.0, cut_for - (time.monotonic() - started)))
+        self.namespaces.heal(i)
+
     def fault_sigstop(self):
         leader = self.replicas.leader()
         if leader is None or not leader.alive():
@@ -90,28 +108,49 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
     from cluster import PgCluster, Replicas
     import checker
     import workload
+    import contextlib
+    import subprocess
+    import tempfile
+    from network import Namespaces
     rng = random.Random(args.seed)
     ttl_s = float(ttl.rstrip("s"))
-    with PgCluster(args.source, args.arbiterd) as pg:
+    partition = name == "partition"
+    certs = None
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(PgCluster(args.source, args.arbiterd))
+        namespaces = None
+        if partition:
+            namespaces = stack.enter_context(Namespaces(k))
+            pg.listen_also([namespaces.host_ip(i) for i in range(k)], namespaces.network)
+            certs = tempfile.mkdtemp(prefix="arbiter-faults-certs-")
+            subprocess.run([os.path.join(args.source, "deploy/local/make-certs"), certs, "admin"],
+                           check=True, stdout=subprocess.DEVNULL,
+                           env=dict(os.environ, ARBITER_SERVER_SANS=",".join(
+                               f"IP:{namespaces.replica_ip(i)}" for i in range(k))))
+            workload.use_tls(certs)
         dsn = pg.create_database("faults")
-        with Replicas(args.arbiterd, dsn, k, lease_ttl=ttl) as replicas:
+        with Replicas(args.arbiterd, dsn, k, lease_ttl=ttl, namespaces=namespaces,
+                      certs=certs) as replicas:
             if probe_leader(replicas.endpoints()) is None:
                 raise RuntimeError("no leader was elected")
-            workload.seed(replicas.leader().endpoint)
+            workload.seed(replicas.leader().endpoint, certs)
             history = workload.History()
             stop = threading.Event()
             started = time.monotonic()
             workers = workload.run_clients(replicas.endpoints(), clients, ops, history,
                                            args.seed, stop, preemption=(name == "preemption"))
             nemesis = Nemesis(name if name != "preemption" else "kill", replicas, pg,
-                              interval, ttl_s, rng)
+                              interval, ttl_s, rng, namespaces)
             nemesis.start()
             for w in workers:
                 w.join()
             nemesis.stop.set()
             nemesis.join()
             elapsed = time.monotonic() - started
-            # Heal: every replica running and awake, then settle the unknowns.
+            # Heal: every replica running, awake and reachable, then settle
+            # the unknowns.
+            for i in range(k if partition else 0):
+                namespaces.heal(i)
             for r in replicas.members:
                 if r.stopped:
                     r.resume()
@@ -120,22 +159,23 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
             probe_leader(replicas.endpoints())
             stuck = workload.resolve_unknowns(replicas.endpoints(), history)
             leader = replicas.leader()
-            check = checker.Checker(dsn, history, args.arbctl, leader.endpoint)
+            check = checker.Checker(dsn, history, args.arbctl, leader.endpoint, certs)
             results = check.all()
             decisions = check.decisions()
             check.close()
             if args.self_test:
-                self_test(dsn, history, args, leader.endpoint)
+                self_test(dsn, history, args, leader.endpoint, certs)
+    workload.CREDENTIALS = None
     results["no operation stuck after the faults"] = [
         f"{op['key']}: still unknown ({op.get('last_error')})" for op in stuck]
     return report(name, clients, ops, k, nemesis, history, results, elapsed, decisions)
 
 
-def self_test(dsn, history, args, endpoint):
+def self_test(dsn, history, args, endpoint, certs):
     """The checker must find violations planted in the final database."""
     import checker
     expected = checker.plant_violations(dsn, history)
-    check = checker.Checker(dsn, history, args.arbctl, endpoint)
+    check = checker.Checker(dsn, history, args.arbctl, endpoint, certs)
     found = [name for name, problems in check.all().items() if problems]
     check.close()
     missed = [name for name in expected if name not in found]
@@ -186,6 +226,7 @@ SCENARIOS = {
     "pg-restart": (32, 1000, 3, 15.0),
     "sigstop": (32, 1000, 3, 15.0),
     "preemption": (32, 1000, 3, 15.0),
+    "partition": (32, 1000, 3, 15.0),
 }
 
 

@@ -25,15 +25,38 @@ NODES = 4
 GPUS_PER_NODE = 8
 THINK_S = 0.1  # Mean pause between a client's operations.
 
+# TLS for the partition scenario: (ca, key, cert) PEM bytes of the admin;
+# None: plaintext on loopback.
+CREDENTIALS = None
+
+
+def channel(endpoint):
+    if CREDENTIALS is None:
+        return grpc.insecure_channel(endpoint)
+    return grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(*CREDENTIALS))
+
+
+def use_tls(certs):
+    global CREDENTIALS
+
+    def read(name):
+        with open(f"{certs}/{name}", "rb") as f:
+            return f.read()
+    CREDENTIALS = (read("ca.pem"), read("admin.key"), read("admin.pem"))
+
+
 # Codes that settle an operation: the server decided, and said so.
 DEFINITE = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
             grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS,
             grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.OUT_OF_RANGE}
 
 
-def seed(endpoint):
+def seed(endpoint, certs=None):
     """Creates the organisation through the API (on the leader)."""
-    with Client(endpoint, retries=20, backoff=0.25) as arb:
+    tls = {}
+    if certs:
+        tls = dict(ca=f"{certs}/ca.pem", cert=f"{certs}/admin.pem", key=f"{certs}/admin.key")
+    with Client(endpoint, retries=20, backoff=0.25, **tls) as arb:
         call = arb.call
         call("CreateCluster", cluster={"name": "faults"})
         call("CreatePool", pool={"name": POOL, "latency_class": "LATENCY_CLASS_BATCH"})
@@ -110,8 +133,7 @@ class Worker(threading.Thread):
 
     def stub(self, endpoint):
         if endpoint not in self.channels:
-            self.channels[endpoint] = alg.AllocationServiceStub(
-                grpc.insecure_channel(endpoint))
+            self.channels[endpoint] = alg.AllocationServiceStub(channel(endpoint))
         return self.channels[endpoint]
 
     def request_message(self, i):

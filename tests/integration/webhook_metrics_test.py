@@ -226,6 +226,7 @@ def check_metrics(port, whole, mig, share):
     assert value(s, "arbiter_commit_seconds_count") >= 1
     assert value(s, "arbiter_commit_failures_total") == 0
     assert value(s, "arbiter_queue_depth") == 0
+    assert value(s, "arbiter_leader") == 1 and value(s, "arbiter_leader_epoch") >= 1
     assert value(s, "arbiter_state_scrape_ok") == 1
     labels = dict(pool="serving", team=TEAM, model="H100-80GB")
     held = value(s, "arbiter_gpu_allocated_milli", **labels, **{"class": "inference"})
