@@ -87,7 +87,7 @@ def main():
     if not selects(deploy["spec"]["selector"]["matchLabels"], pod_labels):
         errors.append("Deployment selector does not match its pod labels")
     if deploy["spec"]["replicas"] != 1 or deploy["spec"]["strategy"]["type"] != "Recreate":
-        errors.append("arbiterd is a single writer: one replica, Recreate")
+        errors.append("the shipped manifests run one replica, Recreate (see deployment.yaml)")
     spec = pod["spec"]
     if not spec["securityContext"].get("runAsNonRoot"):
         errors.append("pod must run as non-root")
