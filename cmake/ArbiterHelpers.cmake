@@ -4,8 +4,8 @@
 # std::string at -O2/-O3 (GCC bug 105329); they are not in our code.
 # -Wno-missing-field-initializers: our value types give every member a default,
 # so brace-initializing the leading members is intended.
-set(ARBITER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter -Wno-restrict
-                     -Wno-missing-field-initializers)
+set(ARBITER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter
+                     $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict> -Wno-missing-field-initializers)
 
 function(arbiter_cc_library)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;HDRS;DEPS;PUBLIC_DEPS" ${ARGN})

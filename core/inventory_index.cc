@@ -50,7 +50,7 @@ void InventoryIndex::Put(size_t position, const Node& node) {
 
 InventoryIndex::Cursor::Cursor(const InventoryIndex& index, const CapacityRequestSpec& spec,
                                const CoexistenceMatrix& rules)
-    : spec_(spec), rules_(rules) {
+    : spec_(spec) {
   auto it = index.pools_.find(spec.pool);
   if (it == index.pools_.end()) return;
   const PoolIndex& pool = it->second;

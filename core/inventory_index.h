@@ -76,7 +76,6 @@ class InventoryIndex {
     void StartWhole(int32_t gpus);
 
     const CapacityRequestSpec& spec_;
-    const CoexistenceMatrix& rules_;
     const PoolIndex* pool_ = nullptr;  // Null for a pool with no nodes.
     absl::flat_hash_set<size_t> seen_;
     std::vector<Range> ranges_;

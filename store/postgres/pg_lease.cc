@@ -91,7 +91,8 @@ absl::StatusOr<int64_t> PgLease::TryAcquire() {
       // transactions (which would hold up the epoch's UPDATE).
       tx.exec_params(
           "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-          " WHERE application_name = $1 AND pid <> pg_backend_pid()",
+          " WHERE application_name = $1 AND datname = current_database()"
+          " AND pid <> pg_backend_pid()",
           ApplicationName(holder));
     }
     const bool locked =
@@ -137,8 +138,11 @@ absl::Status PgLease::Renew(int64_t epoch) {
 void PgLease::Release(int64_t epoch) {
   absl::Status status = OnSession("release lease", [&](pqxx::connection& c) -> absl::Status {
     pqxx::nontransaction tx(c);
-    tx.exec_params("UPDATE leader_lease SET lease_until = now() WHERE id = 1 AND epoch = $1",
-                   epoch);
+    // No holder: followers take the freed lock without ending any session
+    // (this replica's last commits may still be finishing).
+    tx.exec_params(
+        "UPDATE leader_lease SET lease_until = now(), holder = '' WHERE id = 1 AND epoch = $1",
+        epoch);
     tx.exec_params("SELECT pg_advisory_unlock($1, $2)", kLockClass, kLockObject);
     return absl::OkStatus();
   });

@@ -10,9 +10,9 @@
 // stalled (SIGSTOP, a long pause, a partition PostgreSQL has not noticed yet)
 // keeps its session; for that the lease also has an expiry, which the leader
 // renews. A follower that finds the lease expired by PostgreSQL's clock ends
-// every session of the holder (they carry the holder's name as
-// application_name), which frees the lock and aborts the holder's open
-// transactions, and takes over on its next try.
+// every session of the holder in this database (they carry the holder's
+// name as application_name), which frees the lock and aborts the holder's
+// open transactions, and takes over on its next try.
 //
 // Thread-compatible: one election thread uses it.
 #pragma once

@@ -137,7 +137,7 @@ TEST_F(PgLeaseTest, AStalledHolderIsEndedOnceItsLeaseExpires) {
   auto lease_b = Lease("b", absl::Seconds(1));
   EXPECT_EQ(AcquireSoon(*lease_b), 2);
   EXPECT_EQ(Value("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                  "'arbiterd/stalled'"),
+                  "'arbiterd/stalled' AND datname = current_database()"),
             "0");
   // Woken, a finds itself deposed.
   EXPECT_FALSE(lease_a->Renew(1).ok());
