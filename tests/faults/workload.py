@@ -195,7 +195,9 @@ class Worker(threading.Thread):
         for i in range(self.ops):
             if self.stop.is_set():
                 break
-            if self.held and self.rng.random() < 0.45:
+            # Release or cancel now and then, and always past 6 outstanding:
+            # the queue stays bounded however long the run.
+            if self.held and (len(self.held) > 6 or self.rng.random() < 0.45):
                 rid = self.held.pop(self.rng.randrange(len(self.held)))
                 msg = al.ReleaseAllocationRequest(id=rid)
                 rec = self.invoke("release", f"release-{rid}",
