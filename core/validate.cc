@@ -272,7 +272,10 @@ absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
   }
   ARBITER_RETURN_IF_ERROR(ValidateName("team", spec.team));
   ARBITER_RETURN_IF_ERROR(ValidateName("pool", spec.pool));
-  if (spec.workload_class == WorkloadClass::kUnspecified) {
+  // Out of range too: the class indexes per-class counters (a finding of
+  // tests/fuzz/arbitration_fuzz.cc; the API already refuses unknown numbers).
+  if (spec.workload_class <= WorkloadClass::kUnspecified ||
+      spec.workload_class > WorkloadClass::kExperimentation) {
     return Invalid("workload_class",
                    "must be set (TRAINING, INFERENCE, BATCH_ANALYTICS or EXPERIMENTATION)");
   }

@@ -75,6 +75,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpecCase{"UnspecifiedClass",
                     [](CapacityRequestSpec& s) { s.workload_class = WorkloadClass::kUnspecified; },
                     "workload_class"},
+        BadSpecCase{
+            "OutOfRangeClass",
+            [](CapacityRequestSpec& s) { s.workload_class = static_cast<WorkloadClass>(5); },
+            "workload_class"},
         BadSpecCase{"ZeroMembers", [](CapacityRequestSpec& s) { s.members = 0; }, "members"},
         BadSpecCase{"NegativeMembers", [](CapacityRequestSpec& s) { s.members = -3; }, "members"},
         BadSpecCase{"TooManyMembers", [](CapacityRequestSpec& s) { s.members = 1025; }, "members"},
