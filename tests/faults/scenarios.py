@@ -12,11 +12,14 @@ plus the measured time from each fault to the first decision of a leader.
   scenarios.py --arbiterd B --arbctl B --source DIR [--quick] [NAME...]
 """
 import argparse
+import contextlib
 import json
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -108,9 +111,6 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
     from cluster import PgCluster, Replicas
     import checker
     import workload
-    import contextlib
-    import subprocess
-    import tempfile
     from network import Namespaces
     rng = random.Random(args.seed)
     ttl_s = float(ttl.rstrip("s"))

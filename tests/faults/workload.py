@@ -17,7 +17,7 @@ import grpc
 from arbiter.v1 import allocation_pb2 as al
 from arbiter.v1 import allocation_pb2_grpc as alg
 from arbiter.v1 import types_pb2 as t
-from arbiter_client import Client
+from arbiter_client import Client, leader_named_in
 
 TEAMS = ("search", "ads", "research")
 POOL = "shared"
@@ -110,13 +110,6 @@ class Endpoints:
         with self.lock:
             if self.preferred == bad:
                 self.preferred = rng.choice([e for e in self.all if e != bad] or self.all)
-
-
-def leader_named_in(error):
-    details = error.details() or ""
-    if error.code() == grpc.StatusCode.UNAVAILABLE and "leader=" in details:
-        return details.split("leader=", 1)[1].split()[0].rstrip(";,")
-    return None
 
 
 class Worker(threading.Thread):

@@ -21,6 +21,7 @@ the methods below cover the daily ones with dataclasses, iterators and
 retries.
 """
 from arbiter_client.client import (Allocation, ArbiterError, Client, Event, LedgerEntry,
-                                   Placement)
+                                   Placement, leader_named_in)
 
-__all__ = ["Allocation", "ArbiterError", "Client", "Event", "LedgerEntry", "Placement"]
+__all__ = ["Allocation", "ArbiterError", "Client", "Event", "LedgerEntry", "Placement",
+           "leader_named_in"]

@@ -97,7 +97,7 @@ def _allocation(r):
         raw=r)
 
 
-def _leader_named_in(error):
+def leader_named_in(error):
     """The leader's host:port a follower named ("leader=host:port" in an
     UNAVAILABLE answer, docs/operations.md), or None."""
     if error.code() != grpc.StatusCode.UNAVAILABLE:
@@ -171,7 +171,7 @@ class Client:
                         return fn(request)
                     return fn(request, timeout=self.timeout)
                 except grpc.RpcError as e:
-                    leader = _leader_named_in(e)
+                    leader = leader_named_in(e)
                     if leader is None or hop == 3:
                         raise ArbiterError(e.code(), e.details()) from None
                     self._connect(leader)
@@ -281,7 +281,7 @@ class Client:
             try:
                 return getattr(getattr(self, stub), method)(request, timeout=self.timeout)
             except grpc.RpcError as e:
-                leader = _leader_named_in(e)
+                leader = leader_named_in(e)
                 if leader is None or hop == 3:
                     raise ArbiterError(e.code(), e.details()) from None
                 self._connect(leader)
@@ -294,7 +294,7 @@ class Client:
             try:
                 return getattr(getattr(self, stub), method)(request, timeout=self.timeout)
             except grpc.RpcError as e:
-                leader = _leader_named_in(e)
+                leader = leader_named_in(e)
                 if leader is not None and attempt <= self.retries:
                     self._connect(leader)
                     attempt += 1
