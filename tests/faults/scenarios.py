@@ -26,16 +26,19 @@ import time
 import grpc
 
 
-def probe_leader(endpoints, timeout_s=60.0):
+def probe_leader(endpoints, timeout_s=60.0, tick=None):
     """Seconds until some replica decides a command: ReleaseAllocation of an
     id that does not exist is NOT_FOUND from a leader (and writes nothing),
-    refused by followers and while the state reloads."""
+    refused by followers and while the state reloads. `tick`, if given, is
+    called with the seconds so far before each round."""
     from arbiter.v1 import allocation_pb2 as al
     from arbiter.v1 import allocation_pb2_grpc as alg
     import workload
     start = time.monotonic()
     stubs = [alg.AllocationServiceStub(workload.channel(e)) for e in endpoints]
     while time.monotonic() - start < timeout_s:
+        if tick is not None:
+            tick(time.monotonic() - start)
         for stub in stubs:
             try:
                 stub.ReleaseAllocation(al.ReleaseAllocationRequest(id=2**62), timeout=1)
@@ -57,6 +60,7 @@ class Nemesis(threading.Thread):
         self.stop = threading.Event()
         self.faults = 0
         self.recovery = []  # Seconds to a deciding leader, per fault that needed one.
+        self.promotion = []  # patroni: seconds until PostgreSQL's standby was promoted.
 
     def run(self):
         while not self.stop.wait(self.interval * (0.7 + 0.6 * self.rng.random())):
@@ -94,6 +98,24 @@ class Nemesis(threading.Thread):
         time.sleep(max(0.0, cut_for - (time.monotonic() - started)))
         self.namespaces.heal(i)
 
+    def fault_patroni(self):
+        """Loses the PostgreSQL primary (Patroni and PostgreSQL killed
+        with SIGKILL) while the synchronous standby is streaming; Patroni
+        promotes the standby once the leader key expires, and libpq's
+        target_session_attrs=read-write finds it. The lost node then comes
+        back and rejoins as the synchronous standby before the next fault."""
+        self.pg.wait_healthy()
+        lost = self.pg.lose_primary()
+        promoted = []
+
+        def watch_promotion(seconds):
+            if not promoted and self.pg.primary() not in (None, lost):
+                promoted.append(seconds)
+        self.recovery.append(probe_leader(self.replicas.endpoints(), tick=watch_promotion))
+        self.promotion.extend(promoted)
+        lost.start()
+        self.pg.wait_healthy()
+
     def fault_sigstop(self):
         leader = self.replicas.leader()
         if leader is None or not leader.alive():
@@ -109,6 +131,7 @@ class Nemesis(threading.Thread):
 
 def run_scenario(name, args, clients, ops, k, interval, ttl):
     from cluster import PgCluster, Replicas
+    from pg_ha import PatroniCluster
     import checker
     import workload
     from network import Namespaces
@@ -117,7 +140,10 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
     partition = name == "partition"
     certs = None
     with contextlib.ExitStack() as stack:
-        pg = stack.enter_context(PgCluster(args.source, args.arbiterd))
+        if name == "patroni":
+            pg = stack.enter_context(PatroniCluster(args.arbiterd))
+        else:
+            pg = stack.enter_context(PgCluster(args.source, args.arbiterd))
         namespaces = None
         if partition:
             namespaces = stack.enter_context(Namespaces(k))
@@ -151,6 +177,8 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
             # the unknowns.
             for i in range(k if partition else 0):
                 namespaces.heal(i)
+            if name == "patroni":
+                pg.wait_healthy()
             for r in replicas.members:
                 if r.stopped:
                     r.resume()
@@ -207,6 +235,10 @@ def report(name, clients, ops, k, nemesis, history, results, elapsed, decisions)
         print(f"  time to a deciding leader after {nemesis.kind}: "
               f"median {statistics.median(times):.2f} s, max {max(times):.2f} s "
               f"over {len(times)} faults" if times else "  no leader recovered")
+        if nemesis.promotion:
+            print(f"  of which PostgreSQL's failover (Patroni promoting the standby): median "
+                  f"{statistics.median(nemesis.promotion):.2f} s, max "
+                  f"{max(nemesis.promotion):.2f} s")
         if len(times) != len(nemesis.recovery):
             ok = False
             print("  a fault was never recovered from within 60 s")
@@ -217,7 +249,7 @@ def report(name, clients, ops, k, nemesis, history, results, elapsed, decisions)
                 print(f"    {p}")
     sys.stdout.flush()
     return ok, {"scenario": name, "ok": ok, "faults": nemesis.faults,
-                "recovery_s": times, "operations": counts}
+                "recovery_s": times, "promotion_s": nemesis.promotion, "operations": counts}
 
 
 SCENARIOS = {
@@ -227,6 +259,7 @@ SCENARIOS = {
     "sigstop": (32, 1000, 3, 15.0),
     "preemption": (32, 1000, 3, 15.0),
     "partition": (32, 1000, 3, 15.0),
+    "patroni": (32, 1000, 3, 15.0),
 }
 
 

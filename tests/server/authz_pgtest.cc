@@ -640,6 +640,54 @@ TEST_F(AuthzTest, BorrowingWaitsForThePoolAuthority) {
   EXPECT_EQ(refusals, "1");
 }
 
+// A member of another team may not release an allocation: PERMISSION_DENIED,
+// the allocation stays admitted and nothing is written. Its own team's
+// member may, once; a second release is FAILED_PRECONDITION.
+TEST_F(AuthzTest, ReleasingAnotherTeamsAllocationIsDenied) {
+  using Gov = v1::GovernanceService::Stub;
+  using Alloc = v1::AllocationService::Stub;
+  Stubs admin = Connect("admin");
+  ASSERT_THAT(testing::SeedOrganisation(*admin.inventory, *admin.governance, testing::SeedSpec()),
+              IsOk());
+  v1::CreateTeamRequest team;
+  team.mutable_team()->set_name("research");
+  EXPECT_EQ(Unary(*admin.governance, &Gov::CreateTeam, team), Code::OK);
+  auto grant = [&](const std::string& subject, const std::string& scope) {
+    v1::GrantRoleRequest r;
+    r.mutable_binding()->set_subject(subject);
+    r.mutable_binding()->set_role(v1::ROLE_TEAM_MEMBER);
+    r.mutable_binding()->set_scope_kind(v1::SCOPE_KIND_TEAM);
+    r.mutable_binding()->set_scope(scope);
+    EXPECT_EQ(Unary(*admin.governance, &Gov::GrantRole, r), Code::OK);
+  };
+  grant("spiffe://arbiter.local/member", "inference");
+  grant("spiffe://arbiter.local/nobody", "research");
+
+  Stubs member = Connect("member");
+  v1::RequestCapacityRequest req;
+  req.set_idempotency_key("mine");
+  req.set_team("inference");
+  req.set_pool("serving");
+  req.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+  req.set_members(1);
+  req.mutable_shape()->set_whole_gpus(1);
+  v1::RequestCapacityResponse granted;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(member.allocation->RequestCapacity(&ctx, req, &granted).ok());
+  ASSERT_EQ(granted.request().state(), v1::REQUEST_STATE_ADMITTED);
+
+  v1::ReleaseAllocationRequest release;
+  release.set_id(granted.request().id());
+  Stubs foreign = Connect("nobody");
+  const std::string before = RowCounts();
+  EXPECT_EQ(Unary(*foreign.allocation, &Alloc::ReleaseAllocation, release),
+            Code::PERMISSION_DENIED);
+  EXPECT_EQ(RowCounts(), before);
+  EXPECT_EQ(Unary(*member.allocation, &Alloc::ReleaseAllocation, release), Code::OK);
+  EXPECT_EQ(Unary(*member.allocation, &Alloc::ReleaseAllocation, release),
+            Code::FAILED_PRECONDITION);
+}
+
 TEST_F(AuthzTest, HealthAnswersWithoutACertificate) {
   Stubs anonymous = Connect("");
   grpc::ClientContext ctx;

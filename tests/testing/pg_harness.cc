@@ -69,4 +69,29 @@ absl::StatusOr<std::string> TestDatabase::QueryValue(const std::string& sql) con
   }
 }
 
+namespace {
+
+class HeldTableLock : public TestDatabase::TableLock {
+ public:
+  HeldTableLock(const std::string& dsn, const std::string& table) : conn_(dsn), tx_(conn_) {
+    tx_.exec("LOCK TABLE " + tx_.quote_name(table) + " IN EXCLUSIVE MODE");
+  }
+  ~HeldTableLock() override { tx_.abort(); }
+
+ private:
+  pqxx::connection conn_;
+  pqxx::work tx_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TestDatabase::TableLock>> TestDatabase::LockTable(
+    const std::string& table) const {
+  try {
+    return std::make_unique<HeldTableLock>(dsn_, table);
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
+  }
+}
+
 }  // namespace arbiter::testing

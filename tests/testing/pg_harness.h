@@ -29,6 +29,15 @@ class TestDatabase {
   // the first row, or "" when there is none.
   absl::StatusOr<std::string> QueryValue(const std::string& sql) const;
 
+  // Holds `LOCK TABLE <table> IN EXCLUSIVE MODE` in an open transaction of
+  // its own session until the returned lock is destroyed: writers of the
+  // table wait, readers do not. For tests that stall a commit on purpose.
+  class TableLock {
+   public:
+    virtual ~TableLock() = default;
+  };
+  absl::StatusOr<std::unique_ptr<TableLock>> LockTable(const std::string& table) const;
+
  private:
   TestDatabase(std::string cluster_dsn, std::string name)
       : cluster_dsn_(std::move(cluster_dsn)),
