@@ -325,7 +325,7 @@ void Arbiter::CommitBatch(Decided& decided) {
         answers.commands.size(),
         commit.code() == absl::StatusCode::kFailedPrecondition
             ? NotLeaderError("")
-            : absl::UnavailableError(absl::StrCat("decision not committed: ", commit.message())));
+            : absl::UnavailableError(absl::StrCat("decision not acknowledged: ", commit.message())));
     Respond(std::move(answers));
     return;
   }

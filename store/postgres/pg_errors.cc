@@ -1,5 +1,6 @@
 #include "store/postgres/pg_errors.h"
 
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -41,6 +42,18 @@ absl::Status StatusFromCurrentException(absl::string_view operation) {
   } catch (...) {
     return absl::InternalError(absl::StrCat(operation, ": unknown exception"));
   }
+}
+
+bool SyncReplicationWatch::operator()(const char message[]) noexcept {
+  if (std::strstr(message, "wait for synchronous replication") != nullptr) unconfirmed_ = true;
+  return true;
+}
+
+absl::Status SyncReplicationWatch::UnconfirmedError(absl::string_view operation) const {
+  return absl::UnavailableError(absl::StrCat(
+      operation,
+      ": committed on this PostgreSQL but not confirmed by its synchronous standby (the wait "
+      "was cancelled)"));
 }
 
 }  // namespace arbiter::store

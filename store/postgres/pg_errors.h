@@ -8,6 +8,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include <pqxx/connection_base>
+#include <pqxx/errorhandler>
 #include <pqxx/except>
 
 namespace arbiter::store {
@@ -31,5 +33,23 @@ auto Guarded(absl::string_view operation, bool* broken, Fn&& fn) -> decltype(fn(
     return StatusFromCurrentException(operation);
   }
 }
+
+// Watches a connection, while it lives, for PostgreSQL's warning that a
+// COMMIT stopped waiting for the synchronous standby (a cancel, such as
+// statement_timeout, during the wait). Such a commit is durable on this
+// server only, and PostgreSQL still reports it as a success: callers must
+// not acknowledge it. Not thread-safe; one per connection in use.
+class SyncReplicationWatch : public pqxx::errorhandler {
+ public:
+  explicit SyncReplicationWatch(pqxx::connection_base& conn) : pqxx::errorhandler(conn) {}
+  bool operator()(const char message[]) noexcept override;
+
+  bool unconfirmed() const { return unconfirmed_; }
+  // UNAVAILABLE naming `operation`, for a commit that was not confirmed.
+  absl::Status UnconfirmedError(absl::string_view operation) const;
+
+ private:
+  bool unconfirmed_ = false;
+};
 
 }  // namespace arbiter::store

@@ -70,7 +70,16 @@ template <typename Fn>
 auto PgLease::OnSession(const char* operation, Fn&& fn)
     -> decltype(fn(std::declval<pqxx::connection&>())) {
   bool broken = false;
-  auto result = Guarded(operation, &broken, [&] { return fn(Session()); });
+  auto result = Guarded(operation, &broken, [&] {
+    pqxx::connection& session = Session();
+    // A renewal or takeover that the synchronous standby did not confirm
+    // may be lost in a failover: treated as failed (the session is reset).
+    SyncReplicationWatch sync(session);
+    auto r = fn(session);
+    if (StatusOf(r).ok() && sync.unconfirmed())
+      return decltype(r)(sync.UnconfirmedError(operation));
+    return r;
+  });
   const absl::Status status = StatusOf(result);
   if (status.ok() || status.code() == absl::StatusCode::kFailedPrecondition) return result;
   // Whatever went wrong, the lock may have gone with the session: start over

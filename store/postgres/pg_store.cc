@@ -410,16 +410,25 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
     batch.Flush(tx, fencing_epoch_);
     return absl::OkStatus();
   };
-  absl::Status status = Guarded("commit", &broken, [&]() -> absl::Status {
-    if (one_statement) {
-      pqxx::nontransaction tx(*lease);
-      return write(tx);
+  absl::Status status;
+  {
+    SyncReplicationWatch sync(*lease);
+    status = Guarded("commit", &broken, [&]() -> absl::Status {
+      if (one_statement) {
+        pqxx::nontransaction tx(*lease);
+        return write(tx);
+      }
+      pqxx::work tx(*lease);
+      ARBITER_RETURN_IF_ERROR(write(tx));
+      tx.commit();
+      return absl::OkStatus();
+    });
+    // Committed here but perhaps lost in a failover: not acknowledged. The
+    // arbiter reloads its state (and so the chain head) after a failed commit.
+    if (status.ok() && sync.unconfirmed()) {
+      status = sync.UnconfirmedError("commit");
     }
-    pqxx::work tx(*lease);
-    ARBITER_RETURN_IF_ERROR(write(tx));
-    tx.commit();
-    return absl::OkStatus();
-  });
+  }
   if (broken) lease.Discard();
   if (status.ok()) {
     head_seq_ = seq;

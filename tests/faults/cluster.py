@@ -76,8 +76,9 @@ class PgCluster:
 
 class Replica:
     def __init__(self, arbiterd, dsn, name, work, lease_ttl, host="127.0.0.1", netns=None,
-                 certs=None):
+                 certs=None, extra_args=()):
         self.arbiterd, self.dsn, self.name = arbiterd, dsn, name
+        self.extra_args = list(extra_args)
         self.certs = certs
         self.host = host
         self.port = free_port()
@@ -100,7 +101,7 @@ class Replica:
         argv = [self.arbiterd, "--log-level", "info", "serve", "--dsn", self.dsn] + security + [
                 "--listen", self.endpoint, "--port-file", port_file,
                 "--replica-name", self.name, "--lease-ttl", self.lease_ttl,
-                "--rollup-every", "0"]
+                "--rollup-every", "0"] + self.extra_args
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns] + argv
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,

@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -310,6 +311,46 @@ TEST_F(ServerTest, ReleaseOfAReleasedAllocationIsFailedPrecondition) {
     v1::ReleaseAllocationResponse out;
     EXPECT_EQ(allocation_->ReleaseAllocation(&ctx, r, &out).error_code(), expected);
   }
+}
+
+// PostgreSQL reports a COMMIT whose wait for the synchronous standby was
+// cancelled (statement_timeout, say) as a success, with a warning: the
+// decision is on this server only and a failover could lose it. arbiterd
+// must not acknowledge it. Here a trigger raises that warning on the ledger
+// insert: the caller gets UNAVAILABLE, the arbiter reloads, and the retry
+// with the same key replays the decision that did commit, exactly once.
+TEST_F(ServerTest, ACommitTheSynchronousStandbyDidNotConfirmIsNotAcknowledged) {
+  SeedOrganisation();
+  ASSERT_THAT(db_->QueryValue(
+                  "CREATE FUNCTION unconfirmed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                  " RAISE WARNING 'canceling wait for synchronous replication due to user request';"
+                  " RETURN NULL; END $$;"
+                  "CREATE TRIGGER unconfirmed AFTER INSERT ON ledger FOR EACH STATEMENT"
+                  " EXECUTE FUNCTION unconfirmed()"),
+              IsOk());
+  v1::RequestCapacityResponse first;
+  grpc::Status status = Request(ValidRequest("k"), &first);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(status.error_message().find("retry with the same idempotency key"), std::string::npos)
+      << status.error_message();
+  ASSERT_THAT(db_->QueryValue("DROP TRIGGER unconfirmed ON ledger"), IsOk());
+
+  v1::RequestCapacityResponse retry;
+  status = Request(ValidRequest("k"), &retry);
+  for (int i = 0; i < 50 && status.error_code() == grpc::StatusCode::UNAVAILABLE; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));  // The arbiter is reloading.
+    status = Request(ValidRequest("k"), &retry);
+  }
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(retry.replayed());
+  EXPECT_EQ(retry.request().state(), v1::REQUEST_STATE_ADMITTED);
+  v1::RequestCapacityResponse next;
+  ASSERT_TRUE(Request(ValidRequest("k2"), &next).ok());
+  auto rows = db_->QueryValue(
+      "SELECT (SELECT count(*) FROM requests) || ',' ||"
+      " (SELECT count(*) = max(seq) FROM ledger)");
+  ASSERT_THAT(rows, IsOk());
+  EXPECT_EQ(*rows, "2,true");  // One request per key; the chain has no gap.
 }
 
 TEST_F(ServerTest, ReplayReturnsTheStoredRequest) {
