@@ -321,11 +321,11 @@ void Arbiter::CommitBatch(Decided& decided) {
   if (!commit.ok()) {
     spdlog::error("commit of {} commands failed, reloading state: {}", answers.commands.size(),
                   commit.ToString());
-    answers.results.assign(
-        answers.commands.size(),
-        commit.code() == absl::StatusCode::kFailedPrecondition
-            ? NotLeaderError("")
-            : absl::UnavailableError(absl::StrCat("decision not acknowledged: ", commit.message())));
+    answers.results.assign(answers.commands.size(),
+                           commit.code() == absl::StatusCode::kFailedPrecondition
+                               ? NotLeaderError("")
+                               : absl::UnavailableError(absl::StrCat("decision not acknowledged: ",
+                                                                     commit.message())));
     Respond(std::move(answers));
     return;
   }
