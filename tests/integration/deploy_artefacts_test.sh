@@ -21,8 +21,22 @@ start_arbiterd --config "$src/deploy/arbiterd.toml" serve \
   --tls-client-ca "$work/tls/ca.pem" --ledger-key "$work/ledger.key" \
   --metrics-listen 127.0.0.1:0 --webhook-listen 127.0.0.1:0
 # /metrics and the webhook (its certificate is the server's) answer.
-curl -sf "http://127.0.0.1:$(cat "$work/port.metrics")/metrics" | grep -q '^arbiter_ledger_entries ' ||
+# A scrape reads the database; on a loaded machine the first may come before
+# the pool's first connection is up, so a few tries (the failure says why).
+scraped=false
+for _ in $(seq 1 20); do
+  if curl -sf "http://127.0.0.1:$(cat "$work/port.metrics")/metrics" >"$work/metrics" &&
+    grep -q '^arbiter_ledger_entries ' "$work/metrics"; then
+    scraped=true
+    break
+  fi
+  sleep 0.5
+done
+$scraped || {
+  grep -E '^arbiter_state_scrape_ok' "$work/metrics" >&2 || true
+  grep -E 'metrics' "$work/arbiterd.log" >&2 || true
   fail "/metrics does not serve arbiter_ledger_entries"
+}
 curl -sf --cacert "$work/tls/ca.pem" "https://localhost:$(cat "$work/port.webhook")/healthz" |
   grep -q ok || fail "the webhook's /healthz does not answer over HTTPS"
 # The admin named in the file is an admin: it may build an organisation over TLS.
