@@ -425,9 +425,7 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
     });
     // Committed here but perhaps lost in a failover: not acknowledged. The
     // arbiter reloads its state (and so the chain head) after a failed commit.
-    if (status.ok() && sync.unconfirmed()) {
-      status = sync.UnconfirmedError("commit");
-    }
+    if (status.ok() && sync.unconfirmed()) status = sync.UnconfirmedError("commit");
   }
   if (broken) lease.Discard();
   if (status.ok()) {

@@ -23,6 +23,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def create_database(cluster_dsn, name, template=None):
+    """CREATE DATABASE `name` (a plain identifier) on the cluster of
+    `cluster_dsn` (a DSN without dbname); returns the new database's DSN."""
+    conn = psycopg2.connect(cluster_dsn + " dbname=postgres")
+    try:
+        conn.autocommit = True
+        conn.cursor().execute(f"CREATE DATABASE {name}" +
+                              (f" TEMPLATE {template}" if template else ""))
+    finally:
+        conn.close()
+    return f"{cluster_dsn} dbname={name}"
+
+
 def as_postgres(argv):
     """argv run as the postgres user when we are root (initdb refuses root)."""
     return (["runuser", "-u", "postgres", "--"] + argv) if os.geteuid() == 0 else argv
@@ -49,13 +62,7 @@ class PgCluster:
         return False
 
     def create_database(self, name):
-        conn = psycopg2.connect(self.dsn + " dbname=postgres")
-        try:
-            conn.autocommit = True
-            conn.cursor().execute(f"CREATE DATABASE {name} TEMPLATE arbiter_template")
-        finally:
-            conn.close()
-        return f"{self.dsn} dbname={name}"
+        return create_database(self.dsn, name, template="arbiter_template")
 
     def listen_also(self, addresses, network):
         """Listens on `addresses` too, and trusts `network` (CIDR)."""

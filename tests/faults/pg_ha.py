@@ -18,9 +18,7 @@ import tempfile
 import time
 import urllib.request
 
-import psycopg2
-
-from cluster import PG_BIN, as_postgres, free_port
+from cluster import PG_BIN, as_postgres, create_database, free_port
 
 # Patroni's timing. The leader key lives `TTL` seconds in etcd; a standby
 # promotes itself once it expired. loop_wait + 2 * retry_timeout <= ttl.
@@ -267,13 +265,7 @@ class PatroniCluster:
                            f"members; logs in {self.root}")
 
     def create_database(self, name):
-        conn = psycopg2.connect(self.dsn + " dbname=postgres")
-        try:
-            conn.autocommit = True
-            conn.cursor().execute(f"CREATE DATABASE {name}")
-        finally:
-            conn.close()
-        dsn = f"{self.dsn} dbname={name}"
+        dsn = create_database(self.dsn, name)
         subprocess.run([self.arbiterd, "--log-level", "warn", "migrate", "--dsn", dsn],
                        check=True)
         return dsn

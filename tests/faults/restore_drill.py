@@ -20,7 +20,7 @@ import threading
 
 import psycopg2
 
-from cluster import PG_BIN, PgCluster, Replica, as_postgres, free_port
+from cluster import PG_BIN, PgCluster, Replica, as_postgres, create_database, free_port
 import workload
 
 
@@ -85,13 +85,8 @@ def main():
         # Logical backup and restore.
         dump = os.path.join(work, "arbiter.dump")
         sh([f"{PG_BIN}/pg_dump", "--format=custom", f"--file={dump}", live])
-        conn = psycopg2.connect(pg.dsn + " dbname=postgres")
-        conn.autocommit = True
-        conn.cursor().execute("CREATE DATABASE restored")
-        conn.cursor().execute("CREATE DATABASE tampered")
-        conn.close()
-        restored = f"{pg.dsn} dbname=restored"
-        tampered = f"{pg.dsn} dbname=tampered"
+        restored = create_database(pg.dsn, "restored")
+        tampered = create_database(pg.dsn, "tampered")
         sh([f"{PG_BIN}/pg_restore", "--exit-on-error", f"--dbname={restored}", dump])
         sh([f"{PG_BIN}/pg_restore", "--exit-on-error", f"--dbname={tampered}", dump])
 

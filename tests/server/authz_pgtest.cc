@@ -652,16 +652,12 @@ TEST_F(AuthzTest, ReleasingAnotherTeamsAllocationIsDenied) {
   v1::CreateTeamRequest team;
   team.mutable_team()->set_name("research");
   EXPECT_EQ(Unary(*admin.governance, &Gov::CreateTeam, team), Code::OK);
-  auto grant = [&](const std::string& subject, const std::string& scope) {
-    v1::GrantRoleRequest r;
-    r.mutable_binding()->set_subject(subject);
-    r.mutable_binding()->set_role(v1::ROLE_TEAM_MEMBER);
-    r.mutable_binding()->set_scope_kind(v1::SCOPE_KIND_TEAM);
-    r.mutable_binding()->set_scope(scope);
-    EXPECT_EQ(Unary(*admin.governance, &Gov::GrantRole, r), Code::OK);
-  };
-  grant("spiffe://arbiter.local/member", "inference");
-  grant("spiffe://arbiter.local/nobody", "research");
+  for (const auto& [subject, scope] : {std::pair{"spiffe://arbiter.local/member", "inference"},
+                                       std::pair{"spiffe://arbiter.local/nobody", "research"}}) {
+    v1::GrantRoleRequest grant;
+    *grant.mutable_binding() = TeamMember(subject, scope);
+    EXPECT_EQ(Unary(*admin.governance, &Gov::GrantRole, grant), Code::OK);
+  }
 
   Stubs member = Connect("member");
   v1::RequestCapacityRequest req;
