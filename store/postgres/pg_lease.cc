@@ -76,8 +76,9 @@ auto PgLease::OnSession(const char* operation, Fn&& fn)
     // may be lost in a failover: treated as failed (the session is reset).
     SyncReplicationWatch sync(session);
     auto r = fn(session);
-    if (StatusOf(r).ok() && sync.unconfirmed())
+    if (StatusOf(r).ok() && sync.unconfirmed()) {
       return decltype(r)(sync.UnconfirmedError(operation));
+    }
     return r;
   });
   const absl::Status status = StatusOf(result);
