@@ -176,6 +176,18 @@ v1::RoleBinding TeamMember(const std::string& subject, const std::string& team) 
   return b;
 }
 
+// An inference request of one whole GPU in pool serving for `team`.
+v1::RequestCapacityRequest OneGpu(const std::string& key, const std::string& team) {
+  v1::RequestCapacityRequest r;
+  r.set_idempotency_key(key);
+  r.set_team(team);
+  r.set_pool("serving");
+  r.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+  r.set_members(1);
+  r.mutable_shape()->set_whole_gpus(1);
+  return r;
+}
+
 // Every RPC, with arguments an allowed caller could make (they may still
 // fail validation or find nothing: that is not what is tested here).
 std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
@@ -583,14 +595,8 @@ TEST_F(AuthzTest, BorrowingWaitsForThePoolAuthority) {
   ASSERT_EQ(Unary(*admin.governance, &Gov::GrantRole, grant), Code::OK);
 
   Stubs member = Connect("member");
-  v1::RequestCapacityRequest ask;
-  ask.set_idempotency_key("borrow-1");
-  ask.set_team("sub");
-  ask.set_pool("serving");
-  ask.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
-  ask.set_members(1);
+  v1::RequestCapacityRequest ask = OneGpu("borrow-1", "sub");
   ask.set_preemptible(true);
-  ask.mutable_shape()->set_whole_gpus(1);
   v1::RequestCapacityResponse asked;
   {
     grpc::ClientContext ctx;
@@ -660,16 +666,9 @@ TEST_F(AuthzTest, ReleasingAnotherTeamsAllocationIsDenied) {
   }
 
   Stubs member = Connect("member");
-  v1::RequestCapacityRequest req;
-  req.set_idempotency_key("mine");
-  req.set_team("inference");
-  req.set_pool("serving");
-  req.set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
-  req.set_members(1);
-  req.mutable_shape()->set_whole_gpus(1);
   v1::RequestCapacityResponse granted;
   grpc::ClientContext ctx;
-  ASSERT_TRUE(member.allocation->RequestCapacity(&ctx, req, &granted).ok());
+  ASSERT_TRUE(member.allocation->RequestCapacity(&ctx, OneGpu("mine", "inference"), &granted).ok());
   ASSERT_EQ(granted.request().state(), v1::REQUEST_STATE_ADMITTED);
 
   v1::ReleaseAllocationRequest release;
