@@ -2,17 +2,18 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ledger/entries.h"
 #include <pqxx/pqxx>
 
 #include "core/status_macros.h"
 #include "store/postgres/batch_writer.h"
-#include "store/postgres/ledger_entries.h"
 #include "store/postgres/pg_errors.h"
 #include "store/postgres/pg_lease.h"
 #include "store/postgres/pg_rows.h"
@@ -375,10 +376,15 @@ absl::StatusOr<core::State> PgStore::LoadState() {
 absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext& context) {
   if (changes.empty()) return absl::OkStatus();
   ARBITER_ASSIGN_OR_RETURN(auto lease, writer_.Acquire());
-  // The chain advances in memory only once the transaction commits.
-  int64_t seq = head_seq_;
-  std::string hash = head_hash_;
-  bool checkpointed = false;
+  // The entries and the checkpoint are built before the transaction; the
+  // chain advances in memory only once it commits.
+  const std::vector<ledger::Entry> entries =
+      ledger::ChainEntries(head_seq_, head_hash_, changes, context);
+  const int64_t seq = entries.back().seq;
+  const std::string& hash = entries.back().hash;
+  ARBITER_ASSIGN_OR_RETURN(const std::optional<ledger::Checkpoint> checkpoint,
+                           ledger::MaybeCheckpoint({ledger_key_pem_, checkpoint_every_},
+                                                   checkpoint_seq_, seq, hash, context.at));
   bool broken = false;
   // A batch of request writes alone is one statement, committed on its own
   // (PostgreSQL answers it after the commit is flushed); rarer changes add
@@ -389,23 +395,10 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
   auto write = [&](pqxx::transaction_base& tx) -> absl::Status {
     BatchWriter batch;
     ChangeWriter writer{tx, batch};
-    for (size_t i = 0; i < changes.changes.size(); ++i) {
-      const core::Change& change = changes.changes[i];
-      std::visit(writer, change);
-      ledger::Entry e = LedgerEntryFor(change);
-      e.seq = ++seq;
-      e.at = absl::FromUnixMicros(absl::ToUnixMicros(context.at));
-      e.actor = i < context.actors.size() ? context.actors[i] : "system";
-      e.prev_hash = hash;
-      e.hash = ledger::HashOf(e.prev_hash, e);
-      hash = e.hash;
-      batch.Add(e);
-    }
-    if (!ledger_key_pem_.empty() && seq - checkpoint_seq_ >= checkpoint_every_) {
-      ARBITER_ASSIGN_OR_RETURN(std::string signature,
-                               ledger::Sign(ledger_key_pem_, ledger::CheckpointMessage(seq, hash)));
-      batch.AddCheckpoint(seq, hash, signature, context.at);
-      checkpointed = true;
+    for (const core::Change& change : changes.changes) std::visit(writer, change);
+    for (const ledger::Entry& e : entries) batch.Add(e);
+    if (checkpoint.has_value()) {
+      batch.AddCheckpoint(checkpoint->seq, checkpoint->hash, checkpoint->signature, checkpoint->at);
     }
     batch.Flush(tx, fencing_epoch_);
     return absl::OkStatus();
@@ -431,7 +424,7 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
   if (status.ok()) {
     head_seq_ = seq;
     head_hash_ = hash;
-    if (checkpointed) checkpoint_seq_ = seq;
+    if (checkpoint.has_value()) checkpoint_seq_ = seq;
   }
   return status;
 }

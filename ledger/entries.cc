@@ -1,32 +1,33 @@
-#include "store/postgres/ledger_entries.h"
+#include "ledger/entries.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace arbiter::store {
+namespace arbiter::ledger {
 namespace {
 
 using Fields = std::vector<std::pair<std::string, std::string>>;
 
-ledger::Entry Make(std::string action, std::string subject, Fields fields) {
-  ledger::Entry e;
+Entry Make(std::string action, std::string subject, Fields fields) {
+  Entry e;
   e.action = std::move(action);
   e.subject = std::move(subject);
-  e.payload = ledger::Payload(std::move(fields));
+  e.payload = Payload(std::move(fields));
   return e;
 }
 
 std::string Str(absl::string_view s) { return std::string(s); }
 
 struct EntryOf {
-  ledger::Entry operator()(const core::Cluster& c) const {
+  Entry operator()(const core::Cluster& c) const {
     return Make("cluster.create", absl::StrCat("cluster/", c.name),
                 {{"description", c.description}});
   }
-  ledger::Entry operator()(const core::Pool& p) const {
+  Entry operator()(const core::Pool& p) const {
     std::vector<std::string> lends;
     for (core::WorkloadClass c : p.lends_to) lends.push_back(Str(core::WorkloadClassName(c)));
     return Make("pool.create", absl::StrCat("pool/", p.name),
@@ -34,7 +35,7 @@ struct EntryOf {
                  {"lends_to", absl::StrJoin(lends, ",")},
                  {"reclaim_grace_seconds", absl::StrCat(p.reclaim_grace_seconds)}});
   }
-  ledger::Entry operator()(const core::Node& n) const {
+  Entry operator()(const core::Node& n) const {
     std::vector<std::string> models;
     for (const core::Gpu& g : n.gpus) models.push_back(g.model);
     return Make("node.register", absl::StrCat("node/", n.cluster, "/", n.name),
@@ -45,17 +46,17 @@ struct EntryOf {
                  {"memory_mib", absl::StrCat(n.memory_mib)},
                  {"topology_domain", n.topology_domain}});
   }
-  ledger::Entry operator()(const core::Team& t) const {
+  Entry operator()(const core::Team& t) const {
     return Make("team.create", absl::StrCat("team/", t.name),
                 {{"parent", t.parent}, {"weight_milli", absl::StrCat(t.weight_milli)}});
   }
-  ledger::Entry operator()(const core::Quota& q) const {
+  Entry operator()(const core::Quota& q) const {
     return Make("quota.set", absl::StrCat("quota/", q.team, "/", q.pool, "/", q.gpu_model),
                 {{"nominal_milli", absl::StrCat(q.nominal_milli)},
                  {"borrowing_limit_milli", absl::StrCat(q.borrowing_limit_milli)},
                  {"lending_limit_milli", absl::StrCat(q.lending_limit_milli)}});
   }
-  ledger::Entry operator()(const core::RequestWrite& w) const {
+  Entry operator()(const core::RequestWrite& w) const {
     const core::CapacityRequest& r = w.request;
     std::vector<std::string> where;
     for (const core::Placement& p : r.placements) {
@@ -81,31 +82,31 @@ struct EntryOf {
     return Make(absl::StrCat("request.", core::RequestStateName(r.state)),
                 absl::StrCat("request/", r.id), std::move(f));
   }
-  ledger::Entry operator()(const core::ClassRule& c) const {
+  Entry operator()(const core::ClassRule& c) const {
     return Make("coexistence.set",
                 absl::StrCat("coexistence/", core::WorkloadClassName(c.a), "/",
                              core::WorkloadClassName(c.b)),
                 {{"gpu", Str(core::IsolationName(c.rule.gpu))},
                  {"same_node", c.rule.same_node ? "true" : "false"}});
   }
-  ledger::Entry operator()(const core::DelegationWrite& w) const {
+  Entry operator()(const core::DelegationWrite& w) const {
     return Make(w.revoke ? "delegation.revoke" : "delegation.grant",
                 absl::StrCat("delegation/", w.delegation.from, "/", w.delegation.to),
                 {{"expires_at_us", absl::StrCat(absl::ToUnixMicros(w.delegation.expires_at))}});
   }
-  ledger::Entry operator()(const core::Price& p) const {
+  Entry operator()(const core::Price& p) const {
     return Make("price.set",
                 absl::StrCat("price/", p.gpu_model, "/", core::LatencyClassName(p.latency_class)),
                 {{"micros_per_gpu_hour", absl::StrCat(p.micros_per_gpu_hour)},
                  {"effective_from_us", absl::StrCat(absl::ToUnixMicros(p.effective_from))}});
   }
-  ledger::Entry operator()(const core::Budget& b) const {
+  Entry operator()(const core::Budget& b) const {
     return Make("budget.set", absl::StrCat("budget/", b.team),
                 {{"soft_limit_micros", absl::StrCat(b.soft_limit_micros)},
                  {"hard_limit_micros", absl::StrCat(b.hard_limit_micros)},
                  {"over", b.over == core::OverBudget::kApproval ? "approval" : "deny"}});
   }
-  ledger::Entry operator()(const core::IdlePolicy& p) const {
+  Entry operator()(const core::IdlePolicy& p) const {
     return Make("idle_policy.set",
                 absl::StrCat("idle_policy/", core::WorkloadClassName(p.workload_class)),
                 {{"threshold_milli", absl::StrCat(p.threshold_milli)},
@@ -113,14 +114,14 @@ struct EntryOf {
                  {"action", Str(core::IdleActionName(p.action))},
                  {"notice_seconds", absl::StrCat(absl::ToInt64Seconds(p.notice))}});
   }
-  ledger::Entry operator()(const core::Slo& s) const {
+  Entry operator()(const core::Slo& s) const {
     return Make("slo.set", absl::StrCat("slo/", s.team, "/", s.service),
                 {{"pool", s.pool},
                  {"p99_target_us", absl::StrCat(s.p99_target_us)},
                  {"window_seconds", absl::StrCat(absl::ToInt64Seconds(s.window))},
                  {"penalty_micros_per_minute", absl::StrCat(s.penalty_micros_per_minute)}});
   }
-  ledger::Entry operator()(const core::IncidentWrite& w) const {
+  Entry operator()(const core::IncidentWrite& w) const {
     const core::Incident& i = w.incident;
     std::vector<std::string> causes;
     for (const core::Interference& f : i.attribution.causes) causes.push_back(f.team);
@@ -137,7 +138,7 @@ struct EntryOf {
                  {"attributed_micros", absl::StrCat(i.attribution.attributed_micros())},
                  {"causes", absl::StrJoin(causes, ",")}});
   }
-  ledger::Entry operator()(const core::ExternalityCharge& c) const {
+  Entry operator()(const core::ExternalityCharge& c) const {
     const core::Interference& f = c.interference;
     return Make(c.micros > 0 ? "externality.charge" : "externality.credit",
                 absl::StrCat("team/", c.team),
@@ -149,7 +150,7 @@ struct EntryOf {
                  {"admission_delay_milli_seconds", absl::StrCat(f.admission_delay_milli_seconds)},
                  {"requests", absl::StrJoin(f.request_ids, ",")}});
   }
-  ledger::Entry operator()(const core::PeriodClose& p) const {
+  Entry operator()(const core::PeriodClose& p) const {
     return Make(
         "chargeback.close",
         absl::StrCat("chargeback/", absl::ToUnixMicros(p.from), "-", absl::ToUnixMicros(p.to)),
@@ -159,7 +160,7 @@ struct EntryOf {
          {"teams", absl::StrCat(p.teams)},
          {"net_cost_micros", absl::StrCat(p.net_cost_micros)}});
   }
-  ledger::Entry operator()(const core::AuthorityRuleWrite& w) const {
+  Entry operator()(const core::AuthorityRuleWrite& w) const {
     const core::AuthorityRule& r = w.rule;
     return Make(w.remove ? "authority.remove" : "authority.set",
                 absl::StrCat("authority/", r.pool, "/", core::ApprovalActionName(r.action)),
@@ -170,7 +171,7 @@ struct EntryOf {
                  {"limit_seconds", absl::StrCat(r.limit_seconds)},
                  {"limit_micros", absl::StrCat(r.limit_micros)}});
   }
-  ledger::Entry operator()(const core::RoleBindingWrite& w) const {
+  Entry operator()(const core::RoleBindingWrite& w) const {
     return Make(w.revoke ? "role.revoke" : "role.grant", absl::StrCat("role/", w.binding.subject),
                 {{"role", Str(core::RoleName(w.binding.role))},
                  {"scope_kind", Str(core::ScopeKindName(w.binding.scope_kind))},
@@ -180,6 +181,43 @@ struct EntryOf {
 
 }  // namespace
 
-ledger::Entry LedgerEntryFor(const core::Change& change) { return std::visit(EntryOf{}, change); }
+Entry EntryFor(const core::Change& change) { return std::visit(EntryOf{}, change); }
 
-}  // namespace arbiter::store
+std::vector<Entry> ChainEntries(int64_t head_seq, absl::string_view head_hash,
+                                const core::ChangeSet& changes, const CommitContext& context) {
+  std::vector<Entry> out;
+  out.reserve(changes.changes.size());
+  const absl::Time at = absl::FromUnixMicros(absl::ToUnixMicros(context.at));
+  int64_t seq = head_seq;
+  std::string hash(head_hash);
+  for (size_t i = 0; i < changes.changes.size(); ++i) {
+    Entry e = EntryFor(changes.changes[i]);
+    e.seq = ++seq;
+    e.at = at;
+    e.actor = i < context.actors.size() ? context.actors[i] : "system";
+    e.prev_hash = hash;
+    e.hash = HashOf(e.prev_hash, e);
+    hash = e.hash;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<Checkpoint>> MaybeCheckpoint(const CheckpointPolicy& policy,
+                                                          int64_t last_checkpoint_seq,
+                                                          int64_t head_seq,
+                                                          absl::string_view head_hash,
+                                                          absl::Time at) {
+  if (policy.key_pem.empty()) return std::optional<Checkpoint>();
+  if (head_seq - last_checkpoint_seq < std::max<int64_t>(1, policy.every)) {
+    return std::optional<Checkpoint>();
+  }
+  absl::StatusOr<std::string> signature =
+      Sign(policy.key_pem, CheckpointMessage(head_seq, head_hash));
+  if (!signature.ok()) return signature.status();
+  return std::optional<Checkpoint>(Checkpoint{head_seq, std::string(head_hash),
+                                              *std::move(signature),
+                                              absl::FromUnixMicros(absl::ToUnixMicros(at))});
+}
+
+}  // namespace arbiter::ledger

@@ -1,0 +1,42 @@
+// RequestReads: capacity requests of any state, served straight from the
+// store by any replica.
+//
+// Status codes, for every method: UNAVAILABLE when the store cannot be
+// reached (retry the call); ABORTED on a serialization failure or deadlock
+// (retry the whole operation); INTERNAL for anything else. Further codes are
+// stated per method.
+//
+// Implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+#include "core/model.h"
+
+namespace arbiter::store {
+
+struct RequestFilter {
+  std::string team;                                             // Empty: all teams.
+  core::RequestState state = core::RequestState::kUnspecified;  // Unspecified: all.
+  int64_t before_id = 0;  // Only ids below this (paging); 0: from the newest.
+  int32_t limit = 100;
+};
+
+class RequestReads {
+ public:
+  virtual ~RequestReads() = default;
+
+  // Request `id` with the placements it was given. NOT_FOUND if there is no
+  // request `id`.
+  [[nodiscard]] virtual absl::StatusOr<core::CapacityRequest> GetRequest(int64_t id) = 0;
+  // Requests matching `filter`, newest (highest id) first, at most
+  // filter.limit, with their placements.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
+      const RequestFilter& filter) = 0;
+};
+
+}  // namespace arbiter::store

@@ -1,0 +1,58 @@
+// StateStore: the arbitration state as a whole. The arbiter thread loads it
+// at start-up (and after a failed commit) and makes every decision durable
+// through Commit, each change with its ledger entry.
+//
+// Status codes, for every method: UNAVAILABLE when the store cannot be
+// reached (retry the call); ABORTED on a serialization failure or deadlock
+// (retry the whole operation); INTERNAL for anything else. Further codes are
+// stated per method.
+//
+// Implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ledger/entries.h"
+
+#include "core/state.h"
+
+namespace arbiter::store {
+
+// Who made a batch of changes, and when: each change gets a ledger entry.
+using CommitContext = ledger::CommitContext;
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+
+  // Loads the whole arbitration state: catalog, inventory, governance, live
+  // requests with their placements charged, and the idempotency index.
+  // FAILED_PRECONDITION if the stored data breaks a core invariant.
+  [[nodiscard]] virtual absl::StatusOr<core::State> LoadState() = 0;
+
+  // Makes `changes` durable in one transaction, each with its ledger entry
+  // (chained to the previous one; see ledger/entries.h). Returns OK only
+  // after COMMIT. On any error nothing of `changes` is written (or, for an
+  // UNAVAILABLE during COMMIT, the outcome is unknown): the caller must
+  // reload state. FAILED_PRECONDITION (nothing written) when the store is
+  // fenced to a leader epoch that is no longer current: another replica has
+  // taken over. ALREADY_EXISTS (nothing written) when a change inserts what
+  // is stored already (a cluster, pool, node, team, price, role binding,
+  // authority rule, request, incident, charge or closed period with the same
+  // key). REQUIRES: one writer at a time (the arbiter thread).
+  [[nodiscard]] virtual absl::Status Commit(const core::ChangeSet& changes,
+                                            const CommitContext& context) = 0;
+  [[nodiscard]] absl::Status Commit(const core::ChangeSet& changes) {
+    return Commit(changes, CommitContext());
+  }
+
+  // Fences every later Commit to leader epoch `epoch` (migration 0021): a
+  // Commit then writes only while `epoch` is the current one. 0, the
+  // default, leaves Commit unfenced, for tools and tests that own the
+  // database alone. REQUIRES: no Commit in progress (the arbiter thread).
+  virtual void SetFencingEpoch(int64_t epoch) = 0;
+};
+
+}  // namespace arbiter::store
