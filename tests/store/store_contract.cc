@@ -49,8 +49,8 @@ const absl::Time kFine = kT0 + absl::Nanoseconds(1'234'567);
 
 // Loads the state and builds a small organisation on it through core,
 // committing it: cluster "east", pools "serving" and "batch", teams "org"
-// and "t" (under "org"; "serving" lends to training and analytics), a quota of 3 GPUs for "t" in "serving" and node
-// "n1" with four H100s.
+// and "t" (under "org"; "serving" lends to training and analytics), a quota of 3 GPUs for "t" in
+// "serving" and node "n1" with four H100s.
 core::State Organisation(Store& store) {
   absl::StatusOr<core::State> loaded = store.LoadState();
   EXPECT_THAT(loaded, IsOk());
