@@ -1,0 +1,77 @@
+// arbctl models | clusters | pools: the GPU catalog and the places capacity
+// lives in. The calls are in commands.cc and access.cc.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "clients/arbctl/cli.h"
+
+namespace arbiter::arbctl {
+namespace {
+
+struct ClusterFlags {
+  std::string name;
+  std::string description;
+};
+
+struct PoolFlags {
+  std::string name;
+  std::string latency_class;
+  std::vector<std::string> lends_to;
+  std::string description;
+};
+
+void AddModels(CLI::App& root, CliContext& ctx) {
+  CLI::App* models = root.add_subcommand("models", "the GPU catalog");
+  models->add_subcommand("list", "list GPU models")->callback([&ctx] {
+    ctx.exit_code = ctx.Connect().ListModels();
+  });
+  models->require_subcommand(1);
+}
+
+void AddClusters(CLI::App& root, CliContext& ctx) {
+  CLI::App* clusters = root.add_subcommand("clusters", "clusters");
+  clusters->add_subcommand("list", "list clusters")->callback([&ctx] {
+    ctx.exit_code = ctx.Connect().ListClusters();
+  });
+  auto f = std::make_shared<ClusterFlags>();
+  CLI::App* create = clusters->add_subcommand("create", "create a cluster");
+  create->add_option("name", f->name, "cluster name")->required();
+  create->add_option("--description", f->description, "free-form description");
+  create->callback(
+      [&ctx, f] { ctx.exit_code = ctx.Connect().CreateCluster(f->name, f->description); });
+  clusters->require_subcommand(1);
+}
+
+void AddPools(CLI::App& root, CliContext& ctx) {
+  CLI::App* pools = root.add_subcommand("pools", "pools by latency class");
+  pools->add_subcommand("list", "list pools")->callback([&ctx] {
+    ctx.exit_code = ctx.Connect().ListPools();
+  });
+  auto f = std::make_shared<PoolFlags>();
+  CLI::App* create = pools->add_subcommand("create",
+                                           "create a pool\n  e.g. arbctl pools create serving "
+                                           "--class serving --lends-to batch_analytics");
+  create->add_option("name", f->name, "pool name")->required();
+  create->add_option("--class", f->latency_class, "serving, batch, spot or dev")->required();
+  create->add_option("--lends-to", f->lends_to,
+                     "serving pools: workload classes it lends to, preemptibly (repeatable)");
+  create->add_option("--description", f->description, "free-form description");
+  create->callback([&ctx, f] {
+    ctx.exit_code =
+        ctx.Connect().CreatePool(f->name, f->latency_class, f->lends_to, f->description);
+  });
+  pools->require_subcommand(1);
+}
+
+}  // namespace
+
+void RegisterCatalogCommands(CLI::App& root, CliContext& ctx) {
+  AddModels(root, ctx);
+  AddClusters(root, ctx);
+  AddPools(root, ctx);
+}
+
+}  // namespace arbiter::arbctl

@@ -1,0 +1,113 @@
+// arbctl request | requests | release | watch: asking for capacity, and
+// following a request until it is released. The calls are in commands.cc.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "clients/arbctl/cli.h"
+
+namespace arbiter::arbctl {
+namespace {
+
+struct ListFlags {
+  std::string team;
+  std::string state;
+  int limit = 50;
+};
+
+struct WatchFlags {
+  std::string team;
+  std::string pool;
+};
+
+// `request --team` defaults to the configured team, and is required only
+// when there is none.
+void AddRequest(CLI::App& root, CliContext& ctx) {
+  CLI::App* request = root.add_subcommand("request", "ask for capacity (answered after commit)");
+  auto req = std::make_shared<RequestOptions>();
+  req->team = ctx.default_team;
+  CLI::Option* team_option =
+      request->add_option("--team", req->team, "requesting team (default: team in config.toml)");
+  if (ctx.default_team.empty()) team_option->required();
+  request->add_option("--pool", req->pool, "pool to draw from")->required();
+  request
+      ->add_option("--class", req->workload_class,
+                   "training, inference, batch_analytics or experimentation")
+      ->capture_default_str();
+  request->add_option("--members", req->members, "gang size (all or nothing)")
+      ->capture_default_str();
+  request->add_option("--gpus", req->gpus, "whole GPUs per member");
+  request->add_option("--milli", req->milli, "fraction of one shared GPU per member, milli-GPU");
+  request->add_option("--gpu-memory-mib", req->gpu_memory_mib, "GPU memory per member (fraction)");
+  request->add_option("--mig", req->mig_profile, "one MIG instance per member, e.g. 3g.40gb");
+  request->add_option("--topology", req->topology,
+                      "same-node or same-domain: keep the gang's members together");
+  request->add_option("--cpu-milli", req->cpu_milli, "host CPU per member, milli-cores");
+  request->add_option("--memory-mib", req->memory_mib, "host memory per member, MiB");
+  request->add_option("--model", req->models, "allowed GPU model (repeatable)");
+  request->add_option("--key", req->key, "idempotency key; reuse it to retry safely");
+  request->add_option("--description", req->description, "job name, pod or ticket");
+  request->add_option("--priority", req->priority, "-1000..1000; higher may preempt lower");
+  request->add_flag(
+      "--preemptible", req->preemptible,
+      "may be preempted (needed to borrow, or to use a serving pool as non-inference)");
+  request->add_flag("--guaranteed", req->guaranteed, "executive-sponsored: never preempted");
+  request->add_option("--checkpoint-seconds", req->checkpoint_seconds,
+                      "seconds to checkpoint and restore");
+  request->add_option("--checkpoint-every", req->checkpoint_every_seconds,
+                      "seconds between checkpoints (0: none)");
+  request->add_option("--start", req->start,
+                      "advance reservation: RFC 3339 time or +<duration> from now, e.g. +2h");
+  request->add_option("--duration", req->duration,
+                      "declared run time, e.g. 90m (lets the work backfill reservations)");
+  request->callback([&ctx, req] {
+    // No size given: one whole GPU per member.
+    if (req->milli == 0 && req->gpus == 0 && req->mig_profile.empty()) req->gpus = 1;
+    ctx.exit_code = ctx.Connect().Request(*req);
+  });
+}
+
+void AddRequests(CLI::App& root, CliContext& ctx) {
+  CLI::App* requests = root.add_subcommand("requests", "capacity requests");
+  auto f = std::make_shared<ListFlags>();
+  CLI::App* list = requests->add_subcommand("list", "list requests, newest first");
+  list->add_option("--team", f->team, "only this team");
+  list->add_option("--state", f->state, "admitted, queued, denied, released, cancelled");
+  list->add_option("--limit", f->limit, "at most this many")->capture_default_str();
+  list->callback(
+      [&ctx, f] { ctx.exit_code = ctx.Connect().ListRequests(f->team, f->state, f->limit); });
+  auto id = std::make_shared<int64_t>(0);
+  CLI::App* get = requests->add_subcommand("get", "show one request and why it waits");
+  get->add_option("id", *id, "request id")->required();
+  get->callback([&ctx, id] { ctx.exit_code = ctx.Connect().GetRequest(*id); });
+  requests->require_subcommand(1);
+}
+
+void AddRelease(CLI::App& root, CliContext& ctx) {
+  auto id = std::make_shared<int64_t>(0);
+  CLI::App* release =
+      root.add_subcommand("release", "release an allocation (or cancel a queued request)");
+  release->add_option("id", *id, "request id")->required();
+  release->callback([&ctx, id] { ctx.exit_code = ctx.Connect().Release(*id); });
+}
+
+void AddWatch(CLI::App& root, CliContext& ctx) {
+  auto f = std::make_shared<WatchFlags>();
+  CLI::App* watch = root.add_subcommand("watch", "stream allocation events as they commit");
+  watch->add_option("--team", f->team, "only this team");
+  watch->add_option("--pool", f->pool, "only this pool");
+  watch->callback([&ctx, f] { ctx.exit_code = ctx.Connect().Watch(f->team, f->pool); });
+}
+
+}  // namespace
+
+void RegisterRequestCommands(CLI::App& root, CliContext& ctx) {
+  AddRequest(root, ctx);
+  AddRequests(root, ctx);
+  AddRelease(root, ctx);
+  AddWatch(root, ctx);
+}
+
+}  // namespace arbiter::arbctl
