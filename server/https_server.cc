@@ -1,27 +1,27 @@
 #include "server/https_server.h"
 
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include <arpa/inet.h>
+#include <httplib.h>
 #include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 namespace arbiter::server {
 namespace {
 
-constexpr size_t kMaxHead = 16 << 10;
-constexpr size_t kMaxBody = 4 << 20;
-constexpr int kIoTimeoutSeconds = 10;
+constexpr int64_t kMaxBody = 4 << 20;
+constexpr time_t kIoTimeoutSeconds = 10;
+// The API server reuses its connections to a webhook; a bound on the requests
+// per connection also bounds what a client that ignores `Connection: close`
+// can make the server parse.
+constexpr size_t kMaxRequestsPerConnection = 100;
 
 std::string OpenSslError() {
   char buf[256];
@@ -29,81 +29,68 @@ std::string OpenSslError() {
   return buf;
 }
 
-const char* Reason(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 411:
-      return "Length Required";
-    case 413:
-      return "Payload Too Large";
-    default:
-      return "Internal Server Error";
+// What `HttpsServer::Start` sets up in the library's `SSL_CTX`: the options
+// cpp-httplib's file-path constructor sets (no compression, no session
+// resumption on renegotiation), but TLS 1.2 at least where it allows 1.1, and
+// a key that is checked against the certificate.
+absl::Status ConfigureTls(SSL_CTX& ctx, const std::string& cert_file, const std::string& key_file) {
+  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
+  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+  if (SSL_CTX_use_certificate_chain_file(&ctx, cert_file.c_str()) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("webhook-cert: cannot use ", cert_file, ": ", OpenSslError()));
   }
+  if (SSL_CTX_use_PrivateKey_file(&ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(&ctx) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("webhook-key: cannot use ", key_file, ": ", OpenSslError()));
+  }
+  return absl::OkStatus();
 }
 
-// Reads from `ssl` into `buf` until it holds "\r\n\r\n"; false on EOF,
-// error or a head over kMaxHead.
-bool ReadHead(SSL* ssl, std::string& buf, size_t& head_end) {
-  char chunk[4096];
-  for (;;) {
-    if (size_t at = buf.find("\r\n\r\n"); at != std::string::npos) {
-      head_end = at + 4;
-      return true;
-    }
-    if (buf.size() > kMaxHead) return false;
-    const int n = SSL_read(ssl, chunk, sizeof chunk);
-    if (n <= 0) return false;
-    buf.append(chunk, static_cast<size_t>(n));
+// The body length a request declares: nullopt when it declares none, or
+// declares it in a way this server does not accept (chunked, unparsable,
+// negative or repeated).
+std::optional<int64_t> DeclaredLength(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding") || req.get_header_value_count("Content-Length") != 1) {
+    return std::nullopt;
   }
+  int64_t length = 0;
+  if (!absl::SimpleAtoi(req.get_header_value("Content-Length"), &length) || length < 0) {
+    return std::nullopt;
+  }
+  return length;
 }
 
-bool WriteAll(SSL* ssl, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const int n = SSL_write(ssl, data.data() + done, static_cast<int>(data.size() - done));
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
+// The methods whose body cpp-httplib 0.11.4 reads before routing
+// (`detail::expect_content`), PRI aside.
+bool LibraryReadsBody(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
 }
 
-bool Respond(SSL* ssl, const HttpResponse& r, bool keep_alive) {
-  return WriteAll(ssl, absl::StrCat("HTTP/1.1 ", r.status, " ", Reason(r.status),
-                                    "\r\nContent-Type: ", r.content_type,
-                                    "\r\nContent-Length: ", r.body.size(), "\r\nConnection: ",
-                                    keep_alive ? "keep-alive" : "close", "\r\n\r\n", r.body));
+HttpRequest ToHttpRequest(const httplib::Request& req) {
+  // `target` is the path as sent (`path` is percent-decoded): the handler
+  // routes on what the client wrote.
+  return {req.method, req.target.substr(0, req.target.find('?')), req.body};
+}
+
+void SetResponse(const HttpResponse& from, httplib::Response& to) {
+  to.status = from.status;
+  to.set_content(from.body, from.content_type);
 }
 
 }  // namespace
+
+HttpsServer::HttpsServer() = default;
 
 absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const std::string& listen_address,
                                                                 const std::string& cert_file,
                                                                 const std::string& key_file,
                                                                 Handler handler, int threads) {
-  auto server = std::unique_ptr<HttpsServer>(new HttpsServer());
-  server->handler_ = std::move(handler);
-  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  server->ssl_ctx_ = ctx;
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  if (SSL_CTX_use_certificate_chain_file(ctx, cert_file.c_str()) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("webhook-cert: cannot use ", cert_file, ": ", OpenSslError()));
-  }
-  if (SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-      SSL_CTX_check_private_key(ctx) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("webhook-key: cannot use ", key_file, ": ", OpenSslError()));
-  }
-
   const size_t colon = listen_address.rfind(':');
-  if (colon == std::string::npos) {
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen_address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("webhook-listen: want host:port, got ", listen_address));
   }
@@ -111,122 +98,129 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const std::strin
   if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  const std::string port = listen_address.substr(colon + 1);
+  // The library reports an address that does not resolve and one that cannot
+  // be bound alike; resolve first to tell them apart.
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0 ||
-      found == nullptr) {
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), "0", &hints, &found) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("webhook-listen: cannot resolve ", listen_address));
   }
-  // Non-blocking: every worker polls it, and those that lose the race for a
-  // connection must not block in accept (they could not see stopping_).
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const bool bound =
-      fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0 && listen(fd, 128) == 0;
   freeaddrinfo(found);
-  if (!bound) {
-    if (fd >= 0) close(fd);
+
+  auto server = std::unique_ptr<HttpsServer>(new HttpsServer());
+  absl::Status tls = absl::OkStatus();
+  server->server_ = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
+    tls = ConfigureTls(ctx, cert_file, key_file);
+    return tls.ok();
+  });
+  if (!tls.ok()) {
+    return tls;
+  }
+  httplib::SSLServer& http = *server->server_;
+  if (!http.is_valid()) {
+    return absl::InternalError(
+        absl::StrCat("webhook: cannot create a TLS context: ", OpenSslError()));
+  }
+  // Each of these bounds one socket operation (the TLS handshake included),
+  // and the keep-alive timeout the wait for a connection's next request, as
+  // the old server's SO_RCVTIMEO/SO_SNDTIMEO of 10 s did.
+  http.set_read_timeout(kIoTimeoutSeconds);
+  http.set_write_timeout(kIoTimeoutSeconds);
+  http.set_keep_alive_timeout(kIoTimeoutSeconds);
+  http.set_keep_alive_max_count(kMaxRequestsPerConnection);
+  // A second guard: the pre-routing handler below already refuses longer bodies.
+  http.set_payload_max_length(static_cast<size_t>(kMaxBody));
+  // Accepted connections queue (unbounded) for a fixed pool: with the old
+  // server they queued in the listen backlog instead.
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+
+  // cpp-httplib 0.11.4 reads a chunked body, or one without a Content-Length,
+  // with no bound (`payload_max_length` caps only a declared length), and reads
+  // until the peer closes when a DELETE, PUT or PATCH has no Content-Length.
+  // The pre-routing handler runs after the head and before any of the body is
+  // read: it refuses what the old server refused, answers every request whose
+  // body the library would not read or need not read, and leaves to the
+  // library only bodies of a declared length of at most 4 MiB.
+  //
+  // The library cannot be told to close a connection after a reply, so a
+  // refusal says `Connection: close`, as the old server's did; a client that
+  // goes on sending has its unread body parsed as requests (400 each), at most
+  // `kMaxRequestsPerConnection` of them.
+  http.set_pre_routing_handler(
+      [handler](const httplib::Request& req,
+                httplib::Response& res) -> httplib::Server::HandlerResponse {
+        const std::optional<int64_t> length = DeclaredLength(req);
+        if (req.method == "POST" && !length.has_value()) {
+          SetResponse({411, "text/plain", "a POST needs a Content-Length of at most 4 MiB\n"}, res);
+          res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (length.has_value() && *length > kMaxBody) {
+          SetResponse({413, "text/plain", "a body may be at most 4 MiB\n"}, res);
+          res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (LibraryReadsBody(req.method) && length.value_or(0) > 0) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        SetResponse(handler(ToHttpRequest(req)), res);
+        if (req.has_header("Transfer-Encoding") ||
+            (req.has_header("Content-Length") && length.value_or(1) > 0)) {
+          // A body left unread (chunked, of a method with no body, or of a
+          // length that does not parse).
+          res.set_header("Connection", "close");
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      });
+  const auto with_body = [handler](const httplib::Request& req, httplib::Response& res) {
+    SetResponse(handler(ToHttpRequest(req)), res);
+  };
+  http.Post(".*", with_body);
+  http.Put(".*", with_body);
+  http.Patch(".*", with_body);
+  http.Delete(".*", with_body);
+
+  // SO_REUSEADDR, as before, where the library's default sets SO_REUSEPORT:
+  // that would let a second arbiterd bind the same port and take a share of
+  // the API server's connections instead of failing to start.
+  http.set_socket_options([](int fd) {
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  });
+  // AI_PASSIVE: an empty host is every interface, not the loopback.
+  if (port == 0) {
+    port = http.bind_to_any_port(host, AI_PASSIVE);
+  } else if (!http.bind_to_port(host, port, AI_PASSIVE)) {
+    port = -1;
+  }
+  if (port < 0) {
     return absl::UnavailableError(absl::StrCat("webhook-listen: cannot listen on ", listen_address,
                                                ": ", std::strerror(errno)));
   }
-  server->listen_fd_ = fd;
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  server->port_ =
-      ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                       : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  for (int i = 0; i < threads; ++i)
-    server->workers_.emplace_back([s = server.get()] { s->Work(); });
+  server->port_ = port;
+  server->listener_ = std::thread([s = server.get()] {
+    s->server_->listen_after_bind();
+    s->listener_done_ = true;
+  });
+  // `stop()` does nothing until the accept loop runs: wait for it (or for its
+  // end, should `accept` fail), so that the destructor cannot miss it.
+  while (!http.is_running() && !server->listener_done_) {
+    std::this_thread::yield();
+  }
   return server;
 }
 
 HttpsServer::~HttpsServer() {
-  stopping_ = true;
-  for (std::thread& t : workers_) t.join();
-  if (listen_fd_ >= 0) close(listen_fd_);
-  SSL_CTX_free(static_cast<SSL_CTX*>(ssl_ctx_));
-}
-
-void HttpsServer::Work() {
-  while (!stopping_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    // The accepted socket is blocking (flags are not inherited), with
-    // timeouts.
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // EAGAIN: another worker took it, or the peer left.
-    timeval timeout{kIoTimeoutSeconds, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-    Serve(fd);
-    close(fd);
+  if (server_ != nullptr) {
+    server_->stop();
   }
-}
-
-void HttpsServer::Serve(int fd) {
-  SSL* ssl = SSL_new(static_cast<SSL_CTX*>(ssl_ctx_));
-  SSL_set_fd(ssl, fd);
-  if (SSL_accept(ssl) != 1) {
-    spdlog::debug("webhook: TLS handshake failed: {}", OpenSslError());
-    SSL_free(ssl);
-    return;
+  if (listener_.joinable()) {
+    listener_.join();
   }
-  std::string buf;
-  while (!stopping_) {
-    size_t head_end = 0;
-    if (!ReadHead(ssl, buf, head_end)) break;
-    const std::string head = buf.substr(0, head_end);
-    buf.erase(0, head_end);
-    std::vector<std::string> lines = absl::StrSplit(head, "\r\n");
-    std::vector<std::string> start = absl::StrSplit(lines[0], ' ');
-    HttpRequest request;
-    if (start.size() != 3) {
-      Respond(ssl, {400, "text/plain", "bad request line\n"}, false);
-      break;
-    }
-    request.method = start[0];
-    request.path = start[1].substr(0, start[1].find('?'));
-    int64_t length = -1;
-    bool close_after = start[2] == "HTTP/1.0";
-    for (size_t i = 1; i < lines.size(); ++i) {
-      const size_t colon = lines[i].find(':');
-      if (colon == std::string::npos) continue;
-      const std::string name = absl::AsciiStrToLower(lines[i].substr(0, colon));
-      const std::string value(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
-      if (name == "content-length" && !absl::SimpleAtoi(value, &length)) length = -2;
-      if (name == "connection") close_after = absl::AsciiStrToLower(value) == "close";
-      if (name == "transfer-encoding") length = -3;
-    }
-    if (request.method == "POST" && (length < 0 || length > static_cast<int64_t>(kMaxBody))) {
-      Respond(ssl,
-              {length > 0 ? 413 : 411, "text/plain",
-               "a POST needs a Content-Length of at most 4 MiB\n"},
-              false);
-      break;
-    }
-    if (length > 0) {
-      char chunk[16384];
-      while (buf.size() < static_cast<size_t>(length)) {
-        const int n = SSL_read(ssl, chunk, sizeof chunk);
-        if (n <= 0) break;
-        buf.append(chunk, static_cast<size_t>(n));
-      }
-      if (buf.size() < static_cast<size_t>(length)) break;
-      request.body = buf.substr(0, static_cast<size_t>(length));
-      buf.erase(0, static_cast<size_t>(length));
-    }
-    const HttpResponse response = handler_(request);
-    if (!Respond(ssl, response, !close_after) || close_after) break;
-  }
-  SSL_shutdown(ssl);
-  SSL_free(ssl);
 }
 
 }  // namespace arbiter::server

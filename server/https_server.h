@@ -1,8 +1,22 @@
 // HttpsServer: a small HTTP/1.1-over-TLS server for arbiterd's Kubernetes
-// admission webhook. POST with a Content-Length body (at most 4 MiB), keep-
-// alive, TLS 1.2 or later (OpenSSL), a fixed set of worker threads that
-// each accept and serve one connection at a time. Idle or slow connections
-// are closed after 10 s.
+// admission webhook, on cpp-httplib (Debian's libcpp-httplib-dev 0.11.4, a
+// shared library built with OpenSSL). What it guarantees:
+//   - TLS 1.2 or later (OpenSSL), no TLS compression, no client certificate.
+//   - A POST carries its body with a Content-Length of at most 4 MiB: a POST
+//     without one (or chunked) gets 411, one over 4 MiB gets 413, before any
+//     of the body is read; either reply says `Connection: close`. No request
+//     of any method has more than 4 MiB of body read.
+//   - Keep-alive, up to 100 requests per connection.
+//   - A fixed set of worker threads, each serving one connection at a time;
+//     connections beyond them wait their turn.
+//   - A connection idle, or a peer silent mid-read or mid-write, for 10 s is
+//     closed.
+//   - A malformed request line gets 400; the handler sees only well-formed
+//     requests.
+// Not kept from the hand-written server it replaced: a 16 KiB cap on the
+// request head. cpp-httplib 0.11.4 refuses a request line or header line over
+// 8 KiB only once it has read it, and does not cap the number of header lines
+// (upstream caps both from 0.22.0).
 //
 // Thread-safe. The handler is called on worker threads, concurrently.
 #pragma once
@@ -12,15 +26,18 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "absl/status/statusor.h"
+
+namespace httplib {
+class SSLServer;
+}  // namespace httplib
 
 namespace arbiter::server {
 
 struct HttpRequest {
   std::string method;  // "POST", "GET", ...
-  std::string path;    // Without the query string.
+  std::string path;    // Without the query string, as sent (not percent-decoded).
   std::string body;
 };
 
@@ -34,9 +51,11 @@ class HttpsServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
-  // Listens on `listen_address` (host:port; port 0 picks one) with the PEM
-  // certificate chain and key. INVALID_ARGUMENT naming the flag when a file
-  // cannot be used; UNAVAILABLE when the address cannot be bound.
+  // Listens on `listen_address` (host:port; an empty host is every interface;
+  // port 0 picks one) with the PEM certificate chain and key, and serves
+  // `handler` on `threads` worker threads. INVALID_ARGUMENT naming the flag
+  // when a file cannot be used or the address is not host:port or does not
+  // resolve; UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<HttpsServer>> Start(const std::string& listen_address,
                                                             const std::string& cert_file,
                                                             const std::string& key_file,
@@ -48,16 +67,12 @@ class HttpsServer {
   int port() const { return port_; }
 
  private:
-  HttpsServer() = default;
-  void Work();
-  void Serve(int fd);
+  HttpsServer();
 
-  Handler handler_;
-  void* ssl_ctx_ = nullptr;  // SSL_CTX*, kept out of this header.
-  int listen_fd_ = -1;
+  std::unique_ptr<httplib::SSLServer> server_;
+  std::thread listener_;  // Runs `server_`'s accept loop.
+  std::atomic<bool> listener_done_{false};
   int port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::vector<std::thread> workers_;
 };
 
 }  // namespace arbiter::server
