@@ -1,121 +1,109 @@
 #include "clients/agent/http_get.h"
 
-#include <cerrno>
-#include <cstring>
+#include <algorithm>
+#include <cstdint>
+#include <memory>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include <netdb.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
+#include <curl/curl.h>
 
 namespace arbiter::agent {
 namespace {
 
 constexpr size_t kMaxBody = 64 << 20;
 
-struct Url {
-  std::string host;
-  std::string port = "80";
-  std::string path = "/";
+struct CurlDeleter {
+  void operator()(CURL* curl) const { curl_easy_cleanup(curl); }
+  void operator()(CURLU* url) const { curl_url_cleanup(url); }
 };
 
-absl::StatusOr<Url> ParseUrl(absl::string_view url) {
-  if (!absl::ConsumePrefix(&url, "http://")) {
-    return absl::InvalidArgumentError(absl::StrCat("not an http:// URL: ", url));
+// What the callbacks collect of one transfer.
+struct Reply {
+  std::string status_line;  // The last one: "HTTP/1.1 200 OK".
+  std::string body;
+  bool too_long = false;
+};
+
+size_t OnHeader(char* data, size_t size, size_t count, void* reply_ptr) {
+  auto* reply = static_cast<Reply*>(reply_ptr);
+  const absl::string_view line(data, size * count);
+  if (absl::StartsWith(line, "HTTP/")) {
+    reply->status_line = std::string(absl::StripTrailingAsciiWhitespace(line));
   }
-  Url out;
-  const size_t slash = url.find('/');
-  absl::string_view authority = url.substr(0, slash);
-  if (slash != absl::string_view::npos) out.path = std::string(url.substr(slash));
-  const size_t colon = authority.rfind(':');
-  if (colon != absl::string_view::npos && authority.find(']') == absl::string_view::npos) {
-    out.port = std::string(authority.substr(colon + 1));
-    authority = authority.substr(0, colon);
-  }
-  absl::ConsumePrefix(&authority, "[");
-  absl::ConsumeSuffix(&authority, "]");
-  out.host = std::string(authority);
-  if (out.host.empty()) return absl::InvalidArgumentError("URL without a host");
-  return out;
+  return size * count;
 }
 
-// A connected socket, closed on destruction.
-class Socket {
- public:
-  explicit Socket(int fd) : fd_(fd) {}
-  ~Socket() {
-    if (fd_ >= 0) close(fd_);
+size_t OnBody(char* data, size_t size, size_t count, void* reply_ptr) {
+  auto* reply = static_cast<Reply*>(reply_ptr);
+  if (reply->body.size() + size * count > kMaxBody) {
+    reply->too_long = true;
+    return 0;  // libcurl ends the transfer with CURLE_WRITE_ERROR.
   }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-absl::StatusOr<int> Connect(const Url& url, absl::Duration timeout) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(url.host.c_str(), url.port.c_str(), &hints, &found); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("resolve ", url.host, ": ", gai_strerror(rc)));
-  }
-  const timeval tv = absl::ToTimeval(timeout);
-  std::string last = "no address";
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-      freeaddrinfo(found);
-      return fd;
-    }
-    last = std::strerror(errno);
-    close(fd);
-  }
-  freeaddrinfo(found);
-  return absl::UnavailableError(absl::StrCat("connect ", url.host, ":", url.port, ": ", last));
+  reply->body.append(data, size * count);
+  return size * count;
 }
 
 }  // namespace
 
 absl::StatusOr<std::string> HttpGet(const std::string& url_text, absl::Duration timeout) {
-  absl::StatusOr<Url> url = ParseUrl(url_text);
-  if (!url.ok()) return url.status();
-  absl::StatusOr<int> fd = Connect(*url, timeout);
-  if (!fd.ok()) return fd.status();
-  Socket socket(*fd);
-  const std::string request =
-      absl::StrCat("GET ", url->path, " HTTP/1.0\r\nHost: ", url->host,
-                   "\r\nAccept: text/plain\r\nUser-Agent: arbiter-agent\r\n\r\n");
-  for (size_t sent = 0; sent < request.size();) {
-    ssize_t n = send(socket.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return absl::UnavailableError(absl::StrCat("send: ", std::strerror(errno)));
-    sent += static_cast<size_t>(n);
+  if (!absl::StartsWith(url_text, "http://")) {
+    return absl::InvalidArgumentError(absl::StrCat("not an http:// URL: ", url_text));
   }
-  std::string reply;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = recv(socket.fd(), buf, sizeof(buf), 0);
-    if (n == 0) break;
-    if (n < 0) return absl::UnavailableError(absl::StrCat("receive: ", std::strerror(errno)));
-    reply.append(buf, static_cast<size_t>(n));
-    if (reply.size() > kMaxBody) return absl::ResourceExhaustedError("reply over 64 MiB");
+  std::unique_ptr<CURLU, CurlDeleter> url(curl_url());
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (url == nullptr || curl == nullptr) {
+    return absl::ResourceExhaustedError("libcurl: out of memory");
   }
-  const size_t head_end = reply.find("\r\n\r\n");
-  if (head_end == std::string::npos) return absl::UnavailableError("reply without a header end");
-  const std::string status_line = reply.substr(0, reply.find("\r\n"));
-  if (!absl::StartsWith(status_line, "HTTP/1.") || status_line.size() < 12 ||
-      status_line.substr(9, 3) != "200") {
-    return absl::FailedPreconditionError(absl::StrCat("GET ", url_text, ": ", status_line));
+  if (CURLUcode rc = curl_url_set(url.get(), CURLUPART_URL, url_text.c_str(), 0); rc != CURLUE_OK) {
+    return absl::InvalidArgumentError(absl::StrCat("URL ", url_text, ": ", curl_url_strerror(rc)));
   }
-  return reply.substr(head_end + 4);
+
+  Reply reply;
+  char error[CURL_ERROR_SIZE] = "";
+  // Whole milliseconds (libcurl takes a `long`), at least one where `timeout`
+  // is positive: 0 means no limit, as a zero SO_RCVTIMEO did before.
+  const long timeout_ms =
+      timeout > absl::ZeroDuration()
+          ? static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)))
+          : 0;
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_CURLU, url.get());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_PROXY, "");     // Not even one named in the environment.
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // Timeouts without SIGALRM: thread-safe.
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(kMaxBody));
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "arbiter-agent");
+  curl_slist* headers = curl_slist_append(nullptr, "Accept: text/plain");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &reply);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
+  const CURLcode rc = curl_easy_perform(c);
+  curl_slist_free_all(headers);
+
+  if (rc == CURLE_FILESIZE_EXCEEDED || (rc == CURLE_WRITE_ERROR && reply.too_long)) {
+    return absl::ResourceExhaustedError("reply over 64 MiB");
+  }
+  if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+    return absl::InvalidArgumentError(absl::StrCat("URL ", url_text, ": ", curl_easy_strerror(rc)));
+  }
+  if (rc != CURLE_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("GET ", url_text, ": ", error[0] != '\0' ? error : curl_easy_strerror(rc)));
+  }
+  long code = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+  if (code != 200) {
+    return absl::FailedPreconditionError(absl::StrCat("GET ", url_text, ": ", reply.status_line));
+  }
+  return std::move(reply.body);
 }
 
 }  // namespace arbiter::agent

@@ -1,5 +1,7 @@
-// A minimal HTTP/1.0 GET for scraping a dcgm-exporter endpoint on the node
-// (plain HTTP, as the exporter serves it by default). No redirects, no TLS.
+// An HTTP GET for scraping a dcgm-exporter endpoint on the node (plain HTTP,
+// as the exporter serves it by default), on libcurl. No redirects, no TLS, no
+// proxy (the exporter is local; `http_proxy` in the agent's environment is
+// ignored), no compression.
 //
 // Thread-compatible.
 #pragma once
@@ -11,11 +13,11 @@
 
 namespace arbiter::agent {
 
-// Fetches `url` ("http://host:port/path"). Returns the body of a 200 reply.
-// INVALID_ARGUMENT for a URL of another shape; UNAVAILABLE when the host
-// cannot be reached or does not answer within `timeout`; FAILED_PRECONDITION
-// for a reply other than 200 (with its status line); RESOURCE_EXHAUSTED for
-// a body over 64 MiB.
+// Fetches `url` ("http://host[:port][/path]"). Returns the body of a 200
+// reply. INVALID_ARGUMENT for a URL of another shape; UNAVAILABLE when the
+// host cannot be reached or the whole exchange does not finish within
+// `timeout`; FAILED_PRECONDITION for a reply other than 200 (with its status
+// line); RESOURCE_EXHAUSTED for a body over 64 MiB.
 absl::StatusOr<std::string> HttpGet(const std::string& url, absl::Duration timeout);
 
 }  // namespace arbiter::agent

@@ -1,0 +1,155 @@
+// HttpGet against a local plain-HTTP server (cpp-httplib) and a socket that
+// never answers: each status code of its contract.
+#include "clients/agent/http_get.h"
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tests/testing/status_matchers.h"
+
+namespace arbiter::agent {
+namespace {
+
+using ::arbiter::testing::IsOkAndHolds;
+using ::arbiter::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(5);
+
+class HttpGetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.Get("/metrics", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(absl::StrCat("accept=", req.get_header_value("Accept"),
+                                   " agent=", req.get_header_value("User-Agent"), "\n"),
+                      "text/plain");
+    });
+    server_.Get("/missing", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 404;
+      res.set_content("no\n", "text/plain");
+    });
+    server_.Get("/moved", [](const httplib::Request&, httplib::Response& res) {
+      res.set_redirect("/metrics");
+    });
+    server_.Get("/huge", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(std::string((64 << 20) + 1, 'x'), "text/plain");
+    });
+    server_.Get("/huge-chunked", [](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("text/plain", [](size_t offset, httplib::DataSink& sink) {
+        if (offset > (64 << 20)) {
+          sink.done();
+          return true;
+        }
+        const std::string chunk(1 << 20, 'x');
+        return sink.write(chunk.data(), chunk.size());
+      });
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port_, 0);
+    listener_ = std::thread([this] { server_.listen_after_bind(); });
+    // `stop()` does nothing before the accept loop runs.
+    while (!server_.is_running()) {
+      std::this_thread::yield();
+    }
+  }
+
+  void TearDown() override {
+    server_.stop();
+    listener_.join();
+  }
+
+  std::string Url(const std::string& path) const {
+    return absl::StrCat("http://127.0.0.1:", port_, path);
+  }
+
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread listener_;
+};
+
+TEST_F(HttpGetTest, ReturnsTheBodyOfA200) {
+  EXPECT_THAT(HttpGet(Url("/metrics"), kTimeout),
+              IsOkAndHolds(std::string("accept=text/plain agent=arbiter-agent\n")));
+}
+
+TEST_F(HttpGetTest, IgnoresAProxyInTheEnvironment) {
+  setenv("http_proxy", "http://127.0.0.1:1", 1);
+  const absl::StatusOr<std::string> body = HttpGet(Url("/metrics"), kTimeout);
+  unsetenv("http_proxy");
+  EXPECT_THAT(body, IsOkAndHolds(HasSubstr("agent=arbiter-agent")));
+}
+
+TEST_F(HttpGetTest, IsFailedPreconditionWithTheStatusLineForAnotherStatus) {
+  EXPECT_THAT(HttpGet(Url("/missing"), kTimeout),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("HTTP/1.1 404 Not Found")));
+}
+
+TEST_F(HttpGetTest, DoesNotFollowRedirects) {
+  EXPECT_THAT(HttpGet(Url("/moved"), kTimeout),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("302")));
+}
+
+TEST_F(HttpGetTest, IsResourceExhaustedForABodyOver64MiB) {
+  EXPECT_THAT(HttpGet(Url("/huge"), kTimeout), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(HttpGet(Url("/huge-chunked"), kTimeout),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+}
+
+TEST_F(HttpGetTest, IsInvalidArgumentForAnotherKindOfUrl) {
+  EXPECT_THAT(HttpGet(absl::StrCat("https://127.0.0.1:", port_, "/metrics"), kTimeout),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(HttpGet("http://", kTimeout), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(HttpGet("127.0.0.1:9400/metrics", kTimeout),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A TCP socket bound to a free loopback port; listening when `listen_too`.
+// Returns the descriptor and sets `port`.
+int BoundSocket(bool listen_too, int& port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  if (listen_too) {
+    EXPECT_EQ(listen(fd, 4), 0);
+  }
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
+TEST(HttpGetUnreachableTest, IsUnavailableWhenNothingListens) {
+  int port = 0;
+  const int fd = BoundSocket(/*listen_too=*/false, port);
+  const absl::StatusOr<std::string> body =
+      HttpGet(absl::StrCat("http://127.0.0.1:", port, "/metrics"), kTimeout);
+  close(fd);
+  EXPECT_THAT(body, StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST(HttpGetUnreachableTest, IsUnavailableWhenThePeerDoesNotAnswerInTime) {
+  // A listening socket that never accepts: the connection completes in the
+  // backlog, and the request is never answered.
+  int port = 0;
+  const int fd = BoundSocket(/*listen_too=*/true, port);
+  const absl::StatusOr<std::string> body =
+      HttpGet(absl::StrCat("http://127.0.0.1:", port, "/metrics"), absl::Milliseconds(200));
+  close(fd);
+  EXPECT_THAT(body, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("imed out")));
+}
+
+}  // namespace
+}  // namespace arbiter::agent
