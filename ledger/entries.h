@@ -15,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "ledger/chain.h"
 
 #include "core/state.h"
+#include "ledger/chain.h"
 
 namespace arbiter::ledger {
 

@@ -5,8 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-#include "core/arbitration.h"
-#include "core/status_macros.h"
+#include "server/caller.h"
 #include "server/convert.h"
 #include "server/grpc_status.h"
 #include "server/rpc_util.h"
@@ -22,14 +21,15 @@ constexpr size_t kMaxPendingEvents = 10000;
 
 // One WatchAllocations stream. Deletes itself when gRPC is done with it.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAllocationsResponse>,
-                           public WatchSubscriber {
+                           public app::WatchSubscriber {
  public:
-  WatchReactor(WatchHub* hub, const NodeDirectory* nodes, const v1::WatchAllocationsRequest& req)
+  WatchReactor(app::WatchHub* hub, const app::NodeDirectory* nodes,
+               const v1::WatchAllocationsRequest& req)
       : hub_(hub), nodes_(nodes), team_(req.team()), pool_(req.pool()) {
     id_ = hub_->Subscribe(this);
   }
 
-  void Deliver(const AllocationEvent& event) override ABSL_LOCKS_EXCLUDED(mu_) {
+  void Deliver(const app::AllocationEvent& event) override ABSL_LOCKS_EXCLUDED(mu_) {
     if (!team_.empty() && event.request.spec.team != team_) return;
     if (!pool_.empty() && event.request.spec.pool != pool_) return;
     absl::MutexLock lock(&mu_);
@@ -86,8 +86,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAllocationsR
     }
   }
 
-  WatchHub* const hub_;
-  const NodeDirectory* const nodes_;
+  app::WatchHub* const hub_;
+  const app::NodeDirectory* const nodes_;
   const std::string team_;
   const std::string pool_;
   int64_t id_ = 0;
@@ -97,6 +97,35 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchAllocationsR
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
 };
+
+// The filter a ListRequests call asks for: INVALID_ARGUMENT naming the
+// field for an unknown state, a page size out of range or a foreign token.
+absl::StatusOr<store::RequestFilter> RequestFilterFromProto(const v1::ListRequestsRequest& req) {
+  store::RequestFilter filter;
+  filter.team = req.team();
+  absl::StatusOr<core::RequestState> state = RequestStateFromProto(req.state(), "state");
+  if (!state.ok()) return state.status();
+  filter.state = *state;
+  if (req.page_size() < 0 || req.page_size() > kMaxPageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be in [0, ", kMaxPageSize, "], got ", req.page_size()));
+  }
+  filter.limit = req.page_size() == 0 ? kDefaultPageSize : req.page_size();
+  if (!req.page_token().empty() &&
+      (!absl::SimpleAtoi(req.page_token(), &filter.before_id) || filter.before_id <= 0)) {
+    return absl::InvalidArgumentError("page_token: not a token from this API");
+  }
+  return filter;
+}
+
+// Fills a response's `request` field.
+template <typename Response>
+std::function<void(const core::CapacityRequest&)> RequestFiller(const app::NodeDirectory* nodes,
+                                                                Response* resp) {
+  return [nodes, resp](const core::CapacityRequest& request) {
+    ToProto(request, *nodes, resp->mutable_request());
+  };
+}
 
 // A watch refused before it starts. Deletes itself when gRPC is done with it.
 class RefusedWatch final : public grpc::ServerWriteReactor<v1::WatchAllocationsResponse> {
@@ -110,203 +139,89 @@ class RefusedWatch final : public grpc::ServerWriteReactor<v1::WatchAllocationsR
 grpc::ServerUnaryReactor* AllocationService::RequestCapacity(grpc::CallbackServerContext* ctx,
                                                              const v1::RequestCapacityRequest* req,
                                                              v1::RequestCapacityResponse* resp) {
-  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.RequestCapacity",
-                                        Resource{req->team(), req->pool()});
-      !access.ok()) {
-    return FinishWith(ctx, access, "RequestCapacity");
-  }
-  absl::StatusOr<core::CapacityRequestSpec> spec = SpecFromProto(*req);
-  if (!spec.ok()) return FinishWith(ctx, spec.status(), "RequestCapacity");
-  auto outcome = std::make_shared<core::RequestOutcome>();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  ctx_.arbiter->Submit(
-      [spec = *std::move(spec), outcome](core::State& state, absl::Time now,
-                                         core::ChangeSet& changes) -> absl::Status {
-        ARBITER_ASSIGN_OR_RETURN(*outcome, core::RequestCapacity(state, spec, now, changes));
-        return absl::OkStatus();
-      },
-      [this, reactor, outcome, resp](const absl::Status& status) {
-        if (!status.ok() || !outcome->replayed) {
-          if (status.ok()) ToProto(outcome->request, *ctx_.nodes, resp->mutable_request());
-          reactor->Finish(ToGrpcStatus(status, "RequestCapacity"));
-          return;
-        }
-        // A replay answers with the stored request, read off the arbiter thread.
-        resp->set_replayed(true);
-        const bool queued = ctx_.reads->Submit([this, reactor, outcome, resp] {
-          absl::StatusOr<core::CapacityRequest> stored =
-              ctx_.store->GetRequest(outcome->request.id);
-          if (stored.ok()) ToProto(*stored, *ctx_.nodes, resp->mutable_request());
-          reactor->Finish(ToGrpcStatus(stored.status(), "RequestCapacity"));
-        });
-        if (!queued) {
-          reactor->Finish(
-              ToGrpcStatus(absl::ResourceExhaustedError("too busy; retry"), "RequestCapacity"));
-        }
-      },
-      ActorOf(*ctx));
+  ctx_.app->allocations().RequestCapacity(
+      CallerOf(*ctx, ctx_.insecure), app::Resource{req->team(), req->pool()}, SpecFromProto(*req),
+      Answer<app::RequestDecision>(
+          reactor, "RequestCapacity",
+          [nodes = &ctx_.app->nodes(), resp](const app::RequestDecision& d) {
+            resp->set_replayed(d.replayed);
+            ToProto(d.request, *nodes, resp->mutable_request());
+          }));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* AllocationService::GetRequest(grpc::CallbackServerContext* ctx,
                                                         const v1::GetRequestRequest* req,
                                                         v1::GetRequestResponse* resp) {
-  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.GetRequest", {});
-      !access.ok()) {
-    return FinishWith(ctx, access, "GetRequest");
-  }
-  if (req->id() <= 0) {
-    return FinishWith(ctx,
-                      absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", req->id())),
-                      "GetRequest");
-  }
-  return RunRead(ctx, *ctx_.reads, "GetRequest", [this, req, resp]() -> absl::Status {
-    ARBITER_ASSIGN_OR_RETURN(auto request, ctx_.store->GetRequest(req->id()));
-    ToProto(request, *ctx_.nodes, resp->mutable_request());
-    return absl::OkStatus();
-  });
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->allocations().GetRequest(
+      CallerOf(*ctx, ctx_.insecure), req->id(),
+      Answer<core::CapacityRequest>(reactor, "GetRequest",
+                                    RequestFiller(&ctx_.app->nodes(), resp)));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AllocationService::ListRequests(grpc::CallbackServerContext* ctx,
                                                           const v1::ListRequestsRequest* req,
                                                           v1::ListRequestsResponse* resp) {
-  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.ListRequests", {});
-      !access.ok()) {
-    return FinishWith(ctx, access, "ListRequests");
-  }
-  store::RequestFilter filter;
-  filter.team = req->team();
-  absl::StatusOr<core::RequestState> state = RequestStateFromProto(req->state(), "state");
-  if (!state.ok()) return FinishWith(ctx, state.status(), "ListRequests");
-  filter.state = *state;
-  if (req->page_size() < 0 || req->page_size() > kMaxPageSize) {
-    return FinishWith(ctx,
-                      absl::InvalidArgumentError(absl::StrCat(
-                          "page_size: must be in [0, ", kMaxPageSize, "], got ", req->page_size())),
-                      "ListRequests");
-  }
-  filter.limit = req->page_size() == 0 ? kDefaultPageSize : req->page_size();
-  if (!req->page_token().empty() &&
-      (!absl::SimpleAtoi(req->page_token(), &filter.before_id) || filter.before_id <= 0)) {
-    return FinishWith(ctx, absl::InvalidArgumentError("page_token: not a token from this API"),
-                      "ListRequests");
-  }
-  return RunRead(ctx, *ctx_.reads, "ListRequests", [this, filter, resp]() -> absl::Status {
-    ARBITER_ASSIGN_OR_RETURN(auto requests, ctx_.store->ListRequests(filter));
-    for (const auto& r : requests) ToProto(r, *ctx_.nodes, resp->add_requests());
-    if (static_cast<int32_t>(requests.size()) == filter.limit && requests.back().id > 1) {
-      resp->set_next_page_token(absl::StrCat(requests.back().id));
-    }
-    return absl::OkStatus();
-  });
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<store::RequestFilter> filter = RequestFilterFromProto(*req);
+  const int32_t limit = filter.ok() ? filter->limit : 0;
+  ctx_.app->allocations().ListRequests(
+      CallerOf(*ctx, ctx_.insecure), std::move(filter),
+      Answer<std::vector<core::CapacityRequest>>(
+          reactor, "ListRequests",
+          [nodes = &ctx_.app->nodes(), limit,
+           resp](const std::vector<core::CapacityRequest>& requests) {
+            for (const auto& r : requests) ToProto(r, *nodes, resp->add_requests());
+            if (static_cast<int32_t>(requests.size()) == limit && requests.back().id > 1) {
+              resp->set_next_page_token(absl::StrCat(requests.back().id));
+            }
+          }));
+  return reactor;
 }
-
-namespace {
-
-core::Approver ApproverOf(const Caller& caller) {
-  return core::Approver{caller.principal, caller.groups};
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* AllocationService::ApproveRequest(grpc::CallbackServerContext* ctx,
                                                             const v1::ApproveRequestRequest* req,
                                                             v1::ApproveRequestResponse* resp) {
-  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.ApproveRequest", {});
-      !access.ok()) {
-    return FinishWith(ctx, access, "ApproveRequest");
-  }
-  const Caller caller = CallerOf(*ctx, ctx_.insecure);
-  auto approved = std::make_shared<core::CapacityRequest>();
-  const int64_t id = req->id();
-  return RunCommand(
-      ctx, *ctx_.arbiter, "ApproveRequest",
-      [this, caller, id, approved](core::State& state, absl::Time now,
-                                   core::ChangeSet& changes) -> absl::Status {
-        absl::StatusOr<core::CapacityRequest> out =
-            core::ApproveRequest(state, id, ApproverOf(caller), now, changes);
-        if (!out.ok()) {
-          if (absl::IsPermissionDenied(out.status())) {
-            RecordRefusal(ctx_, caller.principal, "AllocationService.ApproveRequest", out.status());
-          }
-          return out.status();
-        }
-        *approved = *std::move(out);
-        return absl::OkStatus();
-      },
-      [this, approved, resp] {
-        ToProto(*approved, *ctx_.nodes, resp->mutable_request());
-        return absl::OkStatus();
-      });
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->allocations().ApproveRequest(
+      CallerOf(*ctx, ctx_.insecure), req->id(),
+      Answer<core::CapacityRequest>(reactor, "ApproveRequest",
+                                    RequestFiller(&ctx_.app->nodes(), resp)));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AllocationService::DenyRequest(grpc::CallbackServerContext* ctx,
                                                          const v1::DenyRequestRequest* req,
                                                          v1::DenyRequestResponse* resp) {
-  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.DenyRequest", {});
-      !access.ok()) {
-    return FinishWith(ctx, access, "DenyRequest");
-  }
-  const Caller caller = CallerOf(*ctx, ctx_.insecure);
-  auto denied = std::make_shared<core::CapacityRequest>();
-  const int64_t id = req->id();
-  return RunCommand(
-      ctx, *ctx_.arbiter, "DenyRequest",
-      [this, caller, id, reason = req->reason(), denied](core::State& state, absl::Time now,
-                                                         core::ChangeSet& changes) -> absl::Status {
-        absl::StatusOr<core::CapacityRequest> out =
-            core::DenyRequest(state, id, ApproverOf(caller), reason, now, changes);
-        if (!out.ok()) {
-          if (absl::IsPermissionDenied(out.status())) {
-            RecordRefusal(ctx_, caller.principal, "AllocationService.DenyRequest", out.status());
-          }
-          return out.status();
-        }
-        *denied = *std::move(out);
-        return absl::OkStatus();
-      },
-      [this, denied, resp] {
-        ToProto(*denied, *ctx_.nodes, resp->mutable_request());
-        return absl::OkStatus();
-      });
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->allocations().DenyRequest(
+      CallerOf(*ctx, ctx_.insecure), req->id(), req->reason(),
+      Answer<core::CapacityRequest>(reactor, "DenyRequest",
+                                    RequestFiller(&ctx_.app->nodes(), resp)));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* AllocationService::ReleaseAllocation(
     grpc::CallbackServerContext* ctx, const v1::ReleaseAllocationRequest* req,
     v1::ReleaseAllocationResponse* resp) {
-  // Callers without any team role are refused before the request is
-  // looked up, so that they learn nothing about it.
-  if (absl::Status access =
-          CheckAccess(*ctx, ctx_, "AllocationService.ReleaseAllocation", Resource{kAnyTeam, ""});
-      !access.ok()) {
-    return FinishWith(ctx, access, "ReleaseAllocation");
-  }
-  auto released = std::make_shared<core::CapacityRequest>();
-  const int64_t id = req->id();
-  return RunCommand(
-      ctx, *ctx_.arbiter, "ReleaseAllocation",
-      [this, ctx, id, released](core::State& state, absl::Time now, core::ChangeSet& changes) {
-        // The request's team, known here: check that the caller may act on it.
-        if (const core::CapacityRequest* live = state.FindLiveRequest(id)) {
-          ARBITER_RETURN_IF_ERROR(CheckAccess(*ctx, ctx_, "AllocationService.ReleaseAllocation",
-                                              Resource{live->spec.team, live->spec.pool}));
-        }
-        ARBITER_ASSIGN_OR_RETURN(*released, core::ReleaseRequest(state, id, now, changes));
-        return absl::OkStatus();
-      },
-      [this, released, resp] {
-        ToProto(*released, *ctx_.nodes, resp->mutable_request());
-        return absl::OkStatus();
-      });
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->allocations().ReleaseAllocation(
+      CallerOf(*ctx, ctx_.insecure), req->id(),
+      Answer<core::CapacityRequest>(reactor, "ReleaseAllocation",
+                                    RequestFiller(&ctx_.app->nodes(), resp)));
+  return reactor;
 }
 
 grpc::ServerWriteReactor<v1::WatchAllocationsResponse>* AllocationService::WatchAllocations(
     grpc::CallbackServerContext* ctx, const v1::WatchAllocationsRequest* req) {
-  if (absl::Status access = CheckAccess(*ctx, ctx_, "AllocationService.WatchAllocations", {});
+  if (absl::Status access = ctx_.app->allocations().CheckWatch(CallerOf(*ctx, ctx_.insecure));
       !access.ok()) {
     return new RefusedWatch(ToGrpcStatus(access, "WatchAllocations"));
   }
-  return new WatchReactor(ctx_.hub, ctx_.nodes, *req);
+  return new WatchReactor(&ctx_.app->hub(), &ctx_.app->nodes(), *req);
 }
 
 }  // namespace arbiter::server

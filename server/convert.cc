@@ -298,6 +298,19 @@ void ToProto(const core::Budget& b, v1::Budget* out) {
   out->set_over(static_cast<v1::OverBudget>(b.over));
 }
 
+absl::StatusOr<core::Delegation> DelegationFromProto(const v1::Delegation& d) {
+  if (!d.has_expires_at()) {
+    return absl::InvalidArgumentError("delegation.expires_at: must be set");
+  }
+  return core::Delegation{d.from(), d.to(), absl::FromUnixSeconds(d.expires_at().seconds())};
+}
+
+void ToProto(const core::Delegation& d, v1::Delegation* out) {
+  out->set_from(d.from);
+  out->set_to(d.to);
+  out->mutable_expires_at()->set_seconds(absl::ToUnixSeconds(d.expires_at));
+}
+
 void ToProto(const core::Cluster& c, v1::Cluster* out) {
   out->set_name(c.name);
   out->set_description(c.description);
@@ -350,7 +363,8 @@ void ToProto(const core::Quota& q, v1::Quota* out) {
   out->set_lending_limit_milli(q.lendable_milli());
 }
 
-void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::CapacityRequest* out) {
+void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
+             v1::CapacityRequest* out) {
   out->set_id(r.id);
   out->set_idempotency_key(r.spec.idempotency_key);
   out->set_team(r.spec.team);
@@ -441,25 +455,25 @@ void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::Cap
   }
 }
 
-v1::AllocationEventType ToProto(EventType type) {
+v1::AllocationEventType ToProto(app::EventType type) {
   switch (type) {
-    case EventType::kAdmitted:
+    case app::EventType::kAdmitted:
       return v1::ALLOCATION_EVENT_TYPE_ADMITTED;
-    case EventType::kQueued:
+    case app::EventType::kQueued:
       return v1::ALLOCATION_EVENT_TYPE_QUEUED;
-    case EventType::kDenied:
+    case app::EventType::kDenied:
       return v1::ALLOCATION_EVENT_TYPE_DENIED;
-    case EventType::kReleased:
+    case app::EventType::kReleased:
       return v1::ALLOCATION_EVENT_TYPE_RELEASED;
-    case EventType::kCancelled:
+    case app::EventType::kCancelled:
       return v1::ALLOCATION_EVENT_TYPE_CANCELLED;
-    case EventType::kPreempting:
+    case app::EventType::kPreempting:
       return v1::ALLOCATION_EVENT_TYPE_PREEMPTING;
-    case EventType::kPreempted:
+    case app::EventType::kPreempted:
       return v1::ALLOCATION_EVENT_TYPE_PREEMPTED;
-    case EventType::kReserved:
+    case app::EventType::kReserved:
       return v1::ALLOCATION_EVENT_TYPE_RESERVED;
-    case EventType::kPendingApproval:
+    case app::EventType::kPendingApproval:
       return v1::ALLOCATION_EVENT_TYPE_PENDING_APPROVAL;
   }
   return v1::ALLOCATION_EVENT_TYPE_UNSPECIFIED;

@@ -6,13 +6,13 @@
 
 #include "absl/status/statusor.h"
 
+#include "app/node_directory.h"
+#include "app/watch_hub.h"
 #include "arbiter/v1/allocation.pb.h"
 #include "arbiter/v1/governance.pb.h"
 #include "arbiter/v1/inventory.pb.h"
 #include "arbiter/v1/types.pb.h"
 #include "core/model.h"
-#include "server/node_directory.h"
-#include "server/watch_hub.h"
 #include "store/store.h"
 
 namespace arbiter::server {
@@ -50,6 +50,9 @@ void ToProto(const core::Price& p, v1::Price* out);
 // INVALID_ARGUMENT (budget.over) for an unknown enum.
 absl::StatusOr<core::Budget> BudgetFromProto(const v1::Budget& b);
 void ToProto(const core::Budget& b, v1::Budget* out);
+// INVALID_ARGUMENT "delegation.expires_at" when it is unset.
+absl::StatusOr<core::Delegation> DelegationFromProto(const v1::Delegation& d);
+void ToProto(const core::Delegation& d, v1::Delegation* out);
 // UNSPECIFIED maps to kUnspecified (no filter); an unknown number is an error.
 absl::StatusOr<core::RequestState> RequestStateFromProto(int value, absl::string_view field);
 
@@ -60,7 +63,8 @@ void ToProto(const core::Pool& p, v1::Pool* out);
 void ToProto(const core::Node& n, v1::Node* out);
 void ToProto(const core::Team& t, v1::Team* out);
 void ToProto(const core::Quota& q, v1::Quota* out);
-void ToProto(const core::CapacityRequest& r, const NodeDirectory& nodes, v1::CapacityRequest* out);
-v1::AllocationEventType ToProto(EventType type);
+void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
+             v1::CapacityRequest* out);
+v1::AllocationEventType ToProto(app::EventType type);
 
 }  // namespace arbiter::server

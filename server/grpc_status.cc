@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "server/arbiter.h"
+#include "app/arbiter.h"
 
 namespace arbiter::server {
 
@@ -20,7 +20,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method) 
       return grpc::Status(code, "internal error; the server log has the details");
     case absl::StatusCode::kUnavailable:
       // A follower's refusal names the leader for the client to resend to.
-      if (status.GetPayload(kLeaderPayload).has_value()) {
+      if (status.GetPayload(app::kLeaderPayload).has_value()) {
         return grpc::Status(code, std::string(status.message()));
       }
       spdlog::warn("{}: {}", method_name, status.ToString());

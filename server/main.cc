@@ -21,8 +21,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "app/real_clock.h"
 #include "server/logging.h"
-#include "server/real_clock.h"
 #include "server/server.h"
 #include "server/tls.h"
 #include "store/migrations.h"
@@ -30,7 +30,7 @@
 
 namespace {
 
-using arbiter::server::ArbiterStats;
+using arbiter::app::ArbiterStats;
 using arbiter::server::ServerOptions;
 
 // The host's name and this process's id: unique among replicas.
@@ -72,7 +72,7 @@ int Serve(ServerOptions options, bool migrate, const std::string& port_file) {
     return 1;
   }
   const sigset_t stop_signals = BlockStopSignals();
-  arbiter::server::RealClock clock;
+  arbiter::app::RealClock clock;
   auto server = arbiter::server::ArbiterServer::Start(options, &clock);
   if (!server.ok()) {
     spdlog::error("cannot start: {}", server.status().ToString());

@@ -11,9 +11,9 @@
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 
+#include "app/arbiter.h"
+#include "app/real_clock.h"
 #include "core/budget.h"
-#include "server/arbiter.h"
-#include "server/real_clock.h"
 
 namespace arbiter::server {
 namespace {
@@ -81,7 +81,7 @@ class RpcInterceptor final : public grpc::experimental::Interceptor {
   Metrics* const metrics_;
   const char* const method_;
   const std::string request_id_;
-  const Stopwatch timer_;
+  const app::Stopwatch timer_;
 };
 
 class RpcInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
@@ -122,12 +122,12 @@ std::vector<prometheus::ClientMetric::Label> GpuLabels(const store::GpuGauge& g)
 // series that need no database.
 class Metrics::StateCollector final : public prometheus::Collectable {
  public:
-  StateCollector(store::Store* store, Arbiter* arbiter, Clock* clock)
+  StateCollector(store::Store* store, app::Arbiter* arbiter, Clock* clock)
       : store_(store), arbiter_(arbiter), clock_(clock) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
-    const ArbiterStats stats = arbiter_->stats();
+    const app::ArbiterStats stats = arbiter_->stats();
     auto queue = GaugeFamily("arbiter_queue_depth", "Commands waiting for the arbiter thread.");
     queue.metric.push_back(Gauge({}, stats.queued));
     out.push_back(std::move(queue));
@@ -219,7 +219,7 @@ class Metrics::StateCollector final : public prometheus::Collectable {
   }
 
   store::Store* const store_;
-  Arbiter* const arbiter_;
+  app::Arbiter* const arbiter_;
   Clock* const clock_;
 };
 
@@ -253,7 +253,7 @@ Metrics::Metrics()
 Metrics::~Metrics() { StopServing(); }
 
 absl::Status Metrics::Serve(const std::string& listen_address, store::Store* store,
-                            Arbiter* arbiter, Clock* clock) {
+                            app::Arbiter* arbiter, Clock* clock) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(listen_address, 2);
   } catch (const std::exception& e) {

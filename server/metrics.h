@@ -30,9 +30,11 @@
 #include "core/clock.h"
 #include "store/store.h"
 
-namespace arbiter::server {
-
+namespace arbiter::app {
 class Arbiter;
+}  // namespace arbiter::app
+
+namespace arbiter::server {
 
 class Metrics {
  public:
@@ -42,7 +44,7 @@ class Metrics {
   // Serves GET /metrics on `listen_address` (host:port; port 0 picks one).
   // `store`, `arbiter` and `clock` must outlive this object (or StopServing).
   // UNAVAILABLE when the port cannot be had.
-  absl::Status Serve(const std::string& listen_address, store::Store* store, Arbiter* arbiter,
+  absl::Status Serve(const std::string& listen_address, store::Store* store, app::Arbiter* arbiter,
                      Clock* clock);
   // Stops the HTTP server; scrapes after this see nothing. Idempotent.
   void StopServing();

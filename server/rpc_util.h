@@ -1,7 +1,6 @@
-// The two shapes every unary handler takes:
-//   - a read, run on the worker pool (never on a gRPC thread), and
-//   - a command, run on the arbiter thread and answered after COMMIT.
-// Both finish the reactor with the status mapped once by ToGrpcStatus.
+// How a unary handler answers: at once with an error found in conversion
+// (FinishWith), or when the application replies (Answer, Echo, ListFiller),
+// the status mapped once by ToGrpcStatus.
 #pragma once
 
 #include <functional>
@@ -10,29 +9,43 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
 
-#include "server/arbiter.h"
-#include "server/worker_pool.h"
+#include "app/context.h"
+#include "server/convert.h"
+#include "server/grpc_status.h"
 
 namespace arbiter::server {
-
-// The actor recorded in the ledger for a call: its principal, or
-// kUnidentifiedActor on a plaintext (development) server.
-inline constexpr char kUnidentifiedActor[] = "unidentified";
-std::string ActorOf(const grpc::ServerContextBase& ctx);
 
 // Finishes at once with `status` (an error found before any work was queued).
 grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx, const absl::Status& status,
                                      const char* method);
 
-// Runs `read` on `pool`; it fills the response and returns the status.
-grpc::ServerUnaryReactor* RunRead(grpc::CallbackServerContext* ctx, WorkerPool& pool,
-                                  const char* method, std::function<absl::Status()> read);
+// A reply of the application layer that fills the response from its result
+// with `fill` and finishes `reactor`, the status mapped once by ToGrpcStatus.
+template <typename T>
+app::Reply<T> Answer(grpc::ServerUnaryReactor* reactor, const char* method,
+                     std::function<void(const T&)> fill) {
+  return [reactor, method, fill = std::move(fill)](absl::StatusOr<T> result) {
+    if (result.ok()) fill(*result);
+    reactor->Finish(ToGrpcStatus(result.status(), method));
+  };
+}
 
-// Submits `decide` to the arbiter. After the commit, `respond` (when set and
-// the command succeeded) fills the response on the arbiter thread; it must
-// not block.
-grpc::ServerUnaryReactor* RunCommand(grpc::CallbackServerContext* ctx, Arbiter& arbiter,
-                                     const char* method, Arbiter::Decide decide,
-                                     std::function<absl::Status()> respond = nullptr);
+// A filler of a repeated response field: ToProto of each element into the
+// message `add` returns.
+template <typename T, typename Add>
+std::function<void(const std::vector<T>&)> ListFiller(Add add) {
+  return [add](const std::vector<T>& items) {
+    for (const T& item : items) ToProto(item, add());
+  };
+}
+
+// The reply of a change: echoes `value`, as converted, into `out`.
+template <typename T, typename Out>
+app::Reply<app::Done> Echo(grpc::ServerUnaryReactor* reactor, const char* method,
+                           const absl::StatusOr<T>& value, Out* out) {
+  return Answer<app::Done>(reactor, method, [value = value.value_or(T{}), out](const app::Done&) {
+    ToProto(value, out);
+  });
+}
 
 }  // namespace arbiter::server

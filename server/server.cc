@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   }
   auto server = std::unique_ptr<ArbiterServer>(new ArbiterServer());
   server->metrics_ = std::make_unique<Metrics>();
-  ArbiterOptions arbiter_options = options.arbiter;
+  app::ArbiterOptions arbiter_options = options.arbiter;
   // Leads only once the election says so (below).
   arbiter_options.start_following = true;
   arbiter_options.on_commit = [metrics = server->metrics_.get(),
@@ -52,24 +52,16 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   store_options.checkpoint_every = options.checkpoint_every;
   store_options.replica = options.replica_name;
   ARBITER_ASSIGN_OR_RETURN(server->store_, store::PgStore::Create(store_options));
-  server->reads_ = std::make_unique<WorkerPool>(options.read_threads, 4096);
-  server->authz_ = std::make_unique<Authorizer>(options.admins);
-  ARBITER_ASSIGN_OR_RETURN(
-      server->arbiter_, Arbiter::Create(server->store_.get(), clock, &server->hub_, &server->nodes_,
-                                        arbiter_options, server->authz_.get()));
-  server->telemetry_ =
-      std::make_unique<TelemetryMaintenance>(server->store_.get(), clock, options.telemetry);
-  server->telemetry_->EnableIdleReclaim(server->arbiter_.get());
+  app::ApplicationOptions app_options;
+  app_options.admins = options.admins;
+  app_options.read_threads = options.read_threads;
+  app_options.arbiter = arbiter_options;
+  app_options.telemetry = options.telemetry;
+  ARBITER_ASSIGN_OR_RETURN(server->app_,
+                           app::Application::Create(server->store_.get(), clock, app_options));
   ServiceContext ctx;
-  ctx.arbiter = server->arbiter_.get();
-  ctx.store = server->store_.get();
-  ctx.reads = server->reads_.get();
-  ctx.nodes = &server->nodes_;
-  ctx.hub = &server->hub_;
-  ctx.authz = server->authz_.get();
+  ctx.app = server->app_.get();
   ctx.insecure = options.insecure_loopback;
-  ctx.clock = clock;
-  ctx.telemetry = server->telemetry_.get();
   server->inventory_ = std::make_unique<InventoryService>(ctx);
   server->governance_ = std::make_unique<GovernanceService>(ctx);
   server->allocation_ = std::make_unique<AllocationService>(ctx);
@@ -101,7 +93,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   ARBITER_RETURN_IF_ERROR(server->StartElection(options));
   if (!options.metrics_listen.empty()) {
     ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(options.metrics_listen, server->store_.get(),
-                                                    server->arbiter_.get(), clock));
+                                                    &server->app_->arbiter(), clock));
   }
   if (!options.webhook_listen.empty()) ARBITER_RETURN_IF_ERROR(server->StartWebhook(options));
   return server;
@@ -124,8 +116,7 @@ absl::Status ArbiterServer::StartElection(const ServerOptions& options) {
     lease.address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port_);
   }
   lease.ttl = options.lease_ttl;
-  election_ = LeaderElection::Start(std::make_unique<store::PgLease>(std::move(lease)),
-                                    arbiter_.get(), options.lease_ttl / 5);
+  app_->StartElection(std::make_unique<store::PgLease>(std::move(lease)), options.lease_ttl / 5);
   return absl::OkStatus();
 }
 
@@ -139,7 +130,9 @@ absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
   }
   AdmissionLookups lookups;
   lookups.request = [store = store_.get()](int64_t id) { return store->GetRequest(id); };
-  lookups.node_name = [nodes = &nodes_](int64_t node_id) { return nodes->Get(node_id).second; };
+  lookups.node_name = [nodes = &app_->nodes()](int64_t node_id) {
+    return nodes->Get(node_id).second;
+  };
   auto handler = [lookups](const HttpRequest& request) -> HttpResponse {
     if (request.path == "/healthz") return {200, "text/plain", "ok\n"};
     if (request.path != "/admit") return {404, "text/plain", "POST AdmissionReviews to /admit\n"};
@@ -161,15 +154,10 @@ ArbiterServer::~ArbiterServer() {
     grpc_server_->Shutdown(
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_seconds(5, GPR_TIMESPAN)));
   }
-  // Order matters: no calls arrive now; stop the telemetry thread (it submits
-  // idle reclaims), then the arbiter (answers what is queued), then the read
-  // workers.
-  telemetry_.reset();
-  // Giving the lease up lets a follower take over at once; what this
-  // arbiter decided still commits, or is refused as fenced.
-  election_.reset();
-  arbiter_.reset();
-  reads_.reset();
+  // No calls arrive now: stop the application (app::Application's
+  // destructor states the order), then close the store.
+  app_.reset();
+  store_.reset();
 }
 
 }  // namespace arbiter::server

@@ -1,5 +1,6 @@
-// ArbiterServer: wires store, arbiter, worker pool and gRPC services into one
-// running server. Used by main.cc and by in-process server tests.
+// ArbiterServer: wires the PostgreSQL store, the application (app/) and the
+// gRPC services and HTTP endpoints into one running server. Used by main.cc and by in-process
+// server tests.
 //
 // Thread-safe.
 #pragma once
@@ -11,16 +12,13 @@
 #include "absl/status/statusor.h"
 #include <grpcpp/server.h>
 
+#include "app/application.h"
 #include "core/clock.h"
-#include "server/arbiter.h"
 #include "server/https_server.h"
-#include "server/leader_election.h"
 #include "server/metrics.h"
-#include "server/node_directory.h"
 #include "server/services.h"
 #include "server/tls.h"
-#include "server/watch_hub.h"
-#include "server/worker_pool.h"
+#include "store/postgres/pg_lease.h"
 #include "store/postgres/pg_store.h"
 
 namespace arbiter::server {
@@ -47,8 +45,8 @@ struct ServerOptions {
   int read_connections = 4;
   // Threads running database reads. Default: 4.
   int read_threads = 4;
-  ArbiterOptions arbiter;
-  TelemetryOptions telemetry;
+  app::ArbiterOptions arbiter;
+  app::TelemetryOptions telemetry;
   // Prometheus GET /metrics on this host:port, plain HTTP (server/metrics.h).
   // Default: empty, not served.
   std::string metrics_listen;
@@ -89,8 +87,9 @@ class ArbiterServer {
   // The ports of /metrics and of the webhook; 0 when not served.
   int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   int webhook_port() const { return webhook_ != nullptr ? webhook_->port() : 0; }
-  Arbiter& arbiter() { return *arbiter_; }
-  TelemetryMaintenance& telemetry() { return *telemetry_; }
+  app::Application& app() { return *app_; }
+  app::Arbiter& arbiter() { return app_->arbiter(); }
+  app::TelemetryMaintenance& telemetry() { return app_->telemetry(); }
 
  private:
   ArbiterServer() = default;
@@ -102,18 +101,12 @@ class ArbiterServer {
   absl::Status StartWebhook(const ServerOptions& options);
 
   std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<LeaderElection> election_;
   std::unique_ptr<store::PgStore> store_;
-  NodeDirectory nodes_;
-  WatchHub hub_;
-  std::unique_ptr<WorkerPool> reads_;
-  std::unique_ptr<Authorizer> authz_;
-  std::unique_ptr<Arbiter> arbiter_;
+  std::unique_ptr<app::Application> app_;
   std::unique_ptr<InventoryService> inventory_;
   std::unique_ptr<GovernanceService> governance_;
   std::unique_ptr<AllocationService> allocation_;
   std::unique_ptr<LedgerService> ledger_;
-  std::unique_ptr<TelemetryMaintenance> telemetry_;
   std::unique_ptr<TelemetryService> telemetry_service_;
   std::unique_ptr<ChargebackService> chargeback_service_;
   std::unique_ptr<grpc::Server> grpc_server_;

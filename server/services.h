@@ -1,49 +1,28 @@
 // The gRPC services of arbiter.v1: one thin class per proto service. Each
-// method converts, hands the work to the arbiter (mutations) or to the worker
-// pool (reads), and maps the status. See the .proto files for each RPC's
+// method converts the request to core types, calls the use case of the
+// application (app/application.h) with the caller, and converts the reply,
+// its status mapped once by ToGrpcStatus. See the .proto files for each RPC's
 // contract and status codes.
 //
 // Thread-safe: methods are called concurrently by gRPC.
 #pragma once
 
+#include "app/application.h"
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/chargeback.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
 #include "arbiter/v1/telemetry.grpc.pb.h"
-#include "server/arbiter.h"
-#include "server/authz.h"
-#include "server/node_directory.h"
-#include "server/telemetry_maintenance.h"
-#include "server/watch_hub.h"
-#include "server/worker_pool.h"
-#include "store/store.h"
 
 namespace arbiter::server {
 
 // What every service needs; owned by the server, outlives the services.
+// What every service needs; owned by the server, outlives the services.
 struct ServiceContext {
-  Arbiter* arbiter = nullptr;
-  store::Store* store = nullptr;
-  WorkerPool* reads = nullptr;
-  NodeDirectory* nodes = nullptr;
-  WatchHub* hub = nullptr;
-  Authorizer* authz = nullptr;
+  app::Application* app = nullptr;
   bool insecure = false;  // Plaintext loopback (development): no identities.
-  Clock* clock = nullptr;
-  TelemetryMaintenance* telemetry = nullptr;
 };
-
-// Checks that the caller may call `method` ("Service.Method") on `resource`.
-// Returns OK, or the refusal (UNAUTHENTICATED / PERMISSION_DENIED), which is
-// recorded in access_denials off the calling thread.
-absl::Status CheckAccess(const grpc::ServerContextBase& call, const ServiceContext& ctx,
-                         absl::string_view method, const Resource& resource);
-// Records a refusal made after the access check (e.g. by the core: an
-// approver the authority rules do not name), off the calling thread.
-void RecordRefusal(const ServiceContext& ctx, const std::string& principal,
-                   absl::string_view method, const absl::Status& status);
 
 class InventoryService final : public v1::InventoryService::CallbackService {
  public:
@@ -234,13 +213,6 @@ class ChargebackService final : public v1::ChargebackService::CallbackService {
                                         v1::ClosePeriodResponse* resp) override;
 
  private:
-  using Finish = std::function<void(const absl::Status&)>;
-  // ReportLatency's work on the worker pool: the final status, or nullopt
-  // once an incident was handed to the arbiter (which calls `finish`).
-  std::optional<absl::Status> ReportOnPool(const core::LatencyWindow& window,
-                                           const std::string& actor,
-                                           v1::ReportLatencyResponse* resp, Finish finish);
-
   ServiceContext ctx_;
 };
 

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "ledger/chain.h"
 
 namespace arbiter::store {

@@ -14,9 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "ledger/entries.h"
 
 #include "core/state.h"
+#include "ledger/entries.h"
 
 namespace arbiter::store {
 

@@ -5,12 +5,12 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "ledger/chain.h"
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 
 #include "clients/arbctl/commands.h"
 #include "clients/arbctl/table.h"
+#include "ledger/chain.h"
 
 namespace arbiter::arbctl {
 namespace {

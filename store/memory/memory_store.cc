@@ -9,10 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/civil_time.h"
-#include "ledger/entries.h"
 
 #include "core/mig.h"
 #include "core/status_macros.h"
+#include "ledger/entries.h"
 
 namespace arbiter::store {
 

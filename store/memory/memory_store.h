@@ -33,8 +33,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "ledger/chain.h"
 
+#include "ledger/chain.h"
 #include "store/store.h"
 
 namespace arbiter::store {

@@ -20,10 +20,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "ledger/chain.h"
 #include <pqxx/pqxx>
 
 #include "core/state.h"
+#include "ledger/chain.h"
 
 namespace arbiter::store {
 

@@ -26,6 +26,8 @@
 #include "absl/time/time.h"
 #include <pqxx/connection>
 
+#include "store/lease.h"
+
 namespace arbiter::store {
 
 struct LeaseOptions {
@@ -40,15 +42,6 @@ struct LeaseOptions {
   absl::Duration ttl = absl::Seconds(5);
 };
 
-// The lease as stored.
-struct LeaseInfo {
-  int64_t epoch = 0;
-  std::string holder;
-  std::string address;
-  absl::Time lease_until = absl::InfinitePast();
-  bool expired = true;  // By the database's clock.
-};
-
 // The application_name every session of replica `holder` carries.
 std::string ApplicationName(const std::string& holder);
 
@@ -56,7 +49,7 @@ std::string ApplicationName(const std::string& holder);
 // keyword form or as URI query parameters.
 std::string AppendDsnOptions(const std::string& dsn, const std::string& options);
 
-class PgLease {
+class PgLease final : public LeaderLease {
  public:
   explicit PgLease(LeaseOptions options);
   ~PgLease();
@@ -65,17 +58,17 @@ class PgLease {
   // replica holds it; when that replica's lease has expired, first ends its
   // sessions, so that a later call can succeed. UNAVAILABLE when the
   // database cannot be reached.
-  absl::StatusOr<int64_t> TryAcquire();
+  absl::StatusOr<int64_t> TryAcquire() override;
   // Extends the lease taken with `epoch` by the ttl. FAILED_PRECONDITION
   // when `epoch` is no longer current; UNAVAILABLE when the lock's session
   // was lost or the database cannot be reached. After either, this replica
   // is not the leader: it must stop writing and call TryAcquire again.
-  absl::Status Renew(int64_t epoch);
+  absl::Status Renew(int64_t epoch) override;
   // Gives up the lease taken with `epoch` (a clean shutdown), so that a
   // follower takes over at once. Best effort.
-  void Release(int64_t epoch);
+  void Release(int64_t epoch) override;
   // The lease as stored. UNAVAILABLE when the database cannot be reached.
-  absl::StatusOr<LeaseInfo> Read();
+  absl::StatusOr<LeaseInfo> Read() override;
 
  private:
   // Opens the lock session if it is closed. Throws what pqxx throws.

@@ -9,10 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ledger/entries.h"
 #include <pqxx/pqxx>
 
 #include "core/status_macros.h"
+#include "ledger/entries.h"
 #include "store/postgres/batch_writer.h"
 #include "store/postgres/pg_errors.h"
 #include "store/postgres/pg_lease.h"

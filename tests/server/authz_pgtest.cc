@@ -22,13 +22,13 @@
 #include <grpcpp/security/credentials.h>
 #include <unistd.h>
 
+#include "app/authz.h"
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/chargeback.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/ledger.grpc.pb.h"
 #include "arbiter/v1/telemetry.grpc.pb.h"
-#include "server/authz.h"
 #include "server/server.h"
 #include "tests/testing/api_seed.h"
 #include "tests/testing/pg_harness.h"
@@ -472,7 +472,7 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
 
 TEST(AuthzTableTest, EveryRpcOfTheApiIsInTheAccessTable) {
   std::set<std::string> table;
-  for (const std::string& m : Authorizer::Methods()) table.insert(m);
+  for (const std::string& m : app::Authorizer::Methods()) table.insert(m);
   std::set<std::string> api;
   const google::protobuf::DescriptorPool* pool = google::protobuf::DescriptorPool::generated_pool();
   for (const char* name : {"arbiter.v1.InventoryService", "arbiter.v1.GovernanceService",

@@ -2,9 +2,9 @@
 // store/postgres/pg_lease.h) against a real PostgreSQL.
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "ledger/chain.h"
 
 #include "core/arbitration.h"
+#include "ledger/chain.h"
 #include "store/postgres/pg_lease.h"
 #include "store/postgres/pg_store.h"
 #include "tests/core/test_state.h"

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
-#include "ledger/chain.h"
 
 #include "core/arbitration.h"
+#include "ledger/chain.h"
 #include "tests/core/test_state.h"
 #include "tests/testing/status_matchers.h"
 

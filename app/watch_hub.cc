@@ -1,6 +1,6 @@
-#include "server/watch_hub.h"
+#include "app/watch_hub.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 int64_t WatchHub::Subscribe(WatchSubscriber* subscriber) {
   absl::MutexLock lock(&mu_);
@@ -21,4 +21,4 @@ void WatchHub::Publish(const std::vector<AllocationEvent>& events) {
   }
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -1,10 +1,10 @@
-#include "server/real_clock.h"
+#include "app/real_clock.h"
 
 #include <chrono>
 
 #include "absl/time/clock.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 absl::Time RealClock::TimeNow() { return absl::Now(); }
 void RealClock::SleepFor(absl::Duration d) { absl::SleepFor(d); }
@@ -24,4 +24,4 @@ absl::Duration Stopwatch::Elapsed() const {
   return absl::Nanoseconds(MonotonicNanos() - start_ns_);
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -40,14 +40,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
+#include "app/authz.h"
+#include "app/node_directory.h"
+#include "app/watch_hub.h"
 #include "core/clock.h"
 #include "core/state.h"
-#include "server/authz.h"
-#include "server/node_directory.h"
-#include "server/watch_hub.h"
 #include "store/store.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 struct ArbiterOptions {
   // Most commands decided and committed together. Default: 256.
@@ -209,4 +209,4 @@ class Arbiter {
   std::thread responder_;
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

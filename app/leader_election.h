@@ -1,5 +1,5 @@
 // LeaderElection: makes this replica's Arbiter lead while it holds the
-// leader lease (store/postgres/pg_lease.h) and follow otherwise.
+// leader lease (store/lease.h; PostgreSQL: store/postgres/pg_lease.h) and follow otherwise.
 //
 // Every `poll` a leader renews its lease; a renewal that fails (the epoch
 // moved on, the lock's session was lost, the database is unreachable)
@@ -21,27 +21,27 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-#include "server/arbiter.h"
-#include "store/postgres/pg_lease.h"
+#include "app/arbiter.h"
+#include "store/lease.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 class LeaderElection {
  public:
   // Makes one attempt at once (so that a lone replica leads when Start
   // returns), then runs. `poll` should be well under the lease's ttl.
-  static std::unique_ptr<LeaderElection> Start(std::unique_ptr<store::PgLease> lease,
+  static std::unique_ptr<LeaderElection> Start(std::unique_ptr<store::LeaderLease> lease,
                                                Arbiter* arbiter, absl::Duration poll);
   // Stops; a leader gives its lease up so that a follower takes over at once.
   ~LeaderElection();
 
  private:
-  LeaderElection(std::unique_ptr<store::PgLease> lease, Arbiter* arbiter, absl::Duration poll);
+  LeaderElection(std::unique_ptr<store::LeaderLease> lease, Arbiter* arbiter, absl::Duration poll);
   // One round: renew, or try to take over. Election thread (or Start).
   void Step();
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
-  const std::unique_ptr<store::PgLease> lease_;
+  const std::unique_ptr<store::LeaderLease> lease_;
   Arbiter* const arbiter_;
   const absl::Duration poll_;
   int64_t epoch_ = 0;  // Held now; 0: following. Election thread only.
@@ -50,4 +50,4 @@ class LeaderElection {
   std::thread thread_;
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

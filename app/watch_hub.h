@@ -16,7 +16,7 @@
 
 #include "core/model.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 enum class EventType {
   kAdmitted,
@@ -56,4 +56,4 @@ class WatchHub {
   absl::flat_hash_map<int64_t, WatchSubscriber*> subscribers_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -1,12 +1,12 @@
-#include "server/leader_election.h"
+#include "app/leader_election.h"
 
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
-namespace arbiter::server {
+namespace arbiter::app {
 
-std::unique_ptr<LeaderElection> LeaderElection::Start(std::unique_ptr<store::PgLease> lease,
+std::unique_ptr<LeaderElection> LeaderElection::Start(std::unique_ptr<store::LeaderLease> lease,
                                                       Arbiter* arbiter, absl::Duration poll) {
   auto election =
       std::unique_ptr<LeaderElection>(new LeaderElection(std::move(lease), arbiter, poll));
@@ -15,7 +15,7 @@ std::unique_ptr<LeaderElection> LeaderElection::Start(std::unique_ptr<store::PgL
   return election;
 }
 
-LeaderElection::LeaderElection(std::unique_ptr<store::PgLease> lease, Arbiter* arbiter,
+LeaderElection::LeaderElection(std::unique_ptr<store::LeaderLease> lease, Arbiter* arbiter,
                                absl::Duration poll)
     : lease_(std::move(lease)), arbiter_(arbiter), poll_(poll) {}
 
@@ -66,4 +66,4 @@ void LeaderElection::Step() {
   arbiter_->Follow(leader.ok() && !leader->expired ? leader->address : std::string());
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -1,4 +1,4 @@
-#include "server/telemetry_maintenance.h"
+#include "app/telemetry_maintenance.h"
 
 #include <map>
 
@@ -8,7 +8,7 @@
 #include "core/arbitration.h"
 #include "core/status_macros.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 namespace {
 
 // The window of measured usage that fair share weighs.
@@ -182,4 +182,4 @@ void TelemetryMaintenance::Run() {
   }
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

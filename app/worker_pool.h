@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 class WorkerPool {
  public:
@@ -35,4 +35,4 @@ class WorkerPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -1,6 +1,6 @@
-#include "server/worker_pool.h"
+#include "app/worker_pool.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 WorkerPool::WorkerPool(int threads, size_t max_queued) : max_queued_(max_queued) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
@@ -38,4 +38,4 @@ void WorkerPool::Run() {
   }
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

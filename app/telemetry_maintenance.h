@@ -18,12 +18,12 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
+#include "app/arbiter.h"
 #include "core/clock.h"
 #include "core/telemetry.h"
-#include "server/arbiter.h"
 #include "store/store.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 struct TelemetryOptions {
   // How often rollups are refreshed; zero: no background thread (tests call
@@ -90,4 +90,4 @@ class TelemetryMaintenance {
 // The start of the UTC hour holding `t`.
 absl::Time HourOf(absl::Time t);
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -17,7 +17,7 @@
 
 #include "core/model.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 class NodeDirectory {
  public:
@@ -71,4 +71,4 @@ class NodeDirectory {
   absl::flat_hash_map<std::pair<int64_t, int32_t>, std::string> uuids_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -16,14 +16,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include <grpcpp/server_context.h>
 
 #include "core/model.h"
 #include "core/state.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
-// Who is calling.
+// Who is calling, as the edge that took the call (server/caller.h) found it.
 struct Caller {
   // As the verified client certificate names it; empty without one.
   std::string principal;
@@ -32,8 +31,12 @@ struct Caller {
   // A plaintext loopback server (--insecure-loopback, development only):
   // every caller may do everything.
   bool insecure = false;
+
+  // The actor the ledger records for the caller's commands: the principal,
+  // or kUnidentifiedActor without one (a plaintext development server).
+  std::string actor() const;
 };
-Caller CallerOf(const grpc::ServerContextBase& ctx, bool insecure);
+inline constexpr char kUnidentifiedActor[] = "unidentified";
 
 // A Resource::team that any team matches: "has a team role somewhere".
 inline constexpr char kAnyTeam[] = "*";
@@ -75,4 +78,4 @@ class Authorizer {
   std::map<std::string, std::string> parents_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

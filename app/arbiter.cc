@@ -1,4 +1,4 @@
-#include "server/arbiter.h"
+#include "app/arbiter.h"
 
 #include <algorithm>
 #include <utility>
@@ -7,11 +7,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/real_clock.h"
 #include "core/arbitration.h"
 #include "core/status_macros.h"
-#include "server/real_clock.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 namespace {
 
 // The watch event a committed request write stands for.
@@ -403,4 +403,4 @@ void Arbiter::IndexNodes() {
   if (authz_ != nullptr) authz_->Reset(state_);
 }
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -5,7 +5,7 @@
 
 #include "core/clock.h"
 
-namespace arbiter::server {
+namespace arbiter::app {
 
 // Thread-safe.
 // Measures elapsed time on the monotonic clock (for metrics, not
@@ -26,4 +26,4 @@ class RealClock final : public Clock {
   void SleepUntil(absl::Time t) override;
 };
 
-}  // namespace arbiter::server
+}  // namespace arbiter::app

@@ -1,0 +1,147 @@
+#include "app/allocations.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+#include "core/arbitration.h"
+
+namespace arbiter::app {
+namespace {
+
+constexpr char kApprove[] = "AllocationService.ApproveRequest";
+constexpr char kDeny[] = "AllocationService.DenyRequest";
+constexpr char kRelease[] = "AllocationService.ReleaseAllocation";
+
+core::Approver ApproverOf(const Caller& caller) {
+  return core::Approver{caller.principal, caller.groups};
+}
+
+}  // namespace
+
+void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
+                                  absl::StatusOr<core::CapacityRequestSpec> spec,
+                                  Reply<RequestDecision> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, "AllocationService.RequestCapacity", target);
+      !access.ok()) {
+    return reply(access);
+  }
+  if (!spec.ok()) return reply(spec.status());
+  auto outcome = std::make_shared<core::RequestOutcome>();
+  ctx_.arbiter->Submit(
+      [spec = *std::move(spec), outcome](core::State& state, absl::Time now,
+                                         core::ChangeSet& changes) -> absl::Status {
+        absl::StatusOr<core::RequestOutcome> out = core::RequestCapacity(state, spec, now, changes);
+        if (!out.ok()) return out.status();
+        *outcome = *std::move(out);
+        return absl::OkStatus();
+      },
+      [ctx = ctx_, outcome, reply = std::move(reply)](const absl::Status& status) {
+        if (!status.ok()) return reply(status);
+        if (!outcome->replayed) return reply(RequestDecision{std::move(outcome->request), false});
+        // A replay answers with the stored request, read off the engine's
+        // threads: it may have moved on since it was decided.
+        RunRead<RequestDecision>(
+            ctx,
+            [store = ctx.store, id = outcome->request.id]() -> absl::StatusOr<RequestDecision> {
+              absl::StatusOr<core::CapacityRequest> stored = store->GetRequest(id);
+              if (!stored.ok()) return stored.status();
+              return RequestDecision{*std::move(stored), true};
+            },
+            reply);
+      },
+      caller.actor());
+}
+
+void Allocations::GetRequest(const Caller& caller, int64_t id,
+                             Reply<core::CapacityRequest> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, "AllocationService.GetRequest", {});
+      !access.ok()) {
+    return reply(access);
+  }
+  if (id <= 0) return reply(absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", id)));
+  RunRead<core::CapacityRequest>(
+      ctx_, [store = ctx_.store, id] { return store->GetRequest(id); }, std::move(reply));
+}
+
+void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::RequestFilter> filter,
+                               Reply<std::vector<core::CapacityRequest>> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, "AllocationService.ListRequests", {});
+      !access.ok()) {
+    return reply(access);
+  }
+  if (!filter.ok()) return reply(filter.status());
+  RunRead<std::vector<core::CapacityRequest>>(
+      ctx_,
+      [store = ctx_.store, filter = *std::move(filter)] { return store->ListRequests(filter); },
+      std::move(reply));
+}
+
+void Allocations::ApproveRequest(const Caller& caller, int64_t id,
+                                 Reply<core::CapacityRequest> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, kApprove, {}); !access.ok()) {
+    return reply(access);
+  }
+  RunCommand<core::CapacityRequest>(
+      ctx_, caller.actor(),
+      [access = ctx_.access, caller, id](core::State& state, absl::Time now,
+                                         core::ChangeSet& changes) {
+        absl::StatusOr<core::CapacityRequest> out =
+            core::ApproveRequest(state, id, ApproverOf(caller), now, changes);
+        if (absl::IsPermissionDenied(out.status())) {
+          access->RecordRefusal(caller.principal, kApprove, out.status());
+        }
+        return out;
+      },
+      std::move(reply));
+}
+
+void Allocations::DenyRequest(const Caller& caller, int64_t id, std::string reason,
+                              Reply<core::CapacityRequest> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, kDeny, {}); !access.ok()) {
+    return reply(access);
+  }
+  RunCommand<core::CapacityRequest>(
+      ctx_, caller.actor(),
+      [access = ctx_.access, caller, id, reason = std::move(reason)](
+          core::State& state, absl::Time now, core::ChangeSet& changes) {
+        absl::StatusOr<core::CapacityRequest> out =
+            core::DenyRequest(state, id, ApproverOf(caller), reason, now, changes);
+        if (absl::IsPermissionDenied(out.status())) {
+          access->RecordRefusal(caller.principal, kDeny, out.status());
+        }
+        return out;
+      },
+      std::move(reply));
+}
+
+void Allocations::ReleaseAllocation(const Caller& caller, int64_t id,
+                                    Reply<core::CapacityRequest> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, kRelease, Resource{kAnyTeam, ""});
+      !access.ok()) {
+    return reply(access);
+  }
+  RunCommand<core::CapacityRequest>(
+      ctx_, caller.actor(),
+      [access = ctx_.access, caller, id](
+          core::State& state, absl::Time now,
+          core::ChangeSet& changes) -> absl::StatusOr<core::CapacityRequest> {
+        // The request's team, known here: check that the caller may act on it.
+        if (const core::CapacityRequest* live = state.FindLiveRequest(id)) {
+          if (absl::Status on_team =
+                  access->Check(caller, kRelease, Resource{live->spec.team, live->spec.pool});
+              !on_team.ok()) {
+            return on_team;
+          }
+        }
+        return core::ReleaseRequest(state, id, now, changes);
+      },
+      std::move(reply));
+}
+
+absl::Status Allocations::CheckWatch(const Caller& caller) const {
+  return ctx_.access->Check(caller, "AllocationService.WatchAllocations", {});
+}
+
+}  // namespace arbiter::app

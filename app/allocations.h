@@ -1,0 +1,66 @@
+// Allocations: request, inspect, approve, deny and release capacity, and
+// subscribe to its events. Each call checks the caller's access first (see
+// app/authz.cc for the table), then either runs a read on the read workers
+// or submits a command to the engine, answered after COMMIT. See
+// proto/arbiter/v1/allocation.proto for each call's contract.
+//
+// Status codes besides those of the access check and of the core's
+// decisions (core/arbitration.h): UNAVAILABLE when the decision could not be
+// made durable or this replica follows (retry with the same idempotency
+// key); RESOURCE_EXHAUSTED when too much work is waiting.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/authz.h"
+#include "app/context.h"
+#include "core/model.h"
+#include "store/store.h"
+
+namespace arbiter::app {
+
+// A decided capacity request. A replay (the idempotency key was seen with
+// the same body) carries the request as stored now.
+struct RequestDecision {
+  core::CapacityRequest request;
+  bool replayed = false;
+};
+
+class Allocations {
+ public:
+  explicit Allocations(const Context& ctx) : ctx_(ctx) {}
+
+  // Arbitrates `spec` for `target` (the team and pool the caller named).
+  // The spec's conversion error, if any, is answered after the access
+  // check, so that an unauthorized caller learns nothing from validation.
+  void RequestCapacity(const Caller& caller, const Resource& target,
+                       absl::StatusOr<core::CapacityRequestSpec> spec,
+                       Reply<RequestDecision> reply) const;
+  // NOT_FOUND when there is no request `id`; INVALID_ARGUMENT when id <= 0.
+  void GetRequest(const Caller& caller, int64_t id, Reply<core::CapacityRequest> reply) const;
+  // Requests matching `filter` (or its conversion error), newest first.
+  void ListRequests(const Caller& caller, absl::StatusOr<store::RequestFilter> filter,
+                    Reply<std::vector<core::CapacityRequest>> reply) const;
+  // An approval or denial by the caller, as the authority rules allow
+  // (PERMISSION_DENIED, recorded, when they name someone else).
+  void ApproveRequest(const Caller& caller, int64_t id, Reply<core::CapacityRequest> reply) const;
+  void DenyRequest(const Caller& caller, int64_t id, std::string reason,
+                   Reply<core::CapacityRequest> reply) const;
+  // Releases a live request of a team the caller acts for. Callers without
+  // any team role are refused before the request is looked up, so that they
+  // learn nothing about it.
+  void ReleaseAllocation(const Caller& caller, int64_t id,
+                         Reply<core::CapacityRequest> reply) const;
+
+  // Whether the caller may watch allocation events (WatchHub::Subscribe).
+  [[nodiscard]] absl::Status CheckWatch(const Caller& caller) const;
+
+ private:
+  const Context ctx_;
+};
+
+}  // namespace arbiter::app

@@ -1,0 +1,34 @@
+#include "app/ledger_queries.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace arbiter::app {
+
+void LedgerQueries::ListEntries(const Caller& caller, const store::LedgerFilter& filter,
+                                Reply<std::vector<ledger::Entry>> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, "LedgerService.ListLedgerEntries", {});
+      !access.ok()) {
+    return reply(access);
+  }
+  if (filter.after_seq < 0) return reply(absl::InvalidArgumentError("after_seq: must be >= 0"));
+  if (filter.limit < 1 || filter.limit > kMaxLedgerPage) {
+    return reply(absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be in [0, ", kMaxLedgerPage, "]")));
+  }
+  RunRead<std::vector<ledger::Entry>>(
+      ctx_, [store = ctx_.store, filter] { return store->ListLedger(filter); }, std::move(reply));
+}
+
+void LedgerQueries::ListCheckpoints(const Caller& caller,
+                                    Reply<std::vector<store::LedgerCheckpoint>> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, "LedgerService.ListCheckpoints", {});
+      !access.ok()) {
+    return reply(access);
+  }
+  RunRead<std::vector<store::LedgerCheckpoint>>(
+      ctx_, [store = ctx_.store] { return store->ListCheckpoints(); }, std::move(reply));
+}
+
+}  // namespace arbiter::app
