@@ -49,7 +49,7 @@ void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
               if (!stored.ok()) return stored.status();
               return RequestDecision{*std::move(stored), true};
             },
-            reply);
+            reply, "too busy; retry");
       },
       caller.actor());
 }

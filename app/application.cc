@@ -39,6 +39,10 @@ void Application::StartElection(std::unique_ptr<store::LeaderLease> lease, absl:
 }
 
 Application::~Application() {
+  // Reads first: a queued read may still ingest samples (telemetry) or hand
+  // an incident or a period close to the engine. Commands answered after
+  // this that need a read are refused RESOURCE_EXHAUSTED.
+  reads_->Stop();
   telemetry_.reset();
   // Giving the lease up lets a follower take over at once; what this
   // arbiter decided still commits, or is refused as fenced.

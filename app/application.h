@@ -59,9 +59,9 @@ class Application {
   // must outlive the application. Errors: those of Store::LoadState.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Application>> Create(
       store::Store* store, Clock* clock, const ApplicationOptions& options);
-  // Stops in order: telemetry maintenance (it submits idle reclaims), the
-  // election (a leader gives its lease up), the engine (answers what is
-  // queued), the read workers.
+  // Stops in order: the read workers (running what is queued), telemetry
+  // maintenance (it submits idle reclaims), the election (a leader gives its
+  // lease up), the engine (answers what is queued).
   ~Application();
 
   // Joins the leader election over `lease`, polling every `poll` (well under

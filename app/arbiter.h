@@ -78,7 +78,7 @@ struct ArbiterOptions {
 // the message when the leader is known (clients resend there; see
 // docs/operations.md) and the address as the payload kLeaderPayload.
 inline constexpr char kLeaderPayload[] = "type.arbiter.dev/leader";
-absl::Status NotLeaderError(const std::string& leader_address);
+[[nodiscard]] absl::Status NotLeaderError(const std::string& leader_address);
 
 struct ArbiterStats {
   int64_t batches = 0;
@@ -104,10 +104,9 @@ class Arbiter {
   // Loads the state from `store` and starts the arbiter thread.
   // Errors: those of Store::LoadState.
   // `authz` (may be null) follows the committed role bindings and teams.
-  static absl::StatusOr<std::unique_ptr<Arbiter>> Create(store::Store* store, Clock* clock,
-                                                         WatchHub* hub, NodeDirectory* nodes,
-                                                         const ArbiterOptions& options,
-                                                         Authorizer* authz = nullptr);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Arbiter>> Create(
+      store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,
+      const ArbiterOptions& options, Authorizer* authz = nullptr);
   // Answers every waiting command UNAVAILABLE and joins the thread.
   ~Arbiter();
 

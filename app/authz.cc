@@ -104,7 +104,6 @@ const Rule* FindRule(absl::string_view method) {
   return nullptr;
 }
 
-// The OU values of an RFC 2253 subject such as "CN=alice,OU=ml,O=Arbiter".
 }  // namespace
 
 std::string Caller::actor() const {

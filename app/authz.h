@@ -61,8 +61,8 @@ class Authorizer {
   // PERMISSION_DENIED when no binding of the caller covers `method` on
   // `resource`, or `method` is not in the table. `method` is
   // "Service.Method", e.g. "AllocationService.RequestCapacity".
-  absl::Status Check(const Caller& caller, absl::string_view method, const Resource& resource) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status Check(const Caller& caller, absl::string_view method,
+                                   const Resource& resource) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every method in the table.
   static std::vector<std::string> Methods();

@@ -99,6 +99,72 @@ absl::StatusOr<ChargebackReport> ComputeChargeback(store::Store& store, absl::Ti
   return report;
 }
 
+// ReportLatency's work on a read worker: replies, or hands the incident to
+// the engine (which replies).
+void ReportOnWorker(const Context& ctx, const core::LatencyWindow& w, const std::string& actor,
+                    Reply<LatencyOutcome> reply) {
+  absl::StatusOr<std::vector<core::Slo>> slos = ctx.store->ListSlos(w.team);
+  if (!slos.ok()) return reply(slos.status());
+  auto slo = std::find_if(slos->begin(), slos->end(),
+                          [&](const core::Slo& s) { return s.service == w.service; });
+  if (slo == slos->end()) {
+    return reply(absl::NotFoundError(
+        absl::StrCat("window.service: team '", w.team, "' declared no SLO for '", w.service, "'")));
+  }
+  if (absl::Status valid = core::ValidateLatencyWindow(w, *slo); !valid.ok()) return reply(valid);
+  const absl::Time now = ctx.clock->TimeNow();
+  if (w.end > now + kWindowSkew) {
+    return reply(absl::InvalidArgumentError("window.end: the window has not ended yet"));
+  }
+  // The first report of a window stands. A repeat (or a retry after a
+  // failure between storing the window and recording its incident) decides
+  // on the stored window; the engine records its incident at most once.
+  absl::StatusOr<store::Store::StoredWindow> stored = ctx.store->InsertLatencyWindow(w, now);
+  if (!stored.ok()) return reply(stored.status());
+  const core::LatencyWindow& window = stored->window;
+  LatencyOutcome outcome;
+  outcome.duplicate = !stored->first;
+  if (window.p99_us <= slo->p99_target_us) return reply(outcome);
+  outcome.breached = true;
+  absl::StatusOr<core::AttributionInputs> in = GatherAttribution(*ctx.store, *slo, window);
+  if (!in.ok()) return reply(in.status());
+  auto incident = std::make_shared<core::Incident>();
+  incident->slo = *slo;
+  incident->window = window;
+  incident->recorded_at = now;
+  incident->attribution = core::AttributeIncident(*in);
+  // Set on the engine's thread: whether this call recorded the incident.
+  auto fresh = std::make_shared<bool>(false);
+  ctx.arbiter->Submit(
+      [incident, fresh](core::State& state, absl::Time, core::ChangeSet& changes) {
+        const core::LatencyWindow& w = incident->window;
+        *fresh = state.FindIncident(w.team, w.service, w.start) == 0;
+        ARBITER_ASSIGN_OR_RETURN(incident->id, core::RecordIncident(state, *incident, changes));
+        return absl::OkStatus();
+      },
+      [ctx, incident, fresh, outcome, reply](const absl::Status& s) mutable {
+        if (!s.ok()) return reply(s);
+        if (*fresh) {
+          outcome.incident = *incident;
+          return reply(outcome);
+        }
+        // Recorded by an earlier report: answer the stored incident.
+        outcome.duplicate = true;
+        RunRead<LatencyOutcome>(
+            ctx,
+            [store = ctx.store, id = incident->id, outcome]() -> absl::StatusOr<LatencyOutcome> {
+              absl::StatusOr<std::vector<core::Incident>> stored =
+                  store->ListIncidents(absl::UnixEpoch(), kEndOfTime, "", id);
+              if (!stored.ok()) return stored.status();
+              LatencyOutcome out = outcome;
+              if (!stored->empty()) out.incident = stored->front();
+              return out;
+            },
+            reply);
+      },
+      actor);
+}
+
 }  // namespace
 
 void Chargeback::SetSlo(const Caller& caller, core::Slo slo, Reply<Done> reply) const {
@@ -137,73 +203,11 @@ void Chargeback::ReportLatency(const Caller& caller, const std::string& team,
     return reply(access);
   }
   if (!window.ok()) return reply(window.status());
-  const bool queued = ctx_.reads->Submit([this, w = *std::move(window), actor = caller.actor(),
-                                          reply] { ReportOnWorker(w, actor, reply); });
+  const bool queued =
+      ctx_.reads->Submit([ctx = ctx_, w = *std::move(window), actor = caller.actor(), reply] {
+        ReportOnWorker(ctx, w, actor, reply);
+      });
   if (!queued) reply(absl::ResourceExhaustedError("too many reads in flight; retry"));
-}
-
-void Chargeback::ReportOnWorker(const core::LatencyWindow& w, const std::string& actor,
-                                Reply<LatencyOutcome> reply) const {
-  absl::StatusOr<std::vector<core::Slo>> slos = ctx_.store->ListSlos(w.team);
-  if (!slos.ok()) return reply(slos.status());
-  auto slo = std::find_if(slos->begin(), slos->end(),
-                          [&](const core::Slo& s) { return s.service == w.service; });
-  if (slo == slos->end()) {
-    return reply(absl::NotFoundError(
-        absl::StrCat("window.service: team '", w.team, "' declared no SLO for '", w.service, "'")));
-  }
-  if (absl::Status valid = core::ValidateLatencyWindow(w, *slo); !valid.ok()) return reply(valid);
-  const absl::Time now = ctx_.clock->TimeNow();
-  if (w.end > now + kWindowSkew) {
-    return reply(absl::InvalidArgumentError("window.end: the window has not ended yet"));
-  }
-  // The first report of a window stands. A repeat (or a retry after a
-  // failure between storing the window and recording its incident) decides
-  // on the stored window; the engine records its incident at most once.
-  absl::StatusOr<store::Store::StoredWindow> stored = ctx_.store->InsertLatencyWindow(w, now);
-  if (!stored.ok()) return reply(stored.status());
-  const core::LatencyWindow& window = stored->window;
-  LatencyOutcome outcome;
-  outcome.duplicate = !stored->first;
-  if (window.p99_us <= slo->p99_target_us) return reply(outcome);
-  outcome.breached = true;
-  absl::StatusOr<core::AttributionInputs> in = GatherAttribution(*ctx_.store, *slo, window);
-  if (!in.ok()) return reply(in.status());
-  auto incident = std::make_shared<core::Incident>();
-  incident->slo = *slo;
-  incident->window = window;
-  incident->recorded_at = now;
-  incident->attribution = core::AttributeIncident(*in);
-  // Set on the engine's thread: whether this call recorded the incident.
-  auto fresh = std::make_shared<bool>(false);
-  ctx_.arbiter->Submit(
-      [incident, fresh](core::State& state, absl::Time, core::ChangeSet& changes) {
-        const core::LatencyWindow& w = incident->window;
-        *fresh = state.FindIncident(w.team, w.service, w.start) == 0;
-        ARBITER_ASSIGN_OR_RETURN(incident->id, core::RecordIncident(state, *incident, changes));
-        return absl::OkStatus();
-      },
-      [ctx = ctx_, incident, fresh, outcome, reply](const absl::Status& s) mutable {
-        if (!s.ok()) return reply(s);
-        if (*fresh) {
-          outcome.incident = *incident;
-          return reply(outcome);
-        }
-        // Recorded by an earlier report: answer the stored incident.
-        outcome.duplicate = true;
-        RunRead<LatencyOutcome>(
-            ctx,
-            [store = ctx.store, id = incident->id, outcome]() -> absl::StatusOr<LatencyOutcome> {
-              absl::StatusOr<std::vector<core::Incident>> stored =
-                  store->ListIncidents(absl::UnixEpoch(), kEndOfTime, "", id);
-              if (!stored.ok()) return stored.status();
-              LatencyOutcome out = outcome;
-              if (!stored->empty()) out.incident = stored->front();
-              return out;
-            },
-            reply);
-      },
-      actor);
 }
 
 void Chargeback::ListIncidents(const Caller& caller, absl::StatusOr<Span> period, std::string team,

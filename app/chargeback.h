@@ -83,11 +83,6 @@ class Chargeback {
                    Reply<std::pair<ChargebackReport, core::PeriodClose>> reply) const;
 
  private:
-  // ReportLatency's work on a read worker: replies, or hands the incident
-  // to the engine (which replies).
-  void ReportOnWorker(const core::LatencyWindow& w, const std::string& actor,
-                      Reply<LatencyOutcome> reply) const;
-
   const Context ctx_;
 };
 

@@ -45,13 +45,12 @@ template <typename T>
 using Reply = std::function<void(absl::StatusOr<T>)>;
 
 // Runs `read` on `ctx.reads` and replies with what it returns;
-// RESOURCE_EXHAUSTED when too many reads are waiting.
+// RESOURCE_EXHAUSTED with `busy` when too many reads are waiting.
 template <typename T>
-void RunRead(const Context& ctx, std::function<absl::StatusOr<T>()> read, Reply<T> reply) {
+void RunRead(const Context& ctx, std::function<absl::StatusOr<T>()> read, Reply<T> reply,
+             const char* busy = "too many reads in flight; retry") {
   auto task = [read = std::move(read), reply]() { reply(read()); };
-  if (!ctx.reads->Submit(std::move(task))) {
-    reply(absl::ResourceExhaustedError("too many reads in flight; retry"));
-  }
+  if (!ctx.reads->Submit(std::move(task))) reply(absl::ResourceExhaustedError(busy));
 }
 
 // A command's result when it has none beyond success.

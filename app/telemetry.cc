@@ -67,7 +67,7 @@ void Telemetry::Ingest(SampleBatch batch, Reply<IngestOutcome> reply) const {
         ctx.telemetry->MarkDirty(samples);
         return *outcome;
       },
-      std::move(reply));
+      std::move(reply), "server busy; retry");
 }
 
 void Telemetry::GetUtilization(const Caller& caller, absl::StatusOr<Span> span, std::string team,

@@ -50,13 +50,13 @@ class TelemetryMaintenance {
   // One pass at `now`: rolls up the dirty hours, the hour holding `now` and
   // the one before, and drops samples past retention. Returns the first
   // error (the remaining hours stay dirty).
-  absl::Status RunOnce(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status RunOnce(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Recomputes the rollup of the hour starting at `hour`, counting held time
   // up to `now` at most.
-  absl::Status RollUpHour(absl::Time hour, absl::Time now);
+  [[nodiscard]] absl::Status RollUpHour(absl::Time hour, absl::Time now);
   // Live allocations idle at `now` under the class policies.
-  absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(absl::Time now);
+  [[nodiscard]] absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(absl::Time now);
   // From now on, each pass also gives idle preemptible work whose class
   // policy says "release" notice to vacate (core::ReclaimIdle), and sets the
   // teams' measured usage for fair share (State::SetMeasuredUsage), through
@@ -68,13 +68,13 @@ class TelemetryMaintenance {
   // The arbiter idle reclaim and fair share go through; null until enabled.
   Arbiter* arbiter() ABSL_LOCKS_EXCLUDED(mu_);
   // The stored idle policies over the defaults.
-  absl::StatusOr<std::vector<core::IdlePolicy>> PoliciesInForce();
-  absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(
+  [[nodiscard]] absl::StatusOr<std::vector<core::IdlePolicy>> PoliciesInForce();
+  [[nodiscard]] absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(
       absl::Time now, const std::vector<core::IdlePolicy>& policies);
   // Gives notice to the idle allocations whose policy releases them.
-  absl::Status ReclaimIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status ReclaimIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the teams' measured usage over the last 24 hours to fair share.
-  absl::Status RefreshMeasuredUsage(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status RefreshMeasuredUsage(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   store::Store* const store_;
   Clock* const clock_;

@@ -6,9 +6,12 @@ WorkerPool::WorkerPool(int threads, size_t max_queued) : max_queued_(max_queued)
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Stop() {
   {
     absl::MutexLock lock(&mu_);
+    if (stopping_) return;
     stopping_ = true;
   }
   for (std::thread& t : threads_) t.join();

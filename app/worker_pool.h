@@ -18,8 +18,13 @@ class WorkerPool {
  public:
   // Starts `threads` workers; at most `max_queued` tasks may wait.
   WorkerPool(int threads, size_t max_queued);
-  // Runs the queued tasks, then joins the workers.
+  // Stop(), if not stopped yet.
   ~WorkerPool();
+
+  // Refuses new tasks, runs the queued ones, then joins the workers. Later
+  // Submits return false. REQUIRES: not called from a task, nor from two
+  // threads at once.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Queues `task`. Returns false (and drops it) when the queue is full or the
   // pool is stopping; the caller answers RESOURCE_EXHAUSTED.

@@ -13,7 +13,7 @@
 namespace arbiter::server {
 namespace {
 
-// The OU values of an X.509 subject ("CN=x,OU=a,OU=b").
+// The OU values of an RFC 2253 subject such as "CN=alice,OU=ml,O=Arbiter".
 std::vector<std::string> OrganizationalUnits(absl::string_view subject) {
   std::vector<std::string> out;
   for (absl::string_view part : absl::StrSplit(subject, ',')) {

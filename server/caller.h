@@ -4,8 +4,9 @@
 
 #include <string>
 
-#include "app/authz.h"
 #include <grpcpp/server_context.h>
+
+#include "app/authz.h"
 
 namespace arbiter::server {
 

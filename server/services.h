@@ -18,7 +18,6 @@
 namespace arbiter::server {
 
 // What every service needs; owned by the server, outlives the services.
-// What every service needs; owned by the server, outlives the services.
 struct ServiceContext {
   app::Application* app = nullptr;
   bool insecure = false;  // Plaintext loopback (development): no identities.
