@@ -13,6 +13,7 @@
 #include "core/mig.h"
 #include "core/status_macros.h"
 #include "ledger/entries.h"
+#include "store/node_listing.h"
 
 namespace arbiter::store {
 
@@ -772,16 +773,7 @@ absl::StatusOr<std::vector<core::Node>> MemoryStore::ListNodes(const std::string
   for (core::CapacityRequest& r : LiveRequests(*tables_)) {
     ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
   }
-  std::vector<core::Node> out;
-  for (const core::Node& n : state.nodes()) {
-    if ((cluster.empty() || n.cluster == cluster) && (pool.empty() || n.pool == pool)) {
-      out.push_back(n);
-    }
-  }
-  std::sort(out.begin(), out.end(), [](const core::Node& a, const core::Node& b) {
-    return std::tie(a.cluster, a.name) < std::tie(b.cluster, b.name);
-  });
-  return out;
+  return NodesMatching(state, cluster, pool);
 }
 
 absl::StatusOr<std::vector<core::Team>> MemoryStore::ListTeams() {

@@ -13,6 +13,7 @@
 
 #include "core/status_macros.h"
 #include "ledger/entries.h"
+#include "store/node_listing.h"
 #include "store/postgres/batch_writer.h"
 #include "store/postgres/pg_errors.h"
 #include "store/postgres/pg_lease.h"
@@ -481,16 +482,7 @@ absl::StatusOr<std::vector<core::Node>> PgStore::ListNodes(const std::string& cl
         for (core::CapacityRequest& r : live) {
           ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
         }
-        std::vector<core::Node> out;
-        for (const core::Node& n : state.nodes()) {
-          if ((cluster.empty() || n.cluster == cluster) && (pool.empty() || n.pool == pool)) {
-            out.push_back(n);
-          }
-        }
-        std::sort(out.begin(), out.end(), [](const core::Node& a, const core::Node& b) {
-          return std::tie(a.cluster, a.name) < std::tie(b.cluster, b.name);
-        });
-        return out;
+        return NodesMatching(state, cluster, pool);
       });
 }
 
