@@ -143,9 +143,7 @@ absl::Status State::LoadRoleBinding(RoleBinding binding) {
                      : binding.scope_kind == ScopeKind::kPool ? pools_.contains(binding.scope)
                                                               : false;
   if (!known) return Conflict(absl::StrCat("role binding with unknown scope ", binding.scope));
-  if (!role_bindings_.insert(std::move(binding)).second) {
-    return Conflict("duplicate role binding");
-  }
+  if (!authority_.AddRoleBinding(std::move(binding))) return Conflict("duplicate role binding");
   return absl::OkStatus();
 }
 
@@ -153,9 +151,7 @@ absl::Status State::LoadAuthorityRule(AuthorityRule rule) {
   if (!rule.pool.empty() && !pools_.contains(rule.pool)) {
     return Conflict(absl::StrCat("authority rule for unknown pool ", rule.pool));
   }
-  if (!authority_rules_.insert(std::move(rule)).second) {
-    return Conflict("duplicate authority rule");
-  }
+  if (!authority_.AddAuthorityRule(std::move(rule))) return Conflict("duplicate authority rule");
   return absl::OkStatus();
 }
 
@@ -163,83 +159,25 @@ absl::Status State::LoadPrice(const Price& price) {
   if (!gpu_models_.contains(price.gpu_model)) {
     return Conflict(absl::StrCat("price of unknown GPU model ", price.gpu_model));
   }
-  auto& history = prices_[{price.gpu_model, price.latency_class}];
-  if (!history.emplace(price.effective_from, price.micros_per_gpu_hour).second) {
+  if (!finances_.AddPrice(price)) {
     return Conflict(absl::StrCat("a price of ", price.gpu_model, " from that time exists"));
   }
   return absl::OkStatus();
-}
-
-const std::map<absl::Time, int64_t>* State::PriceHistory(const std::string& model,
-                                                         LatencyClass latency_class) const {
-  auto it = prices_.find({model, latency_class});
-  return it == prices_.end() ? nullptr : &it->second;
 }
 
 absl::Status State::LoadBudget(Budget budget) {
   if (!teams_.contains(budget.team)) {
     return Conflict(absl::StrCat("budget of unknown team ", budget.team));
   }
-  const std::string team = budget.team;
-  budgets_[team] = std::move(budget);
+  finances_.PutBudget(std::move(budget));
   return absl::OkStatus();
 }
 
 absl::Status State::LoadSlo(const Slo& slo) {
   if (!teams_.contains(slo.team)) return Conflict(absl::StrCat("SLO of unknown team ", slo.team));
   if (!pools_.contains(slo.pool)) return Conflict(absl::StrCat("SLO in unknown pool ", slo.pool));
-  slos_[{slo.team, slo.service}] = slo;
+  chargeback_.PutSlo(slo);
   return absl::OkStatus();
-}
-
-const Slo* State::FindSlo(const std::string& team, const std::string& service) const {
-  auto it = slos_.find({team, service});
-  return it == slos_.end() ? nullptr : &it->second;
-}
-
-void State::LoadIncident(const std::string& team, const std::string& service, absl::Time start,
-                         int64_t id) {
-  incidents_[{team, service, start}] = id;
-  next_incident_id_ = std::max(next_incident_id_, id + 1);
-}
-
-int64_t State::FindIncident(const std::string& team, const std::string& service,
-                            absl::Time start) const {
-  auto it = incidents_.find({team, service, start});
-  return it == incidents_.end() ? 0 : it->second;
-}
-
-std::optional<std::pair<absl::Time, absl::Time>> State::FindClosedOverlap(absl::Time from,
-                                                                          absl::Time to) const {
-  // The last period starting before `to` is the only one that can overlap
-  // (closed periods never overlap each other).
-  auto it = closed_periods_.lower_bound(to);
-  if (it == closed_periods_.begin()) return std::nullopt;
-  --it;
-  if (it->second > from) return std::make_pair(it->first, it->second);
-  return std::nullopt;
-}
-
-const Budget* State::FindBudget(const std::string& team) const {
-  auto it = budgets_.find(team);
-  return it == budgets_.end() ? nullptr : &it->second;
-}
-
-int64_t State::Spend(const std::string& team, absl::Time month_start) const {
-  auto it = spend_.find({team, month_start});
-  return it == spend_.end() ? 0 : it->second;
-}
-
-void State::AddSpend(const std::string& team, absl::Time month_start, int64_t micros) {
-  spend_[{team, month_start}] += micros;
-}
-
-bool State::RemoveAuthorityRule(const AuthorityRule& rule) {
-  return authority_rules_.erase(rule) > 0;
-}
-
-bool State::RemoveRoleBinding(const RoleBinding& binding) {
-  return role_bindings_.erase(binding) > 0;
 }
 
 absl::Status State::LoadRequest(CapacityRequest request) {

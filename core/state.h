@@ -1,7 +1,9 @@
 // `State`: the in-memory arbitration state (catalog, inventory with per-GPU
 // accounting, teams, quotas, live requests, the queue and the idempotency
-// index). It is loaded from the store at start-up and mutated only by the
-// arbitration functions in core/arbitration.h, which record every change in a
+// index; and, as parts of their own, the authority book
+// (core/authority_book.h), the finances (core/finances.h) and the
+// chargeback records (core/chargeback_records.h)). It is loaded from the store at start-up and
+// mutated only by the arbitration functions in core/arbitration.h, which record every change in a
 // `ChangeSet` for the store to make durable.
 //
 // Thread-compatible: one owner (the arbiter thread) serializes all access.
@@ -21,9 +23,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+#include "core/authority_book.h"
+#include "core/chargeback_records.h"
 #include "core/coexistence.h"
 #include "core/demand_profile.h"
 #include "core/externality.h"
+#include "core/finances.h"
 #include "core/fragmentation.h"
 #include "core/inventory_index.h"
 #include "core/model.h"
@@ -39,42 +44,8 @@ struct RequestWrite {
   bool is_new = false;
 };
 
-// An authority rule declared (`remove` false) or removed.
-struct AuthorityRuleWrite {
-  AuthorityRule rule;
-  bool remove = false;
-};
-
-// A delegation granted (`revoke` false) or revoked.
-struct DelegationWrite {
-  Delegation delegation;
-  bool revoke = false;
-};
-
-// A role binding granted (`revoke` false) or revoked.
-struct RoleBindingWrite {
-  RoleBinding binding;
-  bool revoke = false;
-};
-
-// A breached window recorded as an incident, with its attribution; its
-// charges follow it as ExternalityCharge changes.
-struct IncidentWrite {
-  Incident incident;
-};
-
-// A chargeback period closed: its statements, frozen, and their hash.
-struct PeriodClose {
-  absl::Time from;
-  absl::Time to;
-  absl::Time closed_at;
-  std::string statements_json;  // The GetChargeback response, as JSON.
-  std::string hash;             // Hex SHA-256 of statements_json.
-  int32_t teams = 0;
-  int64_t net_cost_micros = 0;  // Over all teams.
-};
-
-// One durable change. Cluster, Pool, Node, Team, Price, IncidentWrite,
+// One durable change, each type declared next to what it changes.
+// Cluster, Pool, Node, Team, Price, IncidentWrite,
 // ExternalityCharge and PeriodClose are inserts; Quota, ClassRule, Budget,
 // Slo and IdlePolicy are upserts.
 using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule,
@@ -114,44 +85,60 @@ class State {
   // FAILED_PRECONDITION for a duplicate or a scope that does not exist.
   [[nodiscard]] absl::Status LoadRoleBinding(RoleBinding binding);
   // Removes a binding; false when there was none.
-  bool RemoveRoleBinding(const RoleBinding& binding);
-  const std::set<RoleBinding>& role_bindings() const { return role_bindings_; }
+  bool RemoveRoleBinding(const RoleBinding& binding) {
+    return authority_.RemoveRoleBinding(binding);
+  }
+  const std::set<RoleBinding>& role_bindings() const { return authority_.role_bindings(); }
   // FAILED_PRECONDITION for a duplicate or an unknown pool.
   [[nodiscard]] absl::Status LoadAuthorityRule(AuthorityRule rule);
-  bool RemoveAuthorityRule(const AuthorityRule& rule);
-  const std::set<AuthorityRule>& authority_rules() const { return authority_rules_; }
+  bool RemoveAuthorityRule(const AuthorityRule& rule) {
+    return authority_.RemoveAuthorityRule(rule);
+  }
+  const std::set<AuthorityRule>& authority_rules() const { return authority_.authority_rules(); }
   // Delegations of approval authority, one per (from, to), replaced when
   // granted again.
-  void LoadDelegation(const Delegation& d) {
-    delegations_.erase(d);
-    delegations_.insert(d);
-  }
-  bool RemoveDelegation(const Delegation& d) { return delegations_.erase(d) > 0; }
-  const std::set<Delegation>& delegations() const { return delegations_; }
+  void LoadDelegation(const Delegation& d) { authority_.PutDelegation(d); }
+  bool RemoveDelegation(const Delegation& d) { return authority_.RemoveDelegation(d); }
+  const std::set<Delegation>& delegations() const { return authority_.delegations(); }
   // The price book. FAILED_PRECONDITION for a second price of the same
   // model and class from the same time, or an unknown model.
   [[nodiscard]] absl::Status LoadPrice(const Price& price);
   // Prices of `model` in `latency_class` pools by the time they take effect;
   // nullptr when none.
   const std::map<absl::Time, int64_t>* PriceHistory(const std::string& model,
-                                                    LatencyClass latency_class) const;
+                                                    LatencyClass latency_class) const {
+    return finances_.PriceHistory(model, latency_class);
+  }
   // Budgets, one per team (replaced when set again).
   [[nodiscard]] absl::Status LoadBudget(Budget budget);
-  const Budget* FindBudget(const std::string& team) const;
+  const Budget* FindBudget(const std::string& team) const { return finances_.FindBudget(team); }
   // Spend charged to `team` for the month starting at `month_start`.
-  int64_t Spend(const std::string& team, absl::Time month_start) const;
-  void AddSpend(const std::string& team, absl::Time month_start, int64_t micros);
+  int64_t Spend(const std::string& team, absl::Time month_start) const {
+    return finances_.Spend(team, month_start);
+  }
+  void AddSpend(const std::string& team, absl::Time month_start, int64_t micros) {
+    finances_.AddSpend(team, month_start, micros);
+  }
   // SLOs by (team, service), replaced when declared again.
   // FAILED_PRECONDITION for an unknown team or pool.
   [[nodiscard]] absl::Status LoadSlo(const Slo& slo);
-  const Slo* FindSlo(const std::string& team, const std::string& service) const;
-  const std::map<std::pair<std::string, std::string>, Slo>& slos() const { return slos_; }
+  const Slo* FindSlo(const std::string& team, const std::string& service) const {
+    return chargeback_.FindSlo(team, service);
+  }
+  const std::map<std::pair<std::string, std::string>, Slo>& slos() const {
+    return chargeback_.slos();
+  }
   // Incidents recorded, by (team, service, window start): one per window.
   void LoadIncident(const std::string& team, const std::string& service, absl::Time start,
-                    int64_t id);
+                    int64_t id) {
+    chargeback_.LoadIncident(team, service, start, id);
+  }
   // The incident recorded for that window; 0 when none is.
-  int64_t FindIncident(const std::string& team, const std::string& service, absl::Time start) const;
-  int64_t TakeIncidentId() { return next_incident_id_++; }
+  int64_t FindIncident(const std::string& team, const std::string& service,
+                       absl::Time start) const {
+    return chargeback_.FindIncident(team, service, start);
+  }
+  int64_t TakeIncidentId() { return chargeback_.TakeIncidentId(); }
   // Busy milli-GPU seconds each team used recently, as telemetry measured
   // them (arbiterd: the last 24 hours of rollups, refreshed by each telemetry
   // pass; not stored). Fair share breaks ties with it (AdmitQueued).
@@ -163,10 +150,12 @@ class State {
     return it == measured_usage_.end() ? 0 : it->second;
   }
   // Closed chargeback periods, as [from, to).
-  void LoadClosedPeriod(absl::Time from, absl::Time to) { closed_periods_[from] = to; }
+  void LoadClosedPeriod(absl::Time from, absl::Time to) { chargeback_.LoadClosedPeriod(from, to); }
   // The closed period overlapping [from, to), if any, as (from, to).
   std::optional<std::pair<absl::Time, absl::Time>> FindClosedOverlap(absl::Time from,
-                                                                     absl::Time to) const;
+                                                                     absl::Time to) const {
+    return chargeback_.FindClosedOverlap(from, to);
+  }
   // How long a request may wait for approval. Default: 24 hours.
   absl::Duration approval_timeout() const { return approval_timeout_; }
   void set_approval_timeout(absl::Duration d) { approval_timeout_ = d; }
@@ -313,17 +302,10 @@ class State {
   std::map<std::string, std::set<int64_t>> queued_;
   std::map<std::string, std::set<int64_t>> holding_;
   std::set<std::pair<absl::Time, int64_t>> timers_;
-  std::set<RoleBinding> role_bindings_;
-  std::set<AuthorityRule> authority_rules_;
-  std::set<Delegation> delegations_;
-  std::map<std::pair<std::string, LatencyClass>, std::map<absl::Time, int64_t>> prices_;
-  std::map<std::string, Budget> budgets_;
-  std::map<std::pair<std::string, absl::Time>, int64_t> spend_;
+  AuthorityBook authority_;
+  Finances finances_;
+  ChargebackRecords chargeback_;
   absl::Duration approval_timeout_ = absl::Hours(24);
-  std::map<std::pair<std::string, std::string>, Slo> slos_;
-  std::map<std::tuple<std::string, std::string, absl::Time>, int64_t> incidents_;
-  int64_t next_incident_id_ = 1;
-  std::map<absl::Time, absl::Time> closed_periods_;
   std::map<std::string, int64_t> measured_usage_;
   absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
   absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
