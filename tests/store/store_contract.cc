@@ -27,7 +27,7 @@ using ::testing::SizeIs;
 
 void StoreContractTest::Open(const ContractOptions& options) {
   under_test_.reset();
-  auto made = GetParam()(options);
+  auto made = GetParam().make(options);
   ASSERT_THAT(made, IsOk());
   under_test_ = std::move(*made);
 }

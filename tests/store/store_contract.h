@@ -3,12 +3,13 @@
 // instantiates it with a factory of fresh, empty (migrated) stores:
 //
 //   INSTANTIATE_TEST_SUITE_P(Memory, StoreContractTest,
-//                            ::testing::Values(StoreFactory(&MakeMemoryStore)));
+//                            ::testing::Values(StoreFactory{"memory", &MakeMemoryStore}));
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -33,9 +34,12 @@ struct ContractOptions {
   int64_t checkpoint_every = 1000;
 };
 
-// Makes a fresh, empty store.
-using StoreFactory =
-    std::function<absl::StatusOr<std::unique_ptr<StoreUnderTest>>(const ContractOptions&)>;
+// Makes a fresh, empty store. `name` is what test listings print for it.
+struct StoreFactory {
+  std::string name;
+  std::function<absl::StatusOr<std::unique_ptr<StoreUnderTest>>(const ContractOptions&)> make;
+};
+inline void PrintTo(const StoreFactory& factory, std::ostream* out) { *out << factory.name; }
 
 class StoreContractTest : public ::testing::TestWithParam<StoreFactory> {
  protected:

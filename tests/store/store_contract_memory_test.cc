@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<StoreUnderTest>> MakeMemoryStore(const ContractOp
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, StoreContractTest,
-                         ::testing::Values(StoreFactory(&MakeMemoryStore)));
+                         ::testing::Values(StoreFactory{"memory", &MakeMemoryStore}));
 
 TEST(MemoryStoreTest, InjectedCommitFailuresWriteNothing) {
   MemoryStore store;

@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<StoreUnderTest>> MakePgStore(const ContractOption
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, StoreContractTest,
-                         ::testing::Values(StoreFactory(&MakePgStore)));
+                         ::testing::Values(StoreFactory{"postgres", &MakePgStore}));
 
 }  // namespace
 }  // namespace arbiter::store::contract
