@@ -51,6 +51,19 @@ const absl::Time kFine = kT0 + absl::Nanoseconds(1'234'567);
 // committing it: cluster "east", pools "serving" and "batch", teams "org"
 // and "t" (under "org"; "serving" lends to training and analytics), a quota of 3 GPUs for "t" in
 // "serving" and node "n1" with four H100s.
+// Team "t"'s SLO for its "chat" service in "serving": p99 250 ms over
+// 5-minute windows.
+core::Slo ChatSlo() {
+  core::Slo slo;
+  slo.team = "t";
+  slo.service = "chat";
+  slo.pool = "serving";
+  slo.p99_target_us = 250'000;
+  slo.window = absl::Minutes(5);
+  slo.penalty_micros_per_minute = 1000;
+  return slo;
+}
+
 core::State Organisation(Store& store) {
   absl::StatusOr<core::State> loaded = store.LoadState();
   EXPECT_THAT(loaded, IsOk());
@@ -185,13 +198,7 @@ TEST_P(StoreContractTest, GovernanceChangesLoadBack) {
   ASSERT_THAT(core::SetPrice(s, price, ch), IsOk());
   const core::Budget budget{"t", 1'000'000, 2'000'000, core::OverBudget::kApproval};
   ASSERT_THAT(core::SetBudget(s, budget, ch), IsOk());
-  core::Slo slo;
-  slo.team = "t";
-  slo.service = "chat";
-  slo.pool = "serving";
-  slo.p99_target_us = 250'000;
-  slo.window = absl::Minutes(5);
-  slo.penalty_micros_per_minute = 1000;
+  const core::Slo slo = ChatSlo();
   ASSERT_THAT(core::SetSlo(s, slo, ch), IsOk());
   core::IdlePolicy idle;
   idle.workload_class = core::WorkloadClass::kTraining;
@@ -782,13 +789,7 @@ TEST_P(StoreContractTest, IncidentsChargesAndClosedPeriods) {
   core::State s = Organisation(store());
   core::ChangeSet setup;
   ASSERT_THAT(core::CreateTeam(s, {"noisy", "org", 1000}, setup), IsOk());
-  core::Slo slo;
-  slo.team = "t";
-  slo.service = "chat";
-  slo.pool = "serving";
-  slo.p99_target_us = 250'000;
-  slo.window = absl::Minutes(5);
-  slo.penalty_micros_per_minute = 1000;
+  const core::Slo slo = ChatSlo();
   ASSERT_THAT(core::SetSlo(s, slo, setup), IsOk());
   ASSERT_THAT(store().Commit(setup), IsOk());
 
