@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -48,6 +49,7 @@ struct Options {
   int gpus = 10'000;
   int pools = 4;
   int teams = 16;
+  int cohorts = 0;  // Teams under this many root teams; 0: each its own.
   int clients = 64;
   int channels = 8;
   int threads = 2;  // Completion-queue threads driving the clients.
@@ -80,6 +82,23 @@ bool Check(const grpc::Status& s, const std::string& what) {
   return false;
 }
 
+// Calls `call(i)` for i in [0, n) from 16 threads; false once any call
+// returned false (the rest are not made).
+bool Parallel(int n, const std::function<bool(int)>& call) {
+  std::atomic<int> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 16; ++w) {
+    workers.emplace_back([&] {
+      for (int i = next++; i < n && !failed; i = next++) {
+        if (!call(i)) failed = true;
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  return !failed;
+}
+
 int Setup(const Options& o) {
   auto channel = Connect(o.target, 0);
   auto inventory = v1::InventoryService::NewStub(channel);
@@ -105,53 +124,62 @@ int Setup(const Options& o) {
     SetDeadline(ctx, 30'000);
     if (!Check(inventory->CreatePool(&ctx, req, &resp), "create pool")) return 1;
   }
-  for (int t = 0; t < o.teams; ++t) {
+  // Cohort roots first, then teams, quotas and nodes, each by 16 callers in
+  // parallel, so that the arbiter commits them in batches.
+  for (int c = 0; c < o.cohorts; ++c) {
     v1::CreateTeamRequest req;
-    req.mutable_team()->set_name(absl::StrCat("team-", t));
+    req.mutable_team()->set_name(absl::StrCat("cohort-", c));
     v1::CreateTeamResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(ctx, 30'000);
-    if (!Check(governance->CreateTeam(&ctx, req, &resp), "create team")) return 1;
-    for (const std::string& pool : pools) {
-      v1::SetQuotaRequest q;
-      q.mutable_quota()->set_team(absl::StrCat("team-", t));
-      q.mutable_quota()->set_pool(pool);
-      q.mutable_quota()->set_nominal_milli(int64_t{o.gpus} * 1000);
-      v1::SetQuotaResponse qr;
-      grpc::ClientContext qc;
-      SetDeadline(qc, 30'000);
-      if (!Check(governance->SetQuota(&qc, q, &qr), "set quota")) return 1;
+    if (!Check(governance->CreateTeam(&ctx, req, &resp), "create cohort")) return 1;
+  }
+  const bool teams_made = Parallel(o.teams, [&](int t) {
+    v1::CreateTeamRequest req;
+    req.mutable_team()->set_name(absl::StrCat("team-", t));
+    if (o.cohorts > 0) req.mutable_team()->set_parent(absl::StrCat("cohort-", t % o.cohorts));
+    v1::CreateTeamResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 30'000);
+    return Check(governance->CreateTeam(&ctx, req, &resp), "create team");
+  });
+  if (!teams_made) return 1;
+  const Clock::time_point quotas_start = Clock::now();
+  const int n_pools = static_cast<int>(pools.size());
+  const bool quotas_set = Parallel(o.teams * n_pools, [&](int i) {
+    v1::SetQuotaRequest q;
+    q.mutable_quota()->set_team(absl::StrCat("team-", i / n_pools));
+    q.mutable_quota()->set_pool(pools[i % n_pools]);
+    q.mutable_quota()->set_nominal_milli(int64_t{o.gpus} * 1000);
+    v1::SetQuotaResponse qr;
+    grpc::ClientContext qc;
+    SetDeadline(qc, 30'000);
+    return Check(governance->SetQuota(&qc, q, &qr), "set quota");
+  });
+  if (!quotas_set) return 1;
+  const double quota_s = std::chrono::duration<double>(Clock::now() - quotas_start).count();
+  std::cout << "arbiter-load: set " << o.teams * n_pools << " quotas in "
+            << absl::StrFormat("%.1f", quota_s) << " s\n";
+  const bool nodes_made = Parallel(2 * nodes, [&](int n) {
+    v1::RegisterNodeRequest req;
+    v1::Node* node = req.mutable_node();
+    node->set_cluster("load");
+    node->set_name(absl::StrCat("n", n));
+    node->set_pool(n < nodes ? absl::StrCat("pool-", n % o.pools) : "pool-hot");
+    node->set_topology_domain(absl::StrCat("nvl-", n / 4));
+    node->set_cpu_milli(8 * 16'000);
+    node->set_memory_mib(8 * 128 * 1024);
+    for (int g = 0; g < 8; ++g) {
+      v1::Gpu* gpu = node->add_gpus();
+      gpu->set_index(g);
+      gpu->set_model("H100-80GB");
     }
-  }
-  // Nodes in parallel, so that the arbiter commits them in batches.
-  std::atomic<int> next{0};
-  std::atomic<bool> failed{false};
-  std::vector<std::thread> workers;
-  for (int w = 0; w < 16; ++w) {
-    workers.emplace_back([&] {
-      for (int n = next++; n < 2 * nodes && !failed; n = next++) {
-        v1::RegisterNodeRequest req;
-        v1::Node* node = req.mutable_node();
-        node->set_cluster("load");
-        node->set_name(absl::StrCat("n", n));
-        node->set_pool(n < nodes ? absl::StrCat("pool-", n % o.pools) : "pool-hot");
-        node->set_topology_domain(absl::StrCat("nvl-", n / 4));
-        node->set_cpu_milli(8 * 16'000);
-        node->set_memory_mib(8 * 128 * 1024);
-        for (int g = 0; g < 8; ++g) {
-          v1::Gpu* gpu = node->add_gpus();
-          gpu->set_index(g);
-          gpu->set_model("H100-80GB");
-        }
-        v1::RegisterNodeResponse resp;
-        grpc::ClientContext ctx;
-        SetDeadline(ctx, 30'000);
-        if (!Check(inventory->RegisterNode(&ctx, req, &resp), "register node")) failed = true;
-      }
-    });
-  }
-  for (std::thread& t : workers) t.join();
-  if (failed) return 1;
+    v1::RegisterNodeResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 30'000);
+    return Check(inventory->RegisterNode(&ctx, req, &resp), "register node");
+  });
+  if (!nodes_made) return 1;
   std::cout << "arbiter-load: set up " << nodes << " nodes (" << nodes * 8 << " GPUs) in "
             << o.pools << " pools and as many in pool-hot, " << o.teams << " teams\n";
   return 0;
@@ -509,6 +537,8 @@ int main(int argc, char** argv) {
   setup->add_option("--gpus", o.gpus, "GPUs in each inventory (8 per node)")->capture_default_str();
   setup->add_option("--pools", o.pools, "pools")->capture_default_str();
   setup->add_option("--teams", o.teams, "teams")->capture_default_str();
+  setup->add_option("--cohorts", o.cohorts, "root teams the teams are spread under (0: none)")
+      ->capture_default_str();
   CLI::App* run = app.add_subcommand("run", "drive the 50/50 request/release mix");
   run->add_option("--clients", o.clients, "concurrent clients")->capture_default_str();
   run->add_option("--channels", o.channels, "gRPC channels (connections)")->capture_default_str();

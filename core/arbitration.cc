@@ -271,7 +271,7 @@ bool ApprovalGate(const State& state, CapacityRequest& request, absl::Time now) 
 // it back, possibly after telling victims to vacate), or DENIED (when no
 // quota and no node could ever take it). Victims told to vacate are appended
 // to `changes`; `request` itself is not.
-void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& changes) {
+void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet& changes) {
   const CapacityRequestSpec& spec = request.spec;
   request.placements.clear();
   // A claim made while waiting for victims is lifted for the decision and
@@ -350,40 +350,148 @@ void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& c
   SetOutcome(request, RequestState::kQueued, code, why);
 }
 
-// Re-decides the queued requests of `pool`: those waiting for their victims
-// first, then higher priority, then the team with the lower dominant share
-// (taken at the start of the pass), then the team that used less of what it
-// held recently (measured usage per weight), then the oldest. Records those whose
-// state, reason or claim changed.
-void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
+// DecideNow, and marks the pool loosened (State::Loosened) when the
+// decision may let a queued request in on a later pass that no freeing
+// starts: an admission (it may create victims for a queued request of
+// higher priority or of a team owed its quota, or lay out MIG instances),
+// or a started reservation left waiting (work past its declared end
+// becomes its victim as time passes).
+void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& changes) {
+  DecideNow(state, request, now, changes);
+  const bool started_reservation_waits =
+      request.state == RequestState::kQueued && request.spec.start_at != absl::InfinitePast();
+  if (request.state == RequestState::kAdmitted || started_reservation_waits) {
+    state.MarkLoosened(request.spec.pool);
+  }
+}
+
+// The order AdmitQueued decides a pool's queue in: those waiting for their
+// victims first, then higher priority, then the team with the lower dominant
+// share (taken at the start of the pass), then the team that used less of
+// what it held recently (measured usage per weight), then the oldest.
+// As (not waiting, -priority, share, measured share, id).
+using QueueOrder = std::tuple<bool, int32_t, int64_t, int64_t, int64_t>;
+
+// Team -> (dominant share, measured share), computed once per pass.
+class PassShares {
+ public:
+  PassShares(const State& state, const std::string& pool) : state_(state), pool_(pool) {}
+  QueueOrder OrderOf(const CapacityRequest& r) {
+    auto [it, fresh] = shares_.try_emplace(r.spec.team);
+    if (fresh) {
+      it->second = {DominantShare(state_, r.spec.team, pool_), MeasuredShare(state_, r.spec.team)};
+    }
+    return {r.reason_code != kReasonPreempting, -r.spec.priority, it->second.first,
+            it->second.second, r.id};
+  }
+
+ private:
+  const State& state_;
+  const std::string& pool_;
+  std::map<std::string, std::pair<int64_t, int64_t>> shares_;
+};
+
+// Re-decides queued request `id`; records it when its state, reason or
+// claim changed. Returns whether the decision left everything but the
+// request's explanation as it was: still queued, the same claim, nothing
+// else changed. REQUIRES: `id` is live and queued.
+bool Redecide(State& state, int64_t id, absl::Time now, ChangeSet& changes) {
+  const CapacityRequest before = *state.FindLiveRequest(id);
+  CapacityRequest request = before;
+  const size_t written = changes.changes.size();
+  Decide(state, request, now, changes);
+  const bool same_outcome = request.state == before.state && request.holds == before.holds &&
+                            changes.changes.size() == written;
+  const bool changed = request.state != before.state || request.reason_code != before.reason_code ||
+                       request.reason != before.reason || request.holds != before.holds;
+  if (changed) request.updated_at = now;
+  state.PutRequest(request);
+  if (changed) changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
+  return same_outcome;
+}
+
+// The oracle: re-decides every queued request of `pool`, in QueueOrder.
+void AdmitQueuedByScan(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
   const std::set<int64_t>& queued = state.QueuedIn(pool);
   if (queued.empty()) return;
-  // Team -> (dominant share, measured share).
-  std::map<std::string, std::pair<int64_t, int64_t>> shares;
-  // Not waiting, -priority, share, measured share, id.
-  std::vector<std::tuple<bool, int32_t, int64_t, int64_t, int64_t>> order;
-  for (int64_t id : queued) {
-    const CapacityRequest& r = *state.FindLiveRequest(id);
-    auto [it, fresh] = shares.try_emplace(r.spec.team);
-    if (fresh) {
-      it->second = {DominantShare(state, r.spec.team, pool), MeasuredShare(state, r.spec.team)};
-    }
-    order.emplace_back(r.reason_code != kReasonPreempting, -r.spec.priority, it->second.first,
-                       it->second.second, id);
-  }
+  PassShares shares(state, pool);
+  std::vector<QueueOrder> order;
+  for (int64_t id : queued) order.push_back(shares.OrderOf(*state.FindLiveRequest(id)));
   std::sort(order.begin(), order.end());
-  for (const auto& [not_waiting, neg_priority, share, measured, id] : order) {
+  for (const QueueOrder& o : order) {
+    const int64_t id = std::get<4>(o);
     const CapacityRequest* live = state.FindLiveRequest(id);
     if (live == nullptr || live->state != RequestState::kQueued) continue;
-    const CapacityRequest before = *live;
-    CapacityRequest request = before;
-    Decide(state, request, now, changes);
-    const bool changed = request.state != before.state ||
-                         request.reason_code != before.reason_code ||
-                         request.reason != before.reason || request.holds != before.holds;
-    if (changed) request.updated_at = now;
-    state.PutRequest(request);
-    if (changed) changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
+    Redecide(state, id, now, changes);
+  }
+}
+
+// Re-decides the queue of `pool` in QueueOrder, as AdmitQueuedByScan does,
+// deciding one request per group of alike ones (RequestBook::AdmissionKey)
+// for as long as the state stays as it was: a request alike to one that
+// just stayed queued, from the same state, would stay queued too. The pass
+// walks the groups' heads in order; a group whose head stays queued is
+// parked, and a decision that changes the state (an admission, a
+// preemption, a denial) wakes the parked groups from their first member
+// after it. So a pass costs a decision per group and per state change, not
+// per queued request.
+void AdmitQueuedGrouped(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
+  if (state.requests().QueueGroupsIn(pool).empty()) return;
+  PassShares shares(state, pool);
+  // The next member to decide of each group that is not parked, in
+  // QueueOrder, with the group's key. The pass takes the first each time,
+  // and what it adds sorts after it, so it walks the queue in order.
+  std::map<QueueOrder, std::string> frontier;
+  for (const auto& [key, ids] : state.requests().QueueGroupsIn(pool)) {
+    frontier.emplace(shares.OrderOf(*state.FindLiveRequest(*ids.begin())), key);
+  }
+  // Queues `key`'s first member with an id above `after`, at the group's
+  // place in the order (`at`, whose id is replaced).
+  auto queue_next = [&](const std::string& key, QueueOrder at, int64_t after) {
+    const auto& groups = state.requests().QueueGroupsIn(pool);  // Changes as requests move.
+    auto group = groups.find(key);
+    if (group == groups.end()) return;
+    auto next = group->second.upper_bound(after);
+    if (next == group->second.end()) return;
+    std::get<4>(at) = *next;
+    frontier.emplace(at, key);
+  };
+  // Groups whose last decided member stayed queued as it was, by key, with
+  // that member's place. Their members alike from the same state are
+  // skipped.
+  std::map<std::string, QueueOrder> parked;
+  while (!frontier.empty()) {
+    auto first = frontier.begin();
+    const QueueOrder at = first->first;
+    const std::string key = std::move(first->second);
+    frontier.erase(first);
+    const int64_t id = std::get<4>(at);
+    if (Redecide(state, id, now, changes)) {
+      parked.emplace(key, at);
+      continue;
+    }
+    // The state changed. A parked group sorts either wholly before this
+    // place (a different team or priority: it is done) or, sharing all but
+    // the id, around it: its members after this place decide again.
+    auto prefix = [](QueueOrder o) {
+      std::get<4>(o) = 0;
+      return o;
+    };
+    for (const auto& [parked_key, parked_at] : parked) {
+      if (prefix(parked_at) == prefix(at)) queue_next(parked_key, parked_at, id);
+    }
+    parked.clear();
+    queue_next(key, at, id);
+  }
+}
+
+// Re-decides the queued requests of `pool` (see State::Admission).
+void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
+  state.ClearLoosened(pool);
+  if (state.admission() == State::Admission::kScan) {
+    AdmitQueuedByScan(state, pool, now, changes);
+  } else {
+    AdmitQueuedGrouped(state, pool, now, changes);
   }
 }
 
@@ -513,6 +621,14 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
         absl::StrCat("id: request ", id, " holds nothing (already released, cancelled or denied)"));
   }
   CapacityRequest request = *live;
+  // Cancelling a request that holds nothing (no placements, no claim, no
+  // victims vacating for it) frees nothing another request waits for, so
+  // the queue is re-decided only when something loosened the pool since
+  // its last pass (State::Loosened), or by the scan, which re-decides on
+  // every event.
+  const bool frees = HoldsCapacity(request.state) || !request.holds.empty() ||
+                     !state.VictimsOf(id).empty() || state.Loosened(request.spec.pool) ||
+                     state.admission() == State::Admission::kScan;
   if (HoldsCapacity(request.state)) {
     for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
     SettleCost(state, request, now);
@@ -524,7 +640,7 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
   state.PutRequest(request);
   changes.changes.emplace_back(RequestWrite{request, /*is_new=*/false});
   WithdrawPreemption(state, request, now, changes);
-  AdmitQueued(state, request.spec.pool, now, changes);
+  if (frees) AdmitQueued(state, request.spec.pool, now, changes);
   return request;
 }
 

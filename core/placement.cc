@@ -337,7 +337,7 @@ std::optional<Placement> PlaceMemberIndexed(const State& state, const CapacityRe
                                             const Window& window, int32_t member) {
   const size_t batch = state.placement_candidates();
   if (batch == 0) return PlaceMember(state, spec, window, state.PoolNodes(spec.pool), member);
-  InventoryIndex::Cursor cursor(state.inventory(), spec, state.coexistence());
+  InventoryIndex::Cursor cursor(state.inventory().index(), spec, state.coexistence());
   std::vector<size_t> candidates;
   while (cursor.Next(batch, candidates)) {
     if (auto p = PlaceMember(state, spec, window, candidates, member)) return p;

@@ -10,12 +10,10 @@ namespace {
 // reclaim: queued, waiting for victims to vacate.
 int64_t ReclaimingMilli(const State& state, const CapacityRequest& request) {
   int64_t milli = 0;
-  for (int64_t id : state.QueuedIn(request.spec.pool)) {
+  for (int64_t id : state.requests().WaitingIn(request.spec.pool)) {
     const CapacityRequest& r = *state.FindLiveRequest(id);
     if (id == request.id || r.spec.team != request.spec.team) continue;
-    if (r.reason_code == kReasonPreempting && !state.VictimsOf(id).empty()) {
-      milli += r.spec.total_gpu_milli();
-    }
+    if (!state.VictimsOf(id).empty()) milli += r.spec.total_gpu_milli();
   }
   return milli;
 }

@@ -64,15 +64,7 @@ std::vector<Flavor> FlavorsOf(const State& state, const CapacityRequestSpec& spe
 }
 
 CohortUse CohortUseOf(const State& state, const Quota& quota) {
-  const std::string& cohort = state.CohortOf(quota.team);
-  CohortUse use;
-  for (const Quota* q : state.QuotasFor(quota.pool, quota.gpu_model)) {
-    if (state.CohortOf(q->team) != cohort) continue;
-    use.lendable += q->lendable_milli();
-    const int64_t used = state.UsedMilli(q->team, q->pool, q->gpu_model);
-    use.shared_used += std::max<int64_t>(0, used - q->guaranteed_milli());
-  }
-  return use;
+  return state.quota_book().CohortUseOf(state.CohortOf(quota.team), quota.pool, quota.gpu_model);
 }
 
 bool WithinNominal(const State& state, const CapacityRequestSpec& spec, const Quota& quota,

@@ -53,10 +53,7 @@ bool WithinNominal(const State& state, const CapacityRequestSpec& spec, const Qu
 
 // Milli-GPU of `quota` the cohort of its team lends, and the cohort's use
 // beyond what its teams keep for themselves (for `quota`'s pool and model).
-struct CohortUse {
-  int64_t lendable = 0;
-  int64_t shared_used = 0;
-};
+// Kept as running sums by the quota book (core/quota_book.h).
 CohortUse CohortUseOf(const State& state, const Quota& quota);
 
 // The team's dominant share in `pool`: its use beyond nominal over what its

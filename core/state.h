@@ -1,10 +1,20 @@
-// `State`: the in-memory arbitration state (catalog, inventory with per-GPU
-// accounting, teams, quotas, live requests, the queue and the idempotency
-// index; and, as parts of their own, the authority book
-// (core/authority_book.h), the finances (core/finances.h) and the
-// chargeback records (core/chargeback_records.h)). It is loaded from the store at start-up and
-// mutated only by the arbitration functions in core/arbitration.h, which record every change in a
-// `ChangeSet` for the store to make durable.
+// `State`: the in-memory arbitration state, made of parts that each keep
+// one concept with its indexes and its change types:
+//   - the inventory (core/inventory.h): catalog, clusters, pools, nodes and
+//     per-GPU accounting, reservations' holds, the placement index;
+//   - the quota book (core/quota_book.h): teams, quotas, cohorts and usage;
+//   - the request book (core/request_book.h): live requests, the queue,
+//     timers, victims and idempotency keys;
+//   - the packing model (core/packing_model.h): the demand mix and what the
+//     packer learns from it;
+//   - the authority book (core/authority_book.h), the finances
+//     (core/finances.h) and the chargeback records (core/chargeback_records.h).
+// State checks what one part names against the others (a quota's pool, a
+// price's model), keeps the parts consistent with each other (an admitted
+// request charges the inventory and the quota book), and keeps the API the
+// arbitration functions use. It is loaded from the store at start-up and
+// mutated only by the arbitration functions in core/arbitration.h, which
+// record every change in a `ChangeSet` for the store to make durable.
 //
 // Thread-compatible: one owner (the arbiter thread) serializes all access.
 #pragma once
@@ -14,12 +24,12 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -30,19 +40,16 @@
 #include "core/externality.h"
 #include "core/finances.h"
 #include "core/fragmentation.h"
+#include "core/inventory.h"
 #include "core/inventory_index.h"
 #include "core/model.h"
+#include "core/packing_model.h"
+#include "core/quota_book.h"
+#include "core/request_book.h"
 #include "core/share_prices.h"
 #include "core/telemetry.h"
 
 namespace arbiter::core {
-
-// A request row to write: inserted when new, otherwise its state, reason,
-// placements and `updated_at` are updated.
-struct RequestWrite {
-  CapacityRequest request;
-  bool is_new = false;
-};
 
 // One durable change, each type declared next to what it changes.
 // Cluster, Pool, Node, Team, Price, IncidentWrite,
@@ -56,11 +63,6 @@ using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, Clas
 struct ChangeSet {
   std::vector<Change> changes;
   bool empty() const { return changes.empty(); }
-};
-
-struct IdempotencyEntry {
-  int64_t request_id = 0;
-  uint64_t body_hash = 0;
 };
 
 class State {
@@ -163,160 +165,145 @@ class State {
   // full and admitted ones charge their placements to the inventory.
   [[nodiscard]] absl::Status LoadRequest(CapacityRequest request);
 
+  // --- The parts.
+  const Inventory& inventory() const { return inventory_; }
+  const QuotaBook& quota_book() const { return quotas_; }
+  const RequestBook& requests() const { return requests_; }
+  const PackingModel& packing() const { return packing_; }
+
   // --- Lookups. Pointers are valid until the next mutation.
-  const GpuModel* FindGpuModel(const std::string& name) const;
-  const Pool* FindPool(const std::string& name) const;
-  const Team* FindTeam(const std::string& name) const;
-  bool HasCluster(const std::string& name) const { return clusters_.contains(name); }
-  const Node* FindNode(int64_t id) const;
-  const Node* FindNode(const std::string& cluster, const std::string& name) const;
-  // (node id, GPU index) of the GPU registered with `uuid`; nullptr when
-  // none is, and for "".
-  const std::pair<int64_t, int32_t>* FindGpuByUuid(const std::string& uuid) const;
-  const CapacityRequest* FindLiveRequest(int64_t id) const;
-  const IdempotencyEntry* FindIdempotencyKey(const std::string& key) const;
-  // The quota of `team` in `pool` for `gpu_model` ("" the pool-wide one),
-  // or nullptr when none is set.
+  const GpuModel* FindGpuModel(const std::string& name) const {
+    return inventory_.FindGpuModel(name);
+  }
+  const Pool* FindPool(const std::string& name) const { return inventory_.FindPool(name); }
+  const Team* FindTeam(const std::string& name) const { return quotas_.FindTeam(name); }
+  bool HasCluster(const std::string& name) const { return inventory_.HasCluster(name); }
+  const Node* FindNode(int64_t id) const { return inventory_.FindNode(id); }
+  const Node* FindNode(const std::string& cluster, const std::string& name) const {
+    return inventory_.FindNode(cluster, name);
+  }
+  const std::pair<int64_t, int32_t>* FindGpuByUuid(const std::string& uuid) const {
+    return inventory_.FindGpuByUuid(uuid);
+  }
+  const CapacityRequest* FindLiveRequest(int64_t id) const { return requests_.FindLive(id); }
+  const IdempotencyEntry* FindIdempotencyKey(const std::string& key) const {
+    return requests_.FindIdempotencyKey(key);
+  }
   const Quota* FindQuota(const std::string& team, const std::string& pool,
-                         const std::string& gpu_model = "") const;
-  // Every quota of `team` in `pool`: per-model ones by model name, then the
-  // pool-wide one.
-  std::vector<const Quota*> QuotasOf(const std::string& team, const std::string& pool) const;
-  // Every quota set for `pool` and `gpu_model`, of any team.
-  std::vector<const Quota*> QuotasFor(const std::string& pool, const std::string& gpu_model) const;
+                         const std::string& gpu_model = "") const {
+    return quotas_.FindQuota(team, pool, gpu_model);
+  }
+  std::vector<const Quota*> QuotasOf(const std::string& team, const std::string& pool) const {
+    return quotas_.QuotasOf(team, pool);
+  }
+  std::vector<const Quota*> QuotasFor(const std::string& pool, const std::string& gpu_model) const {
+    return quotas_.QuotasFor(pool, gpu_model);
+  }
   // Milli-GPU held (admitted or preempting) by `team` in `pool`: in all, or
   // charged to its quota for `gpu_model`.
-  int64_t UsedMilli(const std::string& team, const std::string& pool) const;
-  int64_t UsedMilli(const std::string& team, const std::string& pool,
-                    const std::string& gpu_model) const;
-  // The cohort `team` belongs to: the name of its root team.
-  const std::string& CohortOf(const std::string& team) const;
-
-  const std::vector<Node>& nodes() const { return nodes_; }
-  const std::map<std::string, GpuModel>& gpu_models() const { return gpu_models_; }
-  const std::map<std::string, Team>& teams() const { return teams_; }
-  const absl::flat_hash_map<int64_t, CapacityRequest>& live_requests() const {
-    return live_requests_;
+  int64_t UsedMilli(const std::string& team, const std::string& pool) const {
+    return quotas_.UsedMilli(team, pool);
   }
-  // Indices into nodes() of the nodes in `pool`, in registration order.
-  const std::vector<size_t>& PoolNodes(const std::string& pool) const;
-  // The inventory indexed for placement (see core/inventory_index.h).
-  const InventoryIndex& inventory() const { return inventory_; }
-  // How many candidate nodes the packer scores per member before it looks
-  // further (0: every node of the pool). Default: kDefaultPlacementCandidates.
-  static constexpr size_t kDefaultPlacementCandidates = 128;
-  size_t placement_candidates() const { return placement_candidates_; }
-  void set_placement_candidates(size_t n) { placement_candidates_ = n; }
-  // How the packer scores the places a member fits (core/placement.cc).
-  //   kArbiter: share prices (fractions), then fragmentation growth with the
-  //             host term, then best fit. The default.
-  //   kFgd:     FGD's fragmentation step term alone, then best fit: the
-  //             published policy, kept as a baseline for benchmarks.
-  //   kBestFit: least GPU capacity left free.
-  // REQUIRES: set before any demand is observed.
-  enum class PackingPolicy { kArbiter, kFgd, kBestFit };
-  PackingPolicy packing_policy() const { return packing_policy_; }
-  void set_packing_policy(PackingPolicy p) { packing_policy_ = p; }
-  // Queued request ids of `pool`, oldest first.
-  const std::set<int64_t>& QueuedIn(const std::string& pool) const;
-  // Ids of the requests that hold capacity (admitted or preempting) in
-  // `pool`, oldest first.
-  const std::set<int64_t>& HoldingIn(const std::string& pool) const;
-  // Ids of the PREEMPTING requests that vacate for `preemptor`.
-  const std::set<int64_t>& VictimsOf(int64_t preemptor) const;
-  // Timed events, earliest first: preemption deadlines, reservation starts
-  // and approval deadlines, as (time, request id).
-  const std::set<std::pair<absl::Time, int64_t>>& timers() const { return timers_; }
+  int64_t UsedMilli(const std::string& team, const std::string& pool,
+                    const std::string& gpu_model) const {
+    return quotas_.UsedMilli(team, pool, gpu_model);
+  }
+  const std::string& CohortOf(const std::string& team) const { return quotas_.CohortOf(team); }
 
-  // Identifier the next new request (node) will get; ids are dense from 1.
-  int64_t next_request_id() const { return next_request_id_; }
-  int64_t next_node_id() const { return next_node_id_; }
+  const std::vector<Node>& nodes() const { return inventory_.nodes(); }
+  const std::map<std::string, GpuModel>& gpu_models() const { return inventory_.gpu_models(); }
+  const std::map<std::string, Team>& teams() const { return quotas_.teams(); }
+  const absl::flat_hash_map<int64_t, CapacityRequest>& live_requests() const {
+    return requests_.live();
+  }
+  const std::vector<size_t>& PoolNodes(const std::string& pool) const {
+    return inventory_.PoolNodes(pool);
+  }
+  static constexpr size_t kDefaultPlacementCandidates = PackingModel::kDefaultCandidates;
+  size_t placement_candidates() const { return packing_.candidates(); }
+  void set_placement_candidates(size_t n) { packing_.set_candidates(n); }
+  using PackingPolicy = PackingModel::Policy;
+  PackingPolicy packing_policy() const { return packing_.policy(); }
+  void set_packing_policy(PackingPolicy p) { packing_.set_policy(p); }
+  const std::set<int64_t>& QueuedIn(const std::string& pool) const {
+    return requests_.QueuedIn(pool);
+  }
+  const std::set<int64_t>& HoldingIn(const std::string& pool) const {
+    return requests_.HoldingIn(pool);
+  }
+  const std::set<int64_t>& VictimsOf(int64_t preemptor) const {
+    return requests_.VictimsOf(preemptor);
+  }
+  const std::set<std::pair<absl::Time, int64_t>>& timers() const { return requests_.timers(); }
+  // How AdmitQueued (core/arbitration.cc) re-decides a pool's queue:
+  //   kGrouped: one decision per group of alike requests until the state
+  //             changes; the default.
+  //   kScan:    every queued request, each time: the oracle the tests hold
+  //             kGrouped to. Both admit the same requests at the same moments.
+  enum class Admission { kGrouped, kScan };
+  Admission admission() const { return admission_; }
+  void set_admission(Admission a) { admission_ = a; }
+  int64_t next_request_id() const { return requests_.next_id(); }
+  int64_t next_node_id() const { return inventory_.next_node_id(); }
 
   // The milli-GPU one instance of `spec`'s MIG profile is charged: the
   // largest SM share among the allowed models (all models when none is
   // named) that have the profile. NOT_FOUND (field shape.mig_profile) when
   // none has it. REQUIRES: spec.shape.is_mig().
   absl::StatusOr<int64_t> MigMilli(const CapacityRequestSpec& spec) const;
-  // The MIG profiles `gpu` offers: those its node reported, else its model's
-  // table. REQUIRES: the GPU's model is in the catalog.
-  const std::vector<MigProfile>& MigProfilesOf(const Gpu& gpu) const;
-  // Profiles to fill an empty GPU of `model` with, after the one asked for:
-  // the MIG profiles seen most in requests first, then larger before smaller.
-  std::vector<std::string> MigFillOrder(const GpuModel& model) const;
+  const std::vector<MigProfile>& MigProfilesOf(const Gpu& gpu) const {
+    return inventory_.MigProfilesOf(gpu);
+  }
+  std::vector<std::string> MigFillOrder(const GpuModel& model) const {
+    return packing_.MigFillOrder(model);
+  }
 
-  // --- Mutations used by arbitration. Each keeps every index consistent.
-  // Charges (`sign` = +1) or frees (-1) one placement on its node and GPUs.
-  // Charging applies the placement's MIG layout change; freeing leaves the
-  // layout as it is (an empty MIG GPU keeps its layout until reused).
-  // REQUIRES: the placement fits (charging) or was charged (freeing).
+  // --- Mutations used by arbitration. Each keeps every part consistent.
+  // See Inventory::ApplyPlacement. Freeing, or charging a placement that
+  // lays out MIG instances anew, marks the node's pool loosened.
   void ApplyPlacement(const Placement& p, int sign);
-  // Puts back a node copied before a failed gang placement.
-  // REQUIRES: a node with `node.id` exists.
-  void RestoreNode(Node node);
-  // Stores a new or changed request: updates the live set, the queue, the
-  // idempotency index and the team's usage.
+  // Whether something happened in `pool` since its queue was last
+  // re-decided that may let a queued request in: capacity freed, a claim
+  // lifted, a GPU partitioned anew. AdmitQueued clears it; a cancel that
+  // frees nothing re-decides the queue only when it is set.
+  bool Loosened(const std::string& pool) const { return loosened_.contains(pool); }
+  void MarkLoosened(const std::string& pool) { loosened_.insert(pool); }
+  void ClearLoosened(const std::string& pool) { loosened_.erase(pool); }
+  void RestoreNode(Node node) { inventory_.RestoreNode(std::move(node)); }
+  // Stores a new or changed request: updates the request book, charges the
+  // quota book for what it holds and the inventory for its holds (undoing
+  // what the copy it replaces charged).
   // REQUIRES: admitted placements were already applied with ApplyPlacement.
   void PutRequest(const CapacityRequest& request);
-  int64_t TakeRequestId() { return next_request_id_++; }
+  int64_t TakeRequestId() { return requests_.TakeId(); }
   // Lifts the holds of live request `id` (a reservation's, or the claim of a
   // request waiting for its victims) and clears them in its stored copy.
   void ReleaseHolds(int64_t id);
-  // Counts `spec`'s members in the demand mix. The packer's fragmentation
-  // model and share prices are refreshed from the mix in growing epochs
-  // (every max(32, min(1024, total / 8)) members), so that its cached scores
-  // stay valid in between and the cost of learning stays small.
-  void ObserveDemand(const CapacityRequestSpec& spec);
-  const FragmentationModel& fragmentation() const { return fragmentation_; }
-  const SharePrices& share_prices() const { return share_prices_; }
-  // Which classes may share a GPU or a node. Default: CoexistenceMatrix::Defaults().
-  const CoexistenceMatrix& coexistence() const { return coexistence_; }
-  void set_coexistence(const CoexistenceMatrix& matrix) { coexistence_ = matrix; }
-  const DemandProfile& demand() const { return demand_; }
-  int64_t TakeNodeId() { return next_node_id_++; }
+  void ObserveDemand(const CapacityRequestSpec& spec) { packing_.Observe(spec); }
+  const FragmentationModel& fragmentation() const { return packing_.fragmentation(); }
+  const SharePrices& share_prices() const { return packing_.share_prices(); }
+  const CoexistenceMatrix& coexistence() const { return packing_.coexistence(); }
+  void set_coexistence(const CoexistenceMatrix& matrix) { packing_.set_coexistence(matrix); }
+  const DemandProfile& demand() const { return packing_.demand(); }
+  int64_t TakeNodeId() { return inventory_.TakeNodeId(); }
 
  private:
-  std::map<std::string, GpuModel> gpu_models_;
-  std::map<std::string, Cluster> clusters_;
-  std::map<std::string, Pool> pools_;
-  std::map<std::string, Team> teams_;
   State(const State&) = default;
-  // Removes `old` from the usage, queue, timer and hold indexes.
-  void Unindex(const CapacityRequest& old);
-  // Adds (`sign` +1) or removes (-1) the holds of a reserved or queued
-  // request on its GPUs; other states hold nothing.
-  void SetHolds(const CapacityRequest& request, int sign);
+  // Charges (`sign` +1) or frees (-1) what `request` holds: its quota usage
+  // and its holds on GPUs.
+  void Charge(const CapacityRequest& request, int sign);
 
-  using QuotaKey = std::tuple<std::string, std::string, std::string>;  // Team, pool, model.
-  std::map<QuotaKey, Quota> quotas_;
-  std::map<QuotaKey, int64_t> used_milli_;
-  std::map<std::pair<std::string, std::string>, int64_t> used_pool_milli_;
-  std::vector<Node> nodes_;
-  absl::flat_hash_map<int64_t, size_t> node_index_;
-  std::map<std::pair<std::string, std::string>, size_t> node_by_name_;
-  std::map<std::string, std::vector<size_t>> pool_nodes_;
-  absl::flat_hash_map<std::string, std::pair<int64_t, int32_t>> gpu_by_uuid_;
-  InventoryIndex inventory_;
-  size_t placement_candidates_ = kDefaultPlacementCandidates;
-  PackingPolicy packing_policy_ = PackingPolicy::kArbiter;
-  absl::flat_hash_map<int64_t, CapacityRequest> live_requests_;
-  std::map<std::string, std::set<int64_t>> queued_;
-  std::map<std::string, std::set<int64_t>> holding_;
-  std::set<std::pair<absl::Time, int64_t>> timers_;
+  Inventory inventory_;
+  QuotaBook quotas_;
+  RequestBook requests_;
+  PackingModel packing_;
   AuthorityBook authority_;
   Finances finances_;
   ChargebackRecords chargeback_;
   absl::Duration approval_timeout_ = absl::Hours(24);
   std::map<std::string, int64_t> measured_usage_;
-  absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
-  absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
-  int64_t next_request_id_ = 1;
-  int64_t next_node_id_ = 1;
-  DemandProfile demand_;
-  std::map<std::string, int64_t> mig_demand_;  // Profile name -> members asked.
-  FragmentationModel fragmentation_;
-  SharePrices share_prices_;
-  int64_t observed_since_refresh_ = 0;
-  CoexistenceMatrix coexistence_ = CoexistenceMatrix::Defaults();
+  Admission admission_ = Admission::kGrouped;
+  absl::flat_hash_set<std::string> loosened_;  // Pools; see Loosened.
 };
 
 }  // namespace arbiter::core

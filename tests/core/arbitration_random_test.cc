@@ -142,6 +142,10 @@ void CheckInvariants(const State& s) {
   }
   for (const auto& [key, c] : cohorts) {
     ASSERT_LE(c.second, c.first) << "cohort " << std::get<0>(key) << " lends " << c.first;
+    // The quota book's running sums agree with the scan.
+    const auto& [cohort, pool, model] = key;
+    ASSERT_EQ(s.quota_book().CohortUseOf(cohort, pool, model), (CohortUse{c.first, c.second}))
+        << "cohort " << cohort << " in " << pool << " " << model;
   }
   // Reservations: work started on a held GPU after the reservation was made
   // ends (as declared) before the window. (Work already there was planned

@@ -1,0 +1,68 @@
+// PackingModel: what the packer has learned about demand (the mix of shapes
+// asked for, and of MIG profiles), the fragmentation model and share prices
+// refreshed from it, and the packer's settings. A part of core::State.
+//
+// Thread-compatible.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/coexistence.h"
+#include "core/demand_profile.h"
+#include "core/fragmentation.h"
+#include "core/model.h"
+#include "core/share_prices.h"
+
+namespace arbiter::core {
+
+class PackingModel {
+ public:
+  // How the packer scores the places a member fits (core/placement.cc).
+  //   kArbiter: share prices (fractions), then fragmentation growth with the
+  //             host term, then best fit. The default.
+  //   kFgd:     FGD's fragmentation step term alone, then best fit: the
+  //             published policy, kept as a baseline for benchmarks.
+  //   kBestFit: least GPU capacity left free.
+  enum class Policy { kArbiter, kFgd, kBestFit };
+  Policy policy() const { return policy_; }
+  // REQUIRES: set before any demand is observed.
+  void set_policy(Policy p) { policy_ = p; }
+
+  // How many candidate nodes the packer scores per member before it looks
+  // further (0: every node of the pool).
+  static constexpr size_t kDefaultCandidates = 128;
+  size_t candidates() const { return candidates_; }
+  void set_candidates(size_t n) { candidates_ = n; }
+
+  // Which classes may share a GPU or a node. Default: CoexistenceMatrix::Defaults().
+  const CoexistenceMatrix& coexistence() const { return coexistence_; }
+  void set_coexistence(const CoexistenceMatrix& matrix) { coexistence_ = matrix; }
+
+  // Counts `spec`'s members in the demand mix. The fragmentation model and
+  // share prices are refreshed from the mix in growing epochs (every
+  // max(32, min(1024, total / 8)) members), so that the packer's cached
+  // scores stay valid in between and the cost of learning stays small.
+  void Observe(const CapacityRequestSpec& spec);
+  const DemandProfile& demand() const { return demand_; }
+  const FragmentationModel& fragmentation() const { return fragmentation_; }
+  const SharePrices& share_prices() const { return share_prices_; }
+  // Profiles to fill an empty GPU of `model` with, after the one asked for:
+  // the MIG profiles seen most in requests first, then larger before smaller.
+  std::vector<std::string> MigFillOrder(const GpuModel& model) const;
+
+ private:
+  Policy policy_ = Policy::kArbiter;
+  size_t candidates_ = kDefaultCandidates;
+  CoexistenceMatrix coexistence_ = CoexistenceMatrix::Defaults();
+  DemandProfile demand_;
+  std::map<std::string, int64_t> mig_demand_;  // Profile name -> members asked.
+  FragmentationModel fragmentation_;
+  SharePrices share_prices_;
+  int64_t observed_since_refresh_ = 0;
+};
+
+}  // namespace arbiter::core

@@ -1,0 +1,98 @@
+// RequestBook: the live capacity requests (queued, admitted, preempting,
+// reserved, pending approval) and the indexes arbitration walks: the queue
+// and the holders of each pool, the timers, the victims of each preemptor
+// and the idempotency keys. A part of core::State, which charges admitted
+// requests to the quota book and reservations' holds to the inventory.
+// `RequestWrite` is the change type that records a request.
+//
+// Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+
+#include "core/model.h"
+
+namespace arbiter::core {
+
+// A request row to write: inserted when new, otherwise its state, reason,
+// placements and `updated_at` are updated.
+struct RequestWrite {
+  CapacityRequest request;
+  bool is_new = false;
+};
+
+struct IdempotencyEntry {
+  int64_t request_id = 0;
+  uint64_t body_hash = 0;
+};
+
+// What decides a queued request, as a key: everything arbitration reads of
+// it (its resolved spec but the idempotency key and description, its
+// approvals), and its id when it waits for victims or holds GPUs, so that
+// such a request is a group of its own.
+std::string AdmissionKey(const CapacityRequest& request);
+
+class RequestBook {
+ public:
+  const CapacityRequest* FindLive(int64_t id) const;
+  const IdempotencyEntry* FindIdempotencyKey(const std::string& key) const;
+  const absl::flat_hash_map<int64_t, CapacityRequest>& live() const { return live_; }
+  // Queued request ids of `pool`, oldest first.
+  const std::set<int64_t>& QueuedIn(const std::string& pool) const;
+  // The queued requests of `pool` grouped by what decides them (see
+  // AdmissionKey): from the same state at the same time, every request of
+  // a group gets the same decision. Keys are opaque.
+  const absl::flat_hash_map<std::string, std::set<int64_t>>& QueueGroupsIn(
+      const std::string& pool) const;
+  // Queued request ids of `pool` that wait for victims to vacate (reason
+  // kReasonPreempting), oldest first.
+  const std::set<int64_t>& WaitingIn(const std::string& pool) const;
+  // Ids of the requests that hold capacity (admitted or preempting) in
+  // `pool`, oldest first.
+  const std::set<int64_t>& HoldingIn(const std::string& pool) const;
+  // Ids of the PREEMPTING requests that vacate for `preemptor`.
+  const std::set<int64_t>& VictimsOf(int64_t preemptor) const;
+  // Timed events, earliest first: preemption deadlines, reservation starts
+  // and approval deadlines, as (time, request id).
+  const std::set<std::pair<absl::Time, int64_t>>& timers() const { return timers_; }
+
+  // Identifier the next new request will get; ids are dense from 1.
+  int64_t next_id() const { return next_id_; }
+  int64_t TakeId() { return next_id_++; }
+  // Makes ids from `id` + 1 on free, for requests loaded from the store.
+  void SeeId(int64_t id) {
+    if (id >= next_id_) next_id_ = id + 1;
+  }
+
+  // Stores a new or changed request and records its idempotency key; a
+  // final one leaves the live set. The caller undoes what the copy it
+  // replaces charged elsewhere before calling (see State::PutRequest).
+  void Put(const CapacityRequest& request);
+  // Clears the holds of live request `id`; nothing when it is not live.
+  void ClearHolds(int64_t id);
+
+ private:
+  // Removes `old` from the queue, holder, timer and victim indexes.
+  void Unindex(const CapacityRequest& old);
+  void Index(const CapacityRequest& request);
+
+  absl::flat_hash_map<int64_t, CapacityRequest> live_;
+  absl::flat_hash_map<std::string, std::set<int64_t>> queued_;
+  // Pool -> admission key -> queued ids.
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::set<int64_t>>>
+      queue_groups_;
+  absl::flat_hash_map<std::string, std::set<int64_t>> waiting_;
+  absl::flat_hash_map<std::string, std::set<int64_t>> holding_;
+  std::set<std::pair<absl::Time, int64_t>> timers_;
+  absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
+  absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
+  int64_t next_id_ = 1;
+};
+
+}  // namespace arbiter::core
