@@ -43,8 +43,7 @@ struct Totals {
 // One stream; reads until cancelled. Deleted by its owner after OnDone.
 class Watcher final : public grpc::ClientReadReactor<v1::WatchAllocationsResponse> {
  public:
-  Watcher(v1::AllocationService::Stub* stub, const v1::WatchAllocationsRequest& req,
-          Totals* totals)
+  Watcher(v1::AllocationService::Stub* stub, const v1::WatchAllocationsRequest& req, Totals* totals)
       : totals_(totals) {
     stub->async()->WatchAllocations(&ctx_, &req, this);
     StartRead(&msg_);
@@ -84,8 +83,8 @@ class Watcher final : public grpc::ClientReadReactor<v1::WatchAllocationsRespons
   std::atomic<bool> done_{false};
 };
 
-int Run(const std::string& target, int streams, const std::string& mode, int nodes,
-        double seconds, int channels) {
+int Run(const std::string& target, int streams, const std::string& mode, int nodes, double seconds,
+        int channels) {
   std::vector<std::unique_ptr<v1::AllocationService::Stub>> stubs;
   for (int c = 0; c < channels; ++c) {
     grpc::ChannelArguments args;
@@ -104,8 +103,7 @@ int Run(const std::string& target, int streams, const std::string& mode, int nod
       req.set_cluster("load");
       req.set_node(absl::StrCat("n", i % nodes));
     }
-    watchers.push_back(
-        std::make_unique<Watcher>(stubs[i % channels].get(), req, &totals));
+    watchers.push_back(std::make_unique<Watcher>(stubs[i % channels].get(), req, &totals));
   }
   std::cerr << "arbiter-watch: " << streams << " streams started" << std::endl;
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
@@ -114,8 +112,8 @@ int Run(const std::string& target, int streams, const std::string& mode, int nod
     while (!w->done()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::string codes;
-  for (const auto& [code, n] : totals.codes) absl::StrAppend(&codes, codes.empty() ? "" : ",",
-                                                             "\"", code, "\":", n);
+  for (const auto& [code, n] : totals.codes)
+    absl::StrAppend(&codes, codes.empty() ? "" : ",", "\"", code, "\":", n);
   std::cout << "{\"streams\":" << streams << ",\"ended_early\":" << totals.ended.load()
             << ",\"end_codes\":{" << codes << "},\"events\":" << totals.events.load()
             << ",\"bookmarks\":" << totals.bookmarks.load()
