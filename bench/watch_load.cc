@@ -10,10 +10,12 @@
 // --mode node: stream i watches node "n<i mod nodes>" of cluster "load"
 // (the nodes arbiter-load setup registers: `--nodes` of them), one agent
 // per node; --mode all: unfiltered streams. Prints, at the end, one JSON
-// line: streams opened, streams ended early (with their codes), events and
-// bookmarks received. Plaintext gRPC: arbiterd runs with --insecure-loopback.
+// line (after --seconds, or at SIGTERM): streams opened, streams ended
+// early (with their codes), events and bookmarks received. Plaintext gRPC: arbiterd runs with
+// --insecure-loopback.
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -30,6 +32,9 @@
 
 namespace arbiter::bench {
 namespace {
+
+// Set by SIGTERM or SIGINT: stop, cancel the streams and print the totals.
+std::atomic<bool> g_stop{false};
 
 struct Totals {
   std::atomic<int64_t> events{0};
@@ -106,7 +111,13 @@ int Run(const std::string& target, int streams, const std::string& mode, int nod
     watchers.push_back(std::make_unique<Watcher>(stubs[i % channels].get(), req, &totals));
   }
   std::cerr << "arbiter-watch: " << streams << " streams started" << std::endl;
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (!g_stop && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   for (auto& w : watchers) w->Cancel();
   for (auto& w : watchers) {
     while (!w->done()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
