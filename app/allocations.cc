@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/arbitration.h"
+#include "core/status_macros.h"
 
 namespace arbiter::app {
 namespace {
@@ -66,15 +67,15 @@ void Allocations::GetRequest(const Caller& caller, int64_t id,
 }
 
 void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::RequestFilter> filter,
-                               Reply<std::vector<core::CapacityRequest>> reply) const {
+                               Reply<store::RequestPage> reply) const {
   if (absl::Status access = ctx_.access->Check(caller, "AllocationService.ListRequests", {});
       !access.ok()) {
     return reply(access);
   }
   if (!filter.ok()) return reply(filter.status());
-  RunRead<std::vector<core::CapacityRequest>>(
+  RunRead<store::RequestPage>(
       ctx_,
-      [store = ctx_.store, filter = *std::move(filter)] { return store->ListRequests(filter); },
+      [store = ctx_.store, filter = *std::move(filter)] { return store->ListRequestPage(filter); },
       std::move(reply));
 }
 
@@ -142,6 +143,13 @@ void Allocations::ReleaseAllocation(const Caller& caller, int64_t id,
 
 absl::Status Allocations::CheckWatch(const Caller& caller) const {
   return ctx_.access->Check(caller, "AllocationService.WatchAllocations", {});
+}
+
+absl::StatusOr<int64_t> Allocations::Watch(const Caller& caller, const WatchFilter& filter,
+                                           int64_t start_revision,
+                                           WatchSubscriber* subscriber) const {
+  ARBITER_RETURN_IF_ERROR(CheckWatch(caller));
+  return ctx_.hub->Subscribe(caller.principal, filter, start_revision, subscriber);
 }
 
 }  // namespace arbiter::app

@@ -18,6 +18,7 @@
 
 #include "app/authz.h"
 #include "app/context.h"
+#include "app/watch_hub.h"
 #include "core/model.h"
 #include "store/store.h"
 
@@ -42,9 +43,10 @@ class Allocations {
                        Reply<RequestDecision> reply) const;
   // NOT_FOUND when there is no request `id`; INVALID_ARGUMENT when id <= 0.
   void GetRequest(const Caller& caller, int64_t id, Reply<core::CapacityRequest> reply) const;
-  // Requests matching `filter` (or its conversion error), newest first.
+  // Requests matching `filter` (or its conversion error), newest first,
+  // with the revision the page reflects (watch from it: app/watch_hub.h).
   void ListRequests(const Caller& caller, absl::StatusOr<store::RequestFilter> filter,
-                    Reply<std::vector<core::CapacityRequest>> reply) const;
+                    Reply<store::RequestPage> reply) const;
   // An approval or denial by the caller, as the authority rules allow
   // (PERMISSION_DENIED, recorded, when they name someone else).
   void ApproveRequest(const Caller& caller, int64_t id, Reply<core::CapacityRequest> reply) const;
@@ -58,6 +60,13 @@ class Allocations {
 
   // Whether the caller may watch allocation events (WatchHub::Subscribe).
   [[nodiscard]] absl::Status CheckWatch(const Caller& caller) const;
+  // Subscribes `subscriber` to the events matching `filter` after
+  // `start_revision`, once the caller may watch. Returns the subscription
+  // (WatchHub::Unsubscribe it when the stream ends). Errors: the access
+  // check's, then WatchHub::Subscribe's.
+  [[nodiscard]] absl::StatusOr<int64_t> Watch(const Caller& caller, const WatchFilter& filter,
+                                              int64_t start_revision,
+                                              WatchSubscriber* subscriber) const;
 
  private:
   const Context ctx_;

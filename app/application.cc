@@ -12,8 +12,11 @@ absl::StatusOr<std::unique_ptr<Application>> Application::Create(
   app->reads_ = std::make_unique<WorkerPool>(options.read_threads, options.max_queued_reads);
   app->authz_ = std::make_unique<Authorizer>(options.admins);
   app->access_ = std::make_unique<Access>(app->authz_.get(), store, app->reads_.get());
-  ARBITER_ASSIGN_OR_RETURN(app->arbiter_, Arbiter::Create(store, clock, &app->hub_, &app->nodes_,
-                                                          options.arbiter, app->authz_.get()));
+  app->hub_ = std::make_unique<WatchHub>(options.watch, &app->nodes_, clock);
+  ARBITER_ASSIGN_OR_RETURN(
+      app->arbiter_, Arbiter::Create(store, clock, app->hub_.get(), &app->nodes_, options.arbiter,
+                                     app->authz_.get()));
+  app->hub_->Start(store);
   app->telemetry_ = std::make_unique<TelemetryMaintenance>(store, clock, options.telemetry);
   app->telemetry_->EnableIdleReclaim(app->arbiter_.get());
   Context& ctx = app->ctx_;
@@ -21,7 +24,7 @@ absl::StatusOr<std::unique_ptr<Application>> Application::Create(
   ctx.store = store;
   ctx.reads = app->reads_.get();
   ctx.nodes = &app->nodes_;
-  ctx.hub = &app->hub_;
+  ctx.hub = app->hub_.get();
   ctx.access = app->access_.get();
   ctx.clock = clock;
   ctx.telemetry = app->telemetry_.get();
@@ -48,6 +51,8 @@ Application::~Application() {
   // arbiter decided still commits, or is refused as fenced.
   election_.reset();
   arbiter_.reset();
+  // The engine published its last batch; streams end, the hub's threads stop.
+  if (hub_ != nullptr) hub_->Stop();
   reads_.reset();
 }
 

@@ -1,7 +1,8 @@
 // Application: Arbiter's application layer assembled. It owns the engine
 // (app/arbiter.h: the single writer and its group commit), the leader
 // election, the authorization policy, the read workers, telemetry
-// maintenance, and the use cases that every edge calls: the gRPC services
+// maintenance, the watch hub (and its fan-out and catch-up threads), and
+// the use cases that every edge calls: the gRPC services
 // (server/), the HTTP endpoints, arbctl's server side. It links no gRPC and
 // no protobuf; edges translate their wire types to core types and call it.
 //
@@ -51,6 +52,7 @@ struct ApplicationOptions {
   size_t max_queued_reads = 4096;
   ArbiterOptions arbiter;
   TelemetryOptions telemetry;
+  WatchOptions watch;
 };
 
 class Application {
@@ -72,7 +74,7 @@ class Application {
   Arbiter& arbiter() { return *arbiter_; }
   TelemetryMaintenance& telemetry() { return *telemetry_; }
   NodeDirectory& nodes() { return nodes_; }
-  WatchHub& hub() { return hub_; }
+  WatchHub& hub() { return *hub_; }
   const Access& access() const { return *access_; }
   const Allocations& allocations() const { return *allocations_; }
   const Inventory& inventory() const { return *inventory_; }
@@ -85,7 +87,7 @@ class Application {
   Application() = default;
 
   NodeDirectory nodes_;
-  WatchHub hub_;
+  std::unique_ptr<WatchHub> hub_;
   std::unique_ptr<WorkerPool> reads_;
   std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<Access> access_;

@@ -12,33 +12,7 @@
 #include "core/status_macros.h"
 
 namespace arbiter::app {
-namespace {
-
-// The watch event a committed request write stands for.
-EventType EventTypeOf(const core::RequestWrite& write) {
-  switch (write.request.state) {
-    case core::RequestState::kQueued:
-      return EventType::kQueued;
-    case core::RequestState::kDenied:
-      return EventType::kDenied;
-    case core::RequestState::kReleased:
-      return EventType::kReleased;
-    case core::RequestState::kCancelled:
-      return EventType::kCancelled;
-    case core::RequestState::kPreempting:
-      return EventType::kPreempting;
-    case core::RequestState::kPreempted:
-      return EventType::kPreempted;
-    case core::RequestState::kReserved:
-      return EventType::kReserved;
-    case core::RequestState::kPendingApproval:
-      return EventType::kPendingApproval;
-    default:
-      return EventType::kAdmitted;
-  }
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::Status NotLeaderError(const std::string& leader_address) {
   absl::Status status = absl::UnavailableError(
@@ -70,6 +44,8 @@ Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory
       last_reload_(clock->TimeNow()),
       leading_(!options.start_following) {
   IndexNodes();
+  hub_->Reset(store_->LedgerHead(),
+              options.start_following ? NotLeaderError("") : absl::OkStatus());
   responder_ = std::thread([this] { RunResponder(); });
   committer_ = std::thread([this] { RunCommitter(); });
   thread_ = std::thread([this] { Run(); });
@@ -133,6 +109,7 @@ void Arbiter::Follow(const std::string& leader_address) {
     leader_address_ = leader_address;
     refused.swap(queue_);
   }
+  hub_->Reset(-1, NotLeaderError(leader_address));
   for (Command& c : refused) c.done(NotLeaderError(leader_address));
 }
 
@@ -315,6 +292,9 @@ void Arbiter::CommitBatch(Decided& decided) {
       leading_ = false;
     }
   }
+  if (!commit.ok() && commit.code() == absl::StatusCode::kFailedPrecondition) {
+    hub_->Reset(-1, NotLeaderError(""));
+  }
   if (options_.on_commit) options_.on_commit(batch.size(), commit_timer.Elapsed(), commit.ok());
   Answers answers;
   answers.commands = std::move(batch);
@@ -332,16 +312,23 @@ void Arbiter::CommitBatch(Decided& decided) {
 
   // Role bindings and nodes are followed before any command of the batch is
   // answered, so that an answer is never ahead of what the server checks.
+  // Change i has ledger entry (and revision) from + 1 + i.
   const absl::Time now = decided.context.at;
+  answers.batch.revision = store_->LedgerHead();
+  answers.batch.from_revision =
+      answers.batch.revision - static_cast<int64_t>(decided.changes.changes.size());
+  int64_t revision = answers.batch.from_revision;
   for (core::Change& change : decided.changes.changes) {
+    ++revision;
     if (authz_ != nullptr) authz_->Apply(change);
     if (const auto* node = std::get_if<core::Node>(&change)) {
       nodes_->Put(*node);
     } else if (auto* write = std::get_if<core::RequestWrite>(&change)) {
-      answers.events.push_back(
-          AllocationEvent{EventTypeOf(*write), std::move(write->request), now});
+      answers.batch.events.push_back(AllocationEvent{EventTypeOfState(write->request.state),
+                                                     std::move(write->request), now, revision});
     }
   }
+  answers.committed = true;
   answers.results = std::move(decided.results);
   Respond(std::move(answers));
 }
@@ -366,7 +353,7 @@ void Arbiter::RunResponder() {
     }
     for (Answers& a : ready) {
       for (size_t i = 0; i < a.commands.size(); ++i) a.commands[i].done(a.results[i]);
-      if (!a.events.empty()) hub_->Publish(a.events);
+      if (a.committed) hub_->Publish(std::move(a.batch));
     }
   }
 }
@@ -384,6 +371,14 @@ bool Arbiter::Reload() {
   state_valid_ = true;
   last_reload_ = clock_->TimeNow();
   IndexNodes();
+  // A leader's streams continue only if nothing moved; a follower serves
+  // none.
+  absl::Status serving;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!leading_) serving = NotLeaderError(leader_address_);
+  }
+  hub_->Reset(store_->LedgerHead(), serving);
   if (refresh) {
     spdlog::debug("follower state refreshed: {} nodes", state_.nodes().size());
     return true;

@@ -17,7 +17,10 @@
 // Answering is a third thread's work (the responder): the committer hands
 // it each committed batch and goes on to the next COMMIT, so that writing
 // responses to sockets never delays a commit. Batches are answered, and
-// their watch events published, in commit order.
+// their watch events handed to the hub (which only queues them; see
+// app/watch_hub.h), in commit order. Each event carries its revision, the
+// sequence number of its ledger entry; the hub is reset to the store's head
+// whenever the state is (re)loaded, and told when this arbiter stops leading.
 //
 // Replicas (server/leader_election.h): an arbiter leads or follows. A
 // follower answers every command UNAVAILABLE naming the leader
@@ -134,7 +137,9 @@ class Arbiter {
   struct Answers {
     std::deque<Command> commands;
     std::vector<absl::Status> results;  // One per command.
-    std::vector<AllocationEvent> events;
+    // The committed batch's revisions and events, for the watch hub.
+    bool committed = false;
+    CommittedBatch batch;
   };
   // A decided batch on its way to the database.
   struct Decided {

@@ -218,6 +218,24 @@ int main(int argc, char** argv) {
                    "holds up a takeover)")
       ->capture_default_str();
 
+  serve_cmd
+      ->add_option("--watch-window", options.watch.window_events,
+                   "recent events kept in memory for watch resumption")
+      ->capture_default_str();
+  std::string bookmark_every = "10s";
+  serve_cmd
+      ->add_option("--watch-bookmark-every", bookmark_every,
+                   "how long a watch stream may idle before it gets a bookmark")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--max-watch-streams", options.watch.max_streams,
+                   "most WatchAllocations streams open at once")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--max-watch-streams-per-caller", options.watch.max_streams_per_caller,
+                   "most WatchAllocations streams one principal may hold open")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (absl::Status logging = arbiter::server::ConfigureLogging(log_format); !logging.ok()) {
@@ -243,6 +261,11 @@ int main(int argc, char** argv) {
   if (!absl::ParseDuration(retention, &options.telemetry.retention) ||
       options.telemetry.retention < absl::Hours(24)) {
     spdlog::error("--telemetry-retention: not a duration of at least 24h: {}", retention);
+    return 2;
+  }
+  if (!absl::ParseDuration(bookmark_every, &options.watch.bookmark_every) ||
+      options.watch.bookmark_every < absl::Milliseconds(100)) {
+    spdlog::error("--watch-bookmark-every: not a duration of at least 100ms: {}", bookmark_every);
     return 2;
   }
   if (!absl::ParseDuration(lease_ttl, &options.lease_ttl) || options.lease_ttl < absl::Seconds(1)) {

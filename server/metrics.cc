@@ -13,6 +13,7 @@
 
 #include "app/arbiter.h"
 #include "app/real_clock.h"
+#include "app/watch_hub.h"
 #include "core/budget.h"
 
 namespace arbiter::server {
@@ -122,8 +123,8 @@ std::vector<prometheus::ClientMetric::Label> GpuLabels(const store::GpuGauge& g)
 // series that need no database.
 class Metrics::StateCollector final : public prometheus::Collectable {
  public:
-  StateCollector(store::Store* store, app::Arbiter* arbiter, Clock* clock)
-      : store_(store), arbiter_(arbiter), clock_(clock) {}
+  StateCollector(store::Store* store, app::Arbiter* arbiter, app::WatchHub* hub, Clock* clock)
+      : store_(store), arbiter_(arbiter), hub_(hub), clock_(clock) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
@@ -143,6 +144,7 @@ class Metrics::StateCollector final : public prometheus::Collectable {
                              "The leader epoch this replica last took over with; 0 if never.");
     epoch.metric.push_back(Gauge({}, stats.epoch));
     out.push_back(std::move(epoch));
+    AddWatch(out);
 
     auto scrape_ok = GaugeFamily("arbiter_state_scrape_ok",
                                  "1 when this scrape read the stored state, 0 when it could not.");
@@ -218,8 +220,43 @@ class Metrics::StateCollector final : public prometheus::Collectable {
     out.push_back(std::move(soft));
   }
 
+  // The watch hub's streams, what is queued to them, and its counters.
+  void AddWatch(std::vector<prometheus::MetricFamily>& out) const {
+    const app::WatchStats w = hub_->stats();
+    auto gauge = [&out](std::string name, std::string help, int64_t value) {
+      auto f = GaugeFamily(std::move(name), std::move(help));
+      f.metric.push_back(Gauge({}, value));
+      out.push_back(std::move(f));
+    };
+    auto counter = [&out](std::string name, std::string help, int64_t value) {
+      prometheus::MetricFamily f;
+      f.name = std::move(name);
+      f.help = std::move(help);
+      f.type = prometheus::MetricType::Counter;
+      prometheus::ClientMetric m;
+      m.counter.value = static_cast<double>(value);
+      f.metric.push_back(std::move(m));
+      out.push_back(std::move(f));
+    };
+    gauge("arbiter_watch_streams", "WatchAllocations streams open now.", w.streams);
+    gauge("arbiter_watch_streams_catching_up",
+          "Streams replaying from a start revision before they follow live.", w.catching_up);
+    gauge("arbiter_watch_queued_bytes",
+          "Encoded event bytes delivered to streams, not yet written.", w.queued_bytes);
+    gauge("arbiter_watch_revision", "The revision the watch hub published last.", w.head);
+    counter("arbiter_watch_events_total", "Committed events published to the watch hub.", w.events);
+    counter("arbiter_watch_deliveries_total", "Events handed to streams (one per stream).",
+            w.deliveries);
+    counter("arbiter_watch_bookmarks_total", "Bookmarks sent to idle streams.", w.bookmarks);
+    counter("arbiter_watch_cutoffs_total",
+            "Streams ended RESOURCE_EXHAUSTED for falling too far behind.", w.cutoffs);
+    counter("arbiter_watch_refused_total",
+            "Streams refused RESOURCE_EXHAUSTED for the per-caller or total limit.", w.refused);
+  }
+
   store::Store* const store_;
   app::Arbiter* const arbiter_;
+  app::WatchHub* const hub_;
   Clock* const clock_;
 };
 
@@ -253,14 +290,14 @@ Metrics::Metrics()
 Metrics::~Metrics() { StopServing(); }
 
 absl::Status Metrics::Serve(const std::string& listen_address, store::Store* store,
-                            app::Arbiter* arbiter, Clock* clock) {
+                            app::Arbiter* arbiter, app::WatchHub* hub, Clock* clock) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(listen_address, 2);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("metrics-listen: cannot serve on ", listen_address, ": ", e.what()));
   }
-  state_ = std::make_shared<StateCollector>(store, arbiter, clock);
+  state_ = std::make_shared<StateCollector>(store, arbiter, hub, clock);
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(state_);
   const std::vector<int> ports = exposer_->GetListeningPorts();

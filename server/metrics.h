@@ -6,6 +6,8 @@
 //     {grpc_service, grpc_method, grpc_code} and grpc_server_handling_seconds;
 //   - the arbiter's group commit (ObserveCommit): batch sizes, commit latency,
 //     failures, and its queue depth at scrape time;
+//   - the watch hub at scrape time: streams, bytes queued to them, events,
+//     deliveries, bookmarks, cut-offs and refusals;
 //   - the stored state, read once per scrape: allocated and used milli-GPUs
 //     by pool, class, team and GPU model, budget burn, pending approvals,
 //     incidents and the ledger's length.
@@ -32,6 +34,7 @@
 
 namespace arbiter::app {
 class Arbiter;
+class WatchHub;
 }  // namespace arbiter::app
 
 namespace arbiter::server {
@@ -42,10 +45,10 @@ class Metrics {
   ~Metrics();
 
   // Serves GET /metrics on `listen_address` (host:port; port 0 picks one).
-  // `store`, `arbiter` and `clock` must outlive this object (or StopServing).
-  // UNAVAILABLE when the port cannot be had.
-  absl::Status Serve(const std::string& listen_address, store::Store* store, app::Arbiter* arbiter,
-                     Clock* clock);
+  // `store`, `arbiter`, `hub` and `clock` must outlive this object (or
+  // StopServing). UNAVAILABLE when the port cannot be had.
+  [[nodiscard]] absl::Status Serve(const std::string& listen_address, store::Store* store,
+                                   app::Arbiter* arbiter, app::WatchHub* hub, Clock* clock);
   // Stops the HTTP server; scrapes after this see nothing. Idempotent.
   void StopServing();
   // The port /metrics is served on; 0 when not serving.

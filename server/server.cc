@@ -57,6 +57,8 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   app_options.read_threads = options.read_threads;
   app_options.arbiter = arbiter_options;
   app_options.telemetry = options.telemetry;
+  app_options.watch = options.watch;
+  app_options.watch.encode = EncodeWatchEvent;
   ARBITER_ASSIGN_OR_RETURN(server->app_,
                            app::Application::Create(server->store_.get(), clock, app_options));
   ServiceContext ctx;
@@ -93,7 +95,8 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   ARBITER_RETURN_IF_ERROR(server->StartElection(options));
   if (!options.metrics_listen.empty()) {
     ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(options.metrics_listen, server->store_.get(),
-                                                    &server->app_->arbiter(), clock));
+                                                    &server->app_->arbiter(), &server->app_->hub(),
+                                                    clock));
   }
   if (!options.webhook_listen.empty()) ARBITER_RETURN_IF_ERROR(server->StartWebhook(options));
   return server;

@@ -47,6 +47,9 @@ struct ServerOptions {
   int read_threads = 4;
   app::ArbiterOptions arbiter;
   app::TelemetryOptions telemetry;
+  // Watch streams: window, bookmarks, limits (app/watch_hub.h). The encoder
+  // is always the server's own.
+  app::WatchOptions watch;
   // Prometheus GET /metrics on this host:port, plain HTTP (server/metrics.h).
   // Default: empty, not served.
   std::string metrics_listen;

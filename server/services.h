@@ -119,7 +119,11 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   ServiceContext ctx_;
 };
 
-class AllocationService final : public v1::AllocationService::CallbackService {
+// WatchAllocations is served on the raw (bytes) path: each event is encoded
+// once (EncodeWatchEvent) and its bytes are written to every stream.
+class AllocationService final
+    : public v1::AllocationService::WithRawCallbackMethod_WatchAllocations<
+          v1::AllocationService::CallbackService> {
  public:
   explicit AllocationService(ServiceContext ctx) : ctx_(ctx) {}
 
@@ -141,12 +145,20 @@ class AllocationService final : public v1::AllocationService::CallbackService {
   grpc::ServerUnaryReactor* ReleaseAllocation(grpc::CallbackServerContext* ctx,
                                               const v1::ReleaseAllocationRequest* req,
                                               v1::ReleaseAllocationResponse* resp) override;
-  grpc::ServerWriteReactor<v1::WatchAllocationsResponse>* WatchAllocations(
-      grpc::CallbackServerContext* ctx, const v1::WatchAllocationsRequest* req) override;
+  // The request arrives as the bytes of a WatchAllocationsRequest.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchAllocations(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
 
  private:
   ServiceContext ctx_;
 };
+
+// The wire bytes of a watch event, made once for every stream
+// (app::WatchOptions::encode): an `events` entry of WatchAllocationsResponse
+// (field 5, the length, an AllocationEvent). Past the tag and the length the
+// bytes are also a WatchAllocationsResponse with the event in its top-level
+// fields, since AllocationEvent numbers its fields the same way.
+std::string EncodeWatchEvent(const app::AllocationEvent& event, const app::NodeDirectory& nodes);
 
 class LedgerService final : public v1::LedgerService::CallbackService {
  public:

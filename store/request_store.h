@@ -26,6 +26,15 @@ struct RequestFilter {
   int32_t limit = 100;
 };
 
+// One page of requests and the revision it reflects: the sequence number of
+// the ledger's head in the same snapshot, so the page holds every change up
+// to `revision` and none after it. A watch started from `revision`
+// (WatchAllocations) misses nothing and repeats nothing of the page.
+struct RequestPage {
+  std::vector<core::CapacityRequest> requests;
+  int64_t revision = 0;
+};
+
 class RequestReads {
  public:
   virtual ~RequestReads() = default;
@@ -36,6 +45,9 @@ class RequestReads {
   // Requests matching `filter`, newest (highest id) first, at most
   // filter.limit, with their placements.
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
+      const RequestFilter& filter) = 0;
+  // ListRequests, with the revision the page reflects (one snapshot).
+  [[nodiscard]] virtual absl::StatusOr<RequestPage> ListRequestPage(
       const RequestFilter& filter) = 0;
 };
 

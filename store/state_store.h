@@ -53,6 +53,12 @@ class StateStore {
   // default, leaves Commit unfenced, for tools and tests that own the
   // database alone. REQUIRES: no Commit in progress (the arbiter thread).
   virtual void SetFencingEpoch(int64_t epoch) = 0;
+
+  // The sequence number of the ledger's head as of the last LoadState or
+  // successful Commit: the revision the loaded or committed state reflects.
+  // A Commit of n changes advances it by n (one entry per change, in order).
+  // REQUIRES: no Commit in progress on another thread.
+  [[nodiscard]] virtual int64_t LedgerHead() = 0;
 };
 
 }  // namespace arbiter::store

@@ -743,6 +743,11 @@ absl::Status MemoryStore::Commit(const core::ChangeSet& changes, const CommitCon
   return absl::OkStatus();
 }
 
+int64_t MemoryStore::LedgerHead() {
+  absl::MutexLock lock(&mu_);
+  return tables_->head_seq();
+}
+
 absl::StatusOr<std::vector<core::GpuModel>> MemoryStore::ListGpuModels() {
   absl::MutexLock lock(&mu_);
   std::vector<core::GpuModel> out;
@@ -811,18 +816,25 @@ absl::StatusOr<core::CapacityRequest> MemoryStore::GetRequest(int64_t id) {
 
 absl::StatusOr<std::vector<core::CapacityRequest>> MemoryStore::ListRequests(
     const RequestFilter& filter) {
+  ARBITER_ASSIGN_OR_RETURN(RequestPage page, ListRequestPage(filter));
+  return std::move(page.requests);
+}
+
+absl::StatusOr<RequestPage> MemoryStore::ListRequestPage(const RequestFilter& filter) {
   if (filter.limit < 0) return NegativeLimit();
   absl::MutexLock lock(&mu_);
-  std::vector<core::CapacityRequest> out;
+  RequestPage page;
+  page.revision = tables_->head_seq();
   for (auto it = tables_->requests.rbegin();
-       it != tables_->requests.rend() && out.size() < static_cast<size_t>(filter.limit); ++it) {
+       it != tables_->requests.rend() && page.requests.size() < static_cast<size_t>(filter.limit);
+       ++it) {
     const core::CapacityRequest& r = it->second.request;
     if (!filter.team.empty() && r.spec.team != filter.team) continue;
     if (filter.state != RequestState::kUnspecified && r.state != filter.state) continue;
     if (filter.before_id != 0 && r.id >= filter.before_id) continue;
-    out.push_back(tables_->WithPlacements(it->second));
+    page.requests.push_back(tables_->WithPlacements(it->second));
   }
-  return out;
+  return page;
 }
 
 absl::StatusOr<core::CoexistenceMatrix> MemoryStore::GetCoexistence() {

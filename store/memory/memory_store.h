@@ -82,6 +82,7 @@ class MemoryStore final : public Store {
   [[nodiscard]] absl::Status Commit(const core::ChangeSet& changes,
                                     const CommitContext& context) override ABSL_LOCKS_EXCLUDED(mu_);
   void SetFencingEpoch(int64_t epoch) override ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] int64_t LedgerHead() override ABSL_LOCKS_EXCLUDED(mu_);
 
   [[nodiscard]] absl::StatusOr<std::vector<core::GpuModel>> ListGpuModels() override;
   [[nodiscard]] absl::StatusOr<std::vector<core::Cluster>> ListClusters() override;
@@ -94,6 +95,7 @@ class MemoryStore final : public Store {
   [[nodiscard]] absl::StatusOr<core::CapacityRequest> GetRequest(int64_t id) override;
   [[nodiscard]] absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
       const RequestFilter& filter) override;
+  [[nodiscard]] absl::StatusOr<RequestPage> ListRequestPage(const RequestFilter& filter) override;
   [[nodiscard]] absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() override;
   [[nodiscard]] absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() override;
   [[nodiscard]] absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() override;

@@ -528,21 +528,32 @@ absl::StatusOr<core::CapacityRequest> PgStore::GetRequest(int64_t id) {
 
 absl::StatusOr<std::vector<core::CapacityRequest>> PgStore::ListRequests(
     const RequestFilter& filter) {
-  return WithConnection(
-      "list requests",
-      [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::CapacityRequest>> {
-        pqxx::read_transaction tx(c);
-        const std::string state =
-            filter.state == RequestState::kUnspecified ? std::string() : StateName(filter.state);
-        ARBITER_ASSIGN_OR_RETURN(auto found, RequestsFromResult(tx.exec_prepared(
-                                                 sql::kSelectRequests, filter.team, state,
-                                                 filter.before_id, filter.limit)));
-        std::vector<int64_t> ids;
-        for (const auto& r : found) ids.push_back(r.id);
-        ARBITER_RETURN_IF_ERROR(AttachPlacements(
-            tx.exec_prepared(sql::kSelectPlacementsOf, rows::BigintArrayLiteral(ids)), found));
-        return found;
-      });
+  ARBITER_ASSIGN_OR_RETURN(RequestPage page, ListRequestPage(filter));
+  return std::move(page.requests);
+}
+
+absl::StatusOr<RequestPage> PgStore::ListRequestPage(const RequestFilter& filter) {
+  return WithConnection("list requests", [&](pqxx::connection& c) -> absl::StatusOr<RequestPage> {
+    pqxx::work tx(c);
+    // One snapshot for the requests, their placements and the ledger head:
+    // a request row and its ledger entry commit together.
+    tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    const std::string state =
+        filter.state == RequestState::kUnspecified ? std::string() : StateName(filter.state);
+    RequestPage page;
+    ARBITER_ASSIGN_OR_RETURN(
+        page.requests, RequestsFromResult(tx.exec_prepared(sql::kSelectRequests, filter.team, state,
+                                                           filter.before_id, filter.limit)));
+    std::vector<int64_t> ids;
+    for (const auto& r : page.requests) ids.push_back(r.id);
+    ARBITER_RETURN_IF_ERROR(AttachPlacements(
+        tx.exec_prepared(sql::kSelectPlacementsOf, rows::BigintArrayLiteral(ids)), page.requests));
+    for (const pqxx::row& row : tx.exec_prepared(sql::kSelectLedgerHead)) {
+      page.revision = row[0].as<int64_t>();
+    }
+    tx.commit();
+    return page;
+  });
 }
 
 absl::StatusOr<core::CoexistenceMatrix> PgStore::GetCoexistence() {

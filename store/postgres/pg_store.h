@@ -44,6 +44,7 @@ class PgStore final : public Store {
   using Store::Commit;
   absl::Status Commit(const core::ChangeSet& changes, const CommitContext& context) override;
   void SetFencingEpoch(int64_t epoch) override { fencing_epoch_ = epoch; }
+  int64_t LedgerHead() override { return head_seq_; }
 
   absl::StatusOr<std::vector<core::GpuModel>> ListGpuModels() override;
   absl::StatusOr<std::vector<core::Cluster>> ListClusters() override;
@@ -55,6 +56,7 @@ class PgStore final : public Store {
   absl::StatusOr<core::CapacityRequest> GetRequest(int64_t id) override;
   absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
       const RequestFilter& filter) override;
+  absl::StatusOr<RequestPage> ListRequestPage(const RequestFilter& filter) override;
   absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() override;
   absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() override;
   absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() override;

@@ -253,7 +253,7 @@ TEST_F(RequestPathTest, ReadsCheckAccessAndArguments) {
   Awaited<core::CapacityRequest> missing;
   app_->allocations().GetRequest(Developer(), 999, missing.reply());
   EXPECT_THAT(missing.get(), StatusIs(absl::StatusCode::kNotFound));
-  Awaited<std::vector<core::CapacityRequest>> listed;
+  Awaited<store::RequestPage> listed;
   app_->allocations().ListRequests(Stranger(), store::RequestFilter(), listed.reply());
   EXPECT_THAT(listed.get(), StatusIs(absl::StatusCode::kPermissionDenied));
 }

@@ -71,6 +71,7 @@ class Event:
     type: str               # "admitted", "released", "preempting", ...
     allocation: Allocation
     committed_at: float     # Unix seconds.
+    revision: int = 0       # Resume a watch from here (watch(start_revision=...)).
 
 
 @dataclass(frozen=True)
@@ -248,15 +249,22 @@ class Client:
             if not token:
                 return
 
-    def watch(self, team="", pool="") -> Iterator[Event]:
-        """Allocation events as they commit, until the caller stops iterating
-        (or calls .cancel() on the returned iterator's `call`)."""
-        call = self.allocation.WatchAllocations(_al.WatchAllocationsRequest(team=team, pool=pool))
+    def watch(self, team="", pool="", start_revision=0, cluster="", node="",
+              request_id=0) -> Iterator[Event]:
+        """Allocation events as they commit, after `start_revision` (a list's
+        or an event's revision; 0 for from now on), until the caller stops
+        iterating. Bookmarks are skipped. A revision older than the server
+        replays raises ArbiterError with OUT_OF_RANGE: list again."""
+        call = self.allocation.WatchAllocations(_al.WatchAllocationsRequest(
+            team=team, pool=pool, start_revision=start_revision, cluster=cluster, node=node,
+            request_id=request_id))
         try:
             for e in call:
+                if e.bookmark:
+                    continue
                 yield Event(_short(_al.AllocationEventType, e.type, "ALLOCATION_EVENT_TYPE_"),
                             _allocation(e.request),
-                            e.committed_at.seconds + e.committed_at.nanos / 1e9)
+                            e.committed_at.seconds + e.committed_at.nanos / 1e9, e.revision)
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.CANCELLED:
                 raise ArbiterError(e.code(), e.details()) from None
