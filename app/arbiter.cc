@@ -12,7 +12,6 @@
 #include "core/status_macros.h"
 
 namespace arbiter::app {
-namespace {}  // namespace
 
 absl::Status NotLeaderError(const std::string& leader_address) {
   absl::Status status = absl::UnavailableError(

@@ -82,13 +82,13 @@ bool Check(const grpc::Status& s, const std::string& what) {
   return false;
 }
 
-// Calls `call(i)` for i in [0, n) from 16 threads; false once any call
-// returned false (the rest are not made).
-bool Parallel(int n, const std::function<bool(int)>& call) {
+// Calls `call(i)` for i in [0, n) from `threads` threads; false once any
+// call returned false (the rest are not made).
+bool Parallel(int n, const std::function<bool(int)>& call, int threads = 16) {
   std::atomic<int> next{0};
   std::atomic<bool> failed{false};
   std::vector<std::thread> workers;
-  for (int w = 0; w < 16; ++w) {
+  for (int w = 0; w < threads; ++w) {
     workers.emplace_back([&] {
       for (int i = next++; i < n && !failed; i = next++) {
         if (!call(i)) failed = true;
@@ -124,8 +124,8 @@ int Setup(const Options& o) {
     SetDeadline(ctx, 30'000);
     if (!Check(inventory->CreatePool(&ctx, req, &resp), "create pool")) return 1;
   }
-  // Cohort roots first, then teams, quotas and nodes, each by 16 callers in
-  // parallel, so that the arbiter commits them in batches.
+  // Cohort roots first, then teams, quotas and nodes, each by many callers
+  // in parallel (quotas by 64), so that the arbiter commits them in batches.
   for (int c = 0; c < o.cohorts; ++c) {
     v1::CreateTeamRequest req;
     req.mutable_team()->set_name(absl::StrCat("cohort-", c));
@@ -146,16 +146,19 @@ int Setup(const Options& o) {
   if (!teams_made) return 1;
   const Clock::time_point quotas_start = Clock::now();
   const int n_pools = static_cast<int>(pools.size());
-  const bool quotas_set = Parallel(o.teams * n_pools, [&](int i) {
-    v1::SetQuotaRequest q;
-    q.mutable_quota()->set_team(absl::StrCat("team-", i / n_pools));
-    q.mutable_quota()->set_pool(pools[i % n_pools]);
-    q.mutable_quota()->set_nominal_milli(int64_t{o.gpus} * 1000);
-    v1::SetQuotaResponse qr;
-    grpc::ClientContext qc;
-    SetDeadline(qc, 30'000);
-    return Check(governance->SetQuota(&qc, q, &qr), "set quota");
-  });
+  const bool quotas_set = Parallel(
+      o.teams * n_pools,
+      [&](int i) {
+        v1::SetQuotaRequest q;
+        q.mutable_quota()->set_team(absl::StrCat("team-", i / n_pools));
+        q.mutable_quota()->set_pool(pools[i % n_pools]);
+        q.mutable_quota()->set_nominal_milli(int64_t{o.gpus} * 1000);
+        v1::SetQuotaResponse qr;
+        grpc::ClientContext qc;
+        SetDeadline(qc, 30'000);
+        return Check(governance->SetQuota(&qc, q, &qr), "set quota");
+      },
+      /*threads=*/64);
   if (!quotas_set) return 1;
   const double quota_s = std::chrono::duration<double>(Clock::now() - quotas_start).count();
   std::cout << "arbiter-load: set " << o.teams * n_pools << " quotas in "
