@@ -14,6 +14,7 @@
 #include "core/arbitration.h"
 #include "ledger/chain.h"
 #include "store/memory/memory_store.h"
+#include "tests/app/callers.h"
 #include "tests/core/test_state.h"
 #include "tests/testing/simulated_clock.h"
 #include "tests/testing/status_matchers.h"
@@ -21,18 +22,11 @@
 namespace arbiter::app {
 namespace {
 
+using ::arbiter::testing::Developer;
 using ::arbiter::testing::IsOk;
 using ::arbiter::testing::MakeNode;
 using ::arbiter::testing::StatusIs;
 using ::arbiter::testing::WholeSpec;
-
-// A plaintext development caller: may do everything, recorded as
-// "unidentified".
-Caller Developer() {
-  Caller c;
-  c.insecure = true;
-  return c;
-}
 
 // An identified caller with no role binding.
 Caller Stranger() {

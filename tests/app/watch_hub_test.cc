@@ -25,6 +25,7 @@
 #include "app/application.h"
 #include "core/arbitration.h"
 #include "store/memory/memory_store.h"
+#include "tests/app/callers.h"
 #include "tests/core/test_state.h"
 #include "tests/testing/simulated_clock.h"
 #include "tests/testing/status_matchers.h"
@@ -32,16 +33,11 @@
 namespace arbiter::app {
 namespace {
 
+using ::arbiter::testing::Developer;
 using ::arbiter::testing::IsOk;
 using ::arbiter::testing::MakeNode;
 using ::arbiter::testing::StatusIs;
 using ::arbiter::testing::WholeSpec;
-
-Caller Developer() {
-  Caller c;
-  c.insecure = true;
-  return c;
-}
 
 // (revision, request id, type) of one event.
 struct Seen {

@@ -21,11 +21,6 @@ namespace {
 using ::arbiter::testing::kT0;
 using ::arbiter::testing::MakeNode;
 
-uint64_t Seed() {
-  if (const char* s = std::getenv("ARBITER_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
-
 // A request from a small set of shapes, teams and priorities, so that many
 // queued requests are alike and groups form.
 CapacityRequestSpec AlikeSpec(std::mt19937_64& rng, int n, absl::Time now) {
@@ -160,7 +155,7 @@ bool RunTrace(uint64_t seed, int steps, int64_t* queued_seen) {
 }
 
 TEST(AdmissionEquivalenceTest, GroupedAdmitsWhatTheScanAdmitsAtTheSameMoments) {
-  const uint64_t seed = Seed();
+  const uint64_t seed = ::arbiter::testing::TestSeed();
   std::cout << "seed: " << seed << " (rerun with ARBITER_TEST_SEED=" << seed << ")" << std::endl;
   int64_t queued_seen = 0;
   constexpr int kTraces = 1000;

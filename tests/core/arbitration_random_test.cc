@@ -22,11 +22,6 @@ namespace {
 using ::arbiter::testing::kT0;
 using ::arbiter::testing::MakeNode;
 
-uint64_t Seed() {
-  if (const char* s = std::getenv("ARBITER_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
-
 // Recomputes every GPU's and node's accounting from the live requests and
 // compares it with the state's, and checks capacity and quota limits.
 void CheckInvariants(const State& s) {
@@ -273,7 +268,7 @@ std::string RunRandom(uint64_t seed, int steps, StateCounts* counts = nullptr) {
 }
 
 TEST(ArbitrationRandomTest, InvariantsHoldAfterEveryOperation) {
-  const uint64_t seed = Seed();
+  const uint64_t seed = ::arbiter::testing::TestSeed();
   std::cout << "seed: " << seed << " (rerun with ARBITER_TEST_SEED=" << seed << ")" << std::endl;
   StateCounts counts;
   for (int round = 0; round < 20; ++round) {
@@ -291,7 +286,7 @@ TEST(ArbitrationRandomTest, InvariantsHoldAfterEveryOperation) {
 }
 
 TEST(ArbitrationRandomTest, SameSeedGivesSameDecisions) {
-  const uint64_t seed = Seed();
+  const uint64_t seed = ::arbiter::testing::TestSeed();
   std::cout << "seed: " << seed << "\n";
   EXPECT_EQ(RunRandom(seed, 500), RunRandom(seed, 500)) << "seed " << seed;
 }

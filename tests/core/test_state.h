@@ -2,6 +2,9 @@
 // functions arbiterd uses.
 #pragma once
 
+#include <cstdint>
+#include <cstdlib>
+#include <random>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -12,6 +15,13 @@
 namespace arbiter::testing {
 
 inline const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+// The seed of a randomized test: ARBITER_TEST_SEED when set (to rerun a
+// failure), else a fresh one. Tests print it.
+inline uint64_t TestSeed() {
+  if (const char* s = std::getenv("ARBITER_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
 
 // A state with a catalog, cluster "c", pools "serving" and "batch", and team
 // "t" with `nominal_milli` in "serving".
