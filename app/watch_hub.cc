@@ -68,8 +68,12 @@ bool WatchFilter::Matches(const WatchEvent& e) const {
   if (!team.empty() && ev.request.spec.team != team) return false;
   if (!pool.empty() && ev.request.spec.pool != pool) return false;
   if (!node.empty()) {
-    const std::string key = absl::StrCat(cluster, "/", node);
-    return std::find(e.nodes.begin(), e.nodes.end(), key) != e.nodes.end();
+    // e.nodes holds "cluster/node" keys; compared in place, without building
+    // one per event.
+    return std::any_of(e.nodes.begin(), e.nodes.end(), [&](absl::string_view key) {
+      return key.size() == cluster.size() + 1 + node.size() && absl::StartsWith(key, cluster) &&
+             key[cluster.size()] == '/' && absl::EndsWith(key, node);
+    });
   }
   if (!cluster.empty()) {
     return std::find(e.clusters.begin(), e.clusters.end(), cluster) != e.clusters.end();

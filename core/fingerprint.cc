@@ -16,60 +16,60 @@ uint64_t Fnv1a64(absl::string_view data) {
   return h;
 }
 
-// Length-prefixed so that no two different field sequences encode alike.
-void Field(std::string& out, absl::string_view value) {
+}  // namespace
+
+void AppendField(std::string& out, absl::string_view value) {
   absl::StrAppend(&out, value.size(), ":", value, ";");
 }
-void Field(std::string& out, int64_t value) { absl::StrAppend(&out, value, ";"); }
-
-}  // namespace
+void AppendField(std::string& out, int64_t value) { absl::StrAppend(&out, value, ";"); }
 
 uint64_t FingerprintRequestSpec(const CapacityRequestSpec& spec) {
   std::string enc = "v1;";
-  Field(enc, spec.team);
-  Field(enc, spec.pool);
-  Field(enc, static_cast<int64_t>(spec.workload_class));
-  Field(enc, spec.members);
+  AppendField(enc, spec.team);
+  AppendField(enc, spec.pool);
+  AppendField(enc, static_cast<int64_t>(spec.workload_class));
+  AppendField(enc, spec.members);
   if (spec.model_profile.has_value()) {
     const ModelProfile& m = *spec.model_profile;
-    Field(enc, "model");
+    AppendField(enc, "model");
     for (int64_t v :
          {m.parameters, m.bytes_per_parameter_milli, int64_t{m.layers}, int64_t{m.kv_heads},
           int64_t{m.head_dim}, m.kv_bytes_per_element_milli, m.token_budget, m.overhead_mib}) {
-      Field(enc, v);
+      AppendField(enc, v);
     }
   } else if (spec.shape.is_whole()) {
-    Field(enc, "whole");
-    Field(enc, spec.shape.whole_gpus());
+    AppendField(enc, "whole");
+    AppendField(enc, spec.shape.whole_gpus());
   } else if (spec.shape.is_mig()) {
-    Field(enc, "mig");
-    Field(enc, spec.shape.mig().profile);
+    AppendField(enc, "mig");
+    AppendField(enc, spec.shape.mig().profile);
   } else {
-    Field(enc, "fraction");
-    Field(enc, spec.shape.fraction().gpu_milli);
-    Field(enc, spec.shape.fraction().memory_mib);
+    AppendField(enc, "fraction");
+    AppendField(enc, spec.shape.fraction().gpu_milli);
+    AppendField(enc, spec.shape.fraction().memory_mib);
   }
-  Field(enc, spec.shape.cpu_milli);
-  Field(enc, spec.shape.memory_mib);
-  Field(enc, static_cast<int64_t>(spec.gpu_models.size()));
-  for (const std::string& m : spec.gpu_models) Field(enc, m);
+  AppendField(enc, spec.shape.cpu_milli);
+  AppendField(enc, spec.shape.memory_mib);
+  AppendField(enc, static_cast<int64_t>(spec.gpu_models.size()));
+  for (const std::string& m : spec.gpu_models) AppendField(enc, m);
   // Appended last and only when set, so that earlier fingerprints stay valid.
-  if (spec.topology != Topology::kAny) Field(enc, TopologyName(spec.topology));
-  Field(enc, spec.description);
+  if (spec.topology != Topology::kAny) AppendField(enc, TopologyName(spec.topology));
+  AppendField(enc, spec.description);
   // Scheduling terms, each only when set, so that earlier fingerprints stay
   // valid.
-  if (spec.priority != 0) Field(enc, absl::StrCat("priority=", spec.priority));
-  if (spec.preemptible) Field(enc, "preemptible");
-  if (spec.checkpoint_seconds != 0) Field(enc, absl::StrCat("ckpt=", spec.checkpoint_seconds));
+  if (spec.priority != 0) AppendField(enc, absl::StrCat("priority=", spec.priority));
+  if (spec.preemptible) AppendField(enc, "preemptible");
+  if (spec.checkpoint_seconds != 0)
+    AppendField(enc, absl::StrCat("ckpt=", spec.checkpoint_seconds));
   if (spec.checkpoint_interval_seconds != 0) {
-    Field(enc, absl::StrCat("ckpt_every=", spec.checkpoint_interval_seconds));
+    AppendField(enc, absl::StrCat("ckpt_every=", spec.checkpoint_interval_seconds));
   }
-  if (spec.guaranteed) Field(enc, "guaranteed");
+  if (spec.guaranteed) AppendField(enc, "guaranteed");
   if (spec.start_at != absl::InfinitePast()) {
-    Field(enc, absl::StrCat("start=", absl::ToUnixMicros(spec.start_at)));
+    AppendField(enc, absl::StrCat("start=", absl::ToUnixMicros(spec.start_at)));
   }
   if (spec.duration != absl::ZeroDuration()) {
-    Field(enc, absl::StrCat("duration=", absl::ToInt64Microseconds(spec.duration)));
+    AppendField(enc, absl::StrCat("duration=", absl::ToInt64Microseconds(spec.duration)));
   }
   return Fnv1a64(enc);
 }

@@ -30,7 +30,6 @@ void QuotaBook::PutQuota(Quota quota) {
   ARBITER_CHECK(cohort_of_.contains(quota.team));
   QuotaKey key{quota.team, quota.pool, quota.gpu_model};
   Contribute(key, -1);
-  teams_by_pool_model_[{quota.pool, quota.gpu_model}].insert(quota.team);
   quotas_[key] = std::move(quota);
   Contribute(key, +1);
 }
@@ -66,15 +65,6 @@ std::vector<const Quota*> QuotaBook::QuotasOf(const std::string& team,
     }
   }
   if (pool_wide != nullptr) out.push_back(pool_wide);
-  return out;
-}
-
-std::vector<const Quota*> QuotaBook::QuotasFor(const std::string& pool,
-                                               const std::string& gpu_model) const {
-  std::vector<const Quota*> out;
-  auto teams = teams_by_pool_model_.find({pool, gpu_model});
-  if (teams == teams_by_pool_model_.end()) return out;
-  for (const std::string& team : teams->second) out.push_back(FindQuota(team, pool, gpu_model));
   return out;
 }
 

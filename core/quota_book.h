@@ -4,9 +4,9 @@
 // own change types (core/model.h): a team is inserted, a quota upserted.
 //
 // Every lookup a decision makes costs what it touches, not the size of the
-// organisation: quotas are indexed by (team, pool, model) and by
-// (pool, model); each team's cohort is resolved when the team is loaded
-// (parents never change); and each cohort's use of a pool and model (what
+// organisation: quotas are indexed by (team, pool, model); each team's
+// cohort is resolved when the team is loaded (parents never change); and
+// each cohort's use of a pool and model (what
 // it lends, and how much of that is in use) is kept as a running sum that
 // every quota change and every charge updates.
 //
@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -57,8 +56,6 @@ class QuotaBook {
   // Every quota of `team` in `pool`: per-model ones by model name, then the
   // pool-wide one.
   std::vector<const Quota*> QuotasOf(const std::string& team, const std::string& pool) const;
-  // Every quota set for `pool` and `gpu_model`, of any team, by team name.
-  std::vector<const Quota*> QuotasFor(const std::string& pool, const std::string& gpu_model) const;
   // The use of the quotas of `cohort` in `pool` for `gpu_model`.
   CohortUse CohortUseOf(const std::string& cohort, const std::string& pool,
                         const std::string& gpu_model) const;
@@ -84,7 +81,6 @@ class QuotaBook {
   std::map<std::string, Team> teams_;
   absl::flat_hash_map<std::string, std::string> cohort_of_;  // Team -> root team.
   std::map<QuotaKey, Quota> quotas_;
-  std::map<std::pair<std::string, std::string>, std::set<std::string>> teams_by_pool_model_;
   std::map<QuotaKey, int64_t> used_milli_;
   std::map<std::pair<std::string, std::string>, int64_t> used_pool_milli_;
   std::map<CohortKey, CohortUse> cohort_use_;

@@ -1,6 +1,6 @@
 #include "core/request_book.h"
 
-#include "absl/strings/str_cat.h"
+#include "core/fingerprint.h"
 
 namespace arbiter::core {
 namespace {
@@ -12,52 +12,46 @@ const std::set<int64_t>& SetOrEmpty(const Map& map, const Key& key) {
   return it == map.end() ? kNone : it->second;
 }
 
-// Length-prefixed so that no two different field sequences encode alike.
-void Field(std::string& out, absl::string_view value) {
-  absl::StrAppend(&out, value.size(), ":", value, ";");
-}
-void Field(std::string& out, int64_t value) { absl::StrAppend(&out, value, ";"); }
-
 }  // namespace
 
 std::string AdmissionKey(const CapacityRequest& request) {
   const CapacityRequestSpec& spec = request.spec;
   std::string key;
   if (request.reason_code == kReasonPreempting || !request.holds.empty()) {
-    Field(key, "alone");
-    Field(key, request.id);
+    AppendField(key, "alone");
+    AppendField(key, request.id);
     return key;
   }
-  Field(key, spec.team);
-  Field(key, spec.pool);
-  Field(key, static_cast<int64_t>(spec.workload_class));
-  Field(key, spec.members);
+  AppendField(key, spec.team);
+  AppendField(key, spec.pool);
+  AppendField(key, static_cast<int64_t>(spec.workload_class));
+  AppendField(key, spec.members);
   if (spec.shape.is_whole()) {
-    Field(key, "whole");
-    Field(key, spec.shape.whole_gpus());
+    AppendField(key, "whole");
+    AppendField(key, spec.shape.whole_gpus());
   } else if (spec.shape.is_mig()) {
-    Field(key, "mig");
-    Field(key, spec.shape.mig().profile);
-    Field(key, spec.shape.mig().milli);
+    AppendField(key, "mig");
+    AppendField(key, spec.shape.mig().profile);
+    AppendField(key, spec.shape.mig().milli);
   } else {
-    Field(key, "fraction");
-    Field(key, spec.shape.fraction().gpu_milli);
-    Field(key, spec.shape.fraction().memory_mib);
+    AppendField(key, "fraction");
+    AppendField(key, spec.shape.fraction().gpu_milli);
+    AppendField(key, spec.shape.fraction().memory_mib);
   }
-  Field(key, spec.shape.cpu_milli);
-  Field(key, spec.shape.memory_mib);
-  Field(key, static_cast<int64_t>(spec.gpu_models.size()));
-  for (const std::string& m : spec.gpu_models) Field(key, m);
-  Field(key, static_cast<int64_t>(spec.topology));
-  Field(key, spec.priority);
-  Field(key, spec.preemptible ? 1 : 0);
-  Field(key, spec.checkpoint_seconds);
-  Field(key, spec.checkpoint_interval_seconds);
-  Field(key, spec.guaranteed ? 1 : 0);
-  Field(key, absl::ToUnixMicros(spec.start_at));
-  Field(key, absl::ToInt64Microseconds(spec.duration));
-  Field(key, static_cast<int64_t>(request.approvals.size()));
-  for (const std::string& a : request.approvals) Field(key, a);
+  AppendField(key, spec.shape.cpu_milli);
+  AppendField(key, spec.shape.memory_mib);
+  AppendField(key, static_cast<int64_t>(spec.gpu_models.size()));
+  for (const std::string& m : spec.gpu_models) AppendField(key, m);
+  AppendField(key, static_cast<int64_t>(spec.topology));
+  AppendField(key, spec.priority);
+  AppendField(key, spec.preemptible ? 1 : 0);
+  AppendField(key, spec.checkpoint_seconds);
+  AppendField(key, spec.checkpoint_interval_seconds);
+  AppendField(key, spec.guaranteed ? 1 : 0);
+  AppendField(key, absl::ToUnixMicros(spec.start_at));
+  AppendField(key, absl::ToInt64Microseconds(spec.duration));
+  AppendField(key, static_cast<int64_t>(request.approvals.size()));
+  for (const std::string& a : request.approvals) AppendField(key, a);
   return key;
 }
 

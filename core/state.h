@@ -196,9 +196,6 @@ class State {
   std::vector<const Quota*> QuotasOf(const std::string& team, const std::string& pool) const {
     return quotas_.QuotasOf(team, pool);
   }
-  std::vector<const Quota*> QuotasFor(const std::string& pool, const std::string& gpu_model) const {
-    return quotas_.QuotasFor(pool, gpu_model);
-  }
   // Milli-GPU held (admitted or preempting) by `team` in `pool`: in all, or
   // charged to its quota for `gpu_model`.
   int64_t UsedMilli(const std::string& team, const std::string& pool) const {
