@@ -45,9 +45,11 @@ void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
         // threads: it may have moved on since it was decided.
         RunRead<RequestDecision>(
             ctx,
-            [store = ctx.store, id = outcome->request.id]() -> absl::StatusOr<RequestDecision> {
+            [store = ctx.store, arbiter = ctx.arbiter,
+             id = outcome->request.id]() -> absl::StatusOr<RequestDecision> {
               absl::StatusOr<core::CapacityRequest> stored = store->GetRequest(id);
               if (!stored.ok()) return stored.status();
+              arbiter->explanations().Overlay(*stored);
               return RequestDecision{*std::move(stored), true};
             },
             reply, "too busy; retry");
@@ -63,7 +65,13 @@ void Allocations::GetRequest(const Caller& caller, int64_t id,
   }
   if (id <= 0) return reply(absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", id)));
   RunRead<core::CapacityRequest>(
-      ctx_, [store = ctx_.store, id] { return store->GetRequest(id); }, std::move(reply));
+      ctx_,
+      [store = ctx_.store, arbiter = ctx_.arbiter, id]() -> absl::StatusOr<core::CapacityRequest> {
+        absl::StatusOr<core::CapacityRequest> stored = store->GetRequest(id);
+        if (stored.ok()) arbiter->explanations().Overlay(*stored);
+        return stored;
+      },
+      std::move(reply));
 }
 
 void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::RequestFilter> filter,
@@ -75,7 +83,14 @@ void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::Reque
   if (!filter.ok()) return reply(filter.status());
   RunRead<store::RequestPage>(
       ctx_,
-      [store = ctx_.store, filter = *std::move(filter)] { return store->ListRequestPage(filter); },
+      [store = ctx_.store, arbiter = ctx_.arbiter,
+       filter = *std::move(filter)]() -> absl::StatusOr<store::RequestPage> {
+        absl::StatusOr<store::RequestPage> page = store->ListRequestPage(filter);
+        if (page.ok()) {
+          for (core::CapacityRequest& r : page->requests) arbiter->explanations().Overlay(r);
+        }
+        return page;
+      },
       std::move(reply));
 }
 

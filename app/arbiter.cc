@@ -9,6 +9,7 @@
 
 #include "app/real_clock.h"
 #include "core/arbitration.h"
+#include "core/budget.h"
 #include "core/status_macros.h"
 
 namespace arbiter::app {
@@ -22,11 +23,21 @@ absl::Status NotLeaderError(const std::string& leader_address) {
   return status;
 }
 
+namespace {
+
+// What the arbiter loads of the history at `now`: the idempotency window
+// and the budgets' month.
+store::LoadScope ScopeAt(absl::Time now, const ArbiterOptions& options) {
+  return store::LoadScope{now - options.idempotency_window, core::MonthStart(now)};
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Arbiter>> Arbiter::Create(store::Store* store, Clock* clock,
                                                          WatchHub* hub, NodeDirectory* nodes,
                                                          const ArbiterOptions& options,
                                                          Authorizer* authz) {
-  ARBITER_ASSIGN_OR_RETURN(core::State state, store->LoadState());
+  ARBITER_ASSIGN_OR_RETURN(core::State state, store->LoadState(ScopeAt(clock->TimeNow(), options)));
   return std::unique_ptr<Arbiter>(
       new Arbiter(store, clock, hub, nodes, options, std::move(state), authz));
 }
@@ -316,17 +327,35 @@ void Arbiter::CommitBatch(Decided& decided) {
   answers.batch.revision = store_->LedgerHead();
   answers.batch.from_revision =
       answers.batch.revision - static_cast<int64_t>(decided.changes.changes.size());
+  // Explanations go out in order among the changes, each with the revision
+  // of the change before it.
+  std::vector<core::ChangeSet::Explanation>& explained = decided.changes.explained;
+  size_t next_explained = 0;
+  auto explain_until = [&](size_t changes_before, int64_t revision) {
+    for (; next_explained < explained.size() && explained[next_explained].after <= changes_before;
+         ++next_explained) {
+      core::CapacityRequest& r = explained[next_explained].request;
+      explanations_.Set(r);
+      answers.batch.events.push_back(
+          AllocationEvent{EventTypeOfState(r.state), std::move(r), now, revision, true});
+    }
+  };
   int64_t revision = answers.batch.from_revision;
-  for (core::Change& change : decided.changes.changes) {
+  for (size_t i = 0; i < decided.changes.changes.size(); ++i) {
+    explain_until(i, revision);
+    core::Change& change = decided.changes.changes[i];
     ++revision;
     if (authz_ != nullptr) authz_->Apply(change);
     if (const auto* node = std::get_if<core::Node>(&change)) {
       nodes_->Put(*node);
     } else if (auto* write = std::get_if<core::RequestWrite>(&change)) {
+      // The row holds the request's explanation as of this decision.
+      explanations_.Erase(write->request.id);
       answers.batch.events.push_back(AllocationEvent{EventTypeOfState(write->request.state),
                                                      std::move(write->request), now, revision});
     }
   }
+  explain_until(decided.changes.changes.size(), revision);
   answers.committed = true;
   answers.results = std::move(decided.results);
   Respond(std::move(answers));
@@ -361,13 +390,15 @@ bool Arbiter::Reload() {
   // A follower's periodic refresh replaces a valid state; it is not counted
   // as a reload and logs quietly.
   const bool refresh = state_valid_;
-  absl::StatusOr<core::State> loaded = store_->LoadState();
+  absl::StatusOr<core::State> loaded = store_->LoadState(ScopeAt(clock_->TimeNow(), options_));
   if (!loaded.ok()) {
     spdlog::warn("reloading state failed: {}", loaded.status().ToString());
     return false;
   }
   state_ = std::move(*loaded);
   state_valid_ = true;
+  // The loaded state holds the stored explanations.
+  explanations_.Clear();
   last_reload_ = clock_->TimeNow();
   IndexNodes();
   // A leader's streams continue only if nothing moved; a follower serves
@@ -393,6 +424,7 @@ bool Arbiter::Reload() {
 
 void Arbiter::IndexNodes() {
   state_.set_approval_timeout(options_.approval_timeout);
+  state_.set_idempotency_window(options_.idempotency_window);
   for (const core::Node& n : state_.nodes()) nodes_->Put(n);
   if (authz_ != nullptr) authz_->Reset(state_);
 }

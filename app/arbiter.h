@@ -44,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "app/authz.h"
+#include "app/explanations.h"
 #include "app/node_directory.h"
 #include "app/watch_hub.h"
 #include "core/clock.h"
@@ -66,6 +67,10 @@ struct ArbiterOptions {
   // How long a request may wait for approval before it is denied.
   // Default: 24 hours.
   absl::Duration approval_timeout = absl::Hours(24);
+  // How long an ended request's idempotency key is remembered (see
+  // core::State::idempotency_window). Start-up loads the ended requests of
+  // this window only. Default: 24 hours.
+  absl::Duration idempotency_window = core::kDefaultIdempotencyWindow;
   // Called on the committer thread after each batch's commit (or failure)
   // with the batch's size and the commit's duration; must not block.
   // Default: none.
@@ -118,6 +123,8 @@ class Arbiter {
   void Submit(Decide decide, Done done, std::string actor = "system") ABSL_LOCKS_EXCLUDED(mu_);
 
   ArbiterStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The current explanations of queued requests, for reads from the store.
+  const Explanations& explanations() const { return explanations_; }
 
   // Leads from now on, with the store fenced to `epoch` (> 0). The state is
   // reloaded before the next command is decided.
@@ -179,6 +186,7 @@ class Arbiter {
   NodeDirectory* const nodes_;
   Authorizer* const authz_;
   const ArbiterOptions options_;
+  Explanations explanations_;  // Set by the committer, read by anyone.
 
   core::State state_;        // Arbiter thread only.
   bool state_valid_ = true;  // Arbiter thread only.

@@ -237,7 +237,10 @@ std::vector<WatchEventPtr> WatchHub::Prepare(std::vector<AllocationEvent> events
 }
 
 void WatchHub::ApplyBatch(const CommittedBatch& batch, std::vector<WatchEventPtr> events) {
-  if (batch.revision <= head_ || stopped_) return;  // Covered by a reset since.
+  // Covered by a reset since; a batch of explanations only (no change, so
+  // no revision of its own) is at the head.
+  const bool explanations_only = batch.from_revision == batch.revision;
+  if (stopped_ || batch.revision < head_ || (batch.revision == head_ && !explanations_only)) return;
   if (batch.from_revision != head_) {
     // Revisions the hub never saw (a commit whose outcome was unknown):
     // streams resume, and read them from the store.
@@ -247,7 +250,9 @@ void WatchHub::ApplyBatch(const CommittedBatch& batch, std::vector<WatchEventPtr
   }
   head_ = batch.revision;
   stats_.events += static_cast<int64_t>(events.size());
-  for (const WatchEventPtr& e : events) window_.push_back(e);
+  for (const WatchEventPtr& e : events) {
+    if (!e->event.explanation) window_.push_back(e);
+  }
   while (window_.size() > options_.window_events) {
     window_start_ = window_.front()->event.revision;
     window_.pop_front();
@@ -257,7 +262,10 @@ void WatchHub::ApplyBatch(const CommittedBatch& batch, std::vector<WatchEventPtr
   for (const WatchEventPtr& e : events) {
     auto offer = [&](int64_t id) {
       const Subscription& sub = subs_.at(id);
-      if (e->event.revision <= sub.after || !sub.filter.Matches(*e)) return;
+      // An explanation follows the change of its revision.
+      const bool seen =
+          e->event.explanation ? e->event.revision < sub.after : e->event.revision <= sub.after;
+      if (seen || !sub.filter.Matches(*e)) return;
       out[id].push_back(e);
     };
     Visit(Find(by_request_, e->event.request.id), offer);

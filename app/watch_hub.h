@@ -79,6 +79,10 @@ struct AllocationEvent {
   core::CapacityRequest request;
   absl::Time committed_at;
   int64_t revision = 0;  // The sequence number of its ledger entry.
+  // A queued request's new explanation (core::ChangeSet::explained): not
+  // ledgered, so it carries the revision of the change before it, is
+  // delivered to live streams only and is never replayed.
+  bool explanation = false;
 };
 
 // A committed event as the hub keeps it: immutable, shared (hence

@@ -391,10 +391,12 @@ class PassShares {
   std::map<std::string, std::pair<int64_t, int64_t>> shares_;
 };
 
-// Re-decides queued request `id`; records it when its state, reason or
-// claim changed. Returns whether the decision left everything but the
-// request's explanation as it was: still queued, the same claim, nothing
-// else changed. REQUIRES: `id` is live and queued.
+// Re-decides queued request `id`; records it when its state or claim
+// changed, or it starts or stops waiting for victims (a decision, written
+// and ledgered), or else when only its explanation changed (in
+// `changes.explained`). Returns whether the decision left everything but
+// the request's explanation as it was: still queued, the same claim,
+// nothing else changed. REQUIRES: `id` is live and queued.
 bool Redecide(State& state, int64_t id, absl::Time now, ChangeSet& changes) {
   const CapacityRequest before = *state.FindLiveRequest(id);
   CapacityRequest request = before;
@@ -402,11 +404,18 @@ bool Redecide(State& state, int64_t id, absl::Time now, ChangeSet& changes) {
   Decide(state, request, now, changes);
   const bool same_outcome = request.state == before.state && request.holds == before.holds &&
                             changes.changes.size() == written;
-  const bool changed = request.state != before.state || request.reason_code != before.reason_code ||
-                       request.reason != before.reason || request.holds != before.holds;
-  if (changed) request.updated_at = now;
+  const bool waits_for_victims = request.reason_code == kReasonPreempting;
+  const bool decided =
+      !same_outcome || waits_for_victims != (before.reason_code == kReasonPreempting);
+  const bool explained =
+      request.reason_code != before.reason_code || request.reason != before.reason;
+  if (decided) request.updated_at = now;
   state.PutRequest(request);
-  if (changed) changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
+  if (decided) {
+    changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
+  } else if (explained) {
+    changes.explained.push_back({changes.changes.size(), std::move(request)});
+  }
   return same_outcome;
 }
 
@@ -567,6 +576,7 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
                                                absl::Time now, ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidateRequestSpec(spec));
   const uint64_t body_hash = FingerprintRequestSpec(spec);
+  state.ForgetExpiredKeys(now);
   if (const IdempotencyEntry* seen = state.FindIdempotencyKey(spec.idempotency_key)) {
     if (seen->body_hash != body_hash) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -3,8 +3,22 @@
 namespace arbiter::core {
 
 void DemandProfile::Observe(const TaskShape& shape, int64_t count) {
+  while (counts_.size() >= kMaxShapes && !counts_.contains(shape)) Decay();
   counts_[shape] += count;
   total_ += count;
+}
+
+void DemandProfile::Decay() {
+  total_ = 0;
+  for (auto it = counts_.begin(); it != counts_.end();) {
+    it->second /= 2;
+    if (it->second == 0) {
+      it = counts_.erase(it);
+    } else {
+      total_ += it->second;
+      ++it;
+    }
+  }
 }
 
 std::vector<DemandProfile::Entry> DemandProfile::Entries() const {

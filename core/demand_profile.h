@@ -6,6 +6,7 @@
 // Thread-compatible.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <tuple>
@@ -35,7 +36,14 @@ class DemandProfile {
     int64_t count = 0;
   };
 
-  // Counts `count` more tasks of `shape`.
+  // At most this many distinct shapes are kept: memory and the cost of
+  // rebuilding the packer's models stay bounded however long the arbiter
+  // runs and however varied the requests' host sizes.
+  static constexpr size_t kMaxShapes = 1024;
+
+  // Counts `count` more tasks of `shape`. A new shape beyond kMaxShapes
+  // first halves every count (dropping those that reach zero) until there
+  // is room: the mix keeps its proportions and forgets rare old shapes.
   void Observe(const TaskShape& shape, int64_t count = 1);
   // Distinct shapes with their counts, ordered by shape.
   std::vector<Entry> Entries() const;
@@ -43,6 +51,8 @@ class DemandProfile {
   bool empty() const { return total_ == 0; }
 
  private:
+  void Decay();
+
   std::map<TaskShape, int64_t> counts_;
   int64_t total_ = 0;
 };

@@ -61,8 +61,8 @@ const CapacityRequest* RequestBook::FindLive(int64_t id) const {
 }
 
 const IdempotencyEntry* RequestBook::FindIdempotencyKey(const std::string& key) const {
-  auto it = by_key_.find(key);
-  return it == by_key_.end() ? nullptr : &it->second;
+  auto it = keys_.by_key.find(key);
+  return it == keys_.by_key.end() ? nullptr : &it->second;
 }
 
 const std::set<int64_t>& RequestBook::QueuedIn(const std::string& pool) const {
@@ -92,13 +92,28 @@ void RequestBook::Put(const CapacityRequest& request) {
   const int64_t id = request.id;
   auto old = live_.find(id);
   if (old != live_.end()) Unindex(old->second);
-  by_key_[request.spec.idempotency_key] = IdempotencyEntry{id, request.body_hash};
+  IdempotencyEntry& entry = keys_.by_key[request.spec.idempotency_key];
+  const bool ended_before = entry.ended && entry.request_id == id;
+  entry = IdempotencyEntry{id, request.body_hash, IsFinal(request.state)};
   if (IsFinal(request.state)) {
+    if (!ended_before)
+      keys_.ended.push_back({request.updated_at, id, request.spec.idempotency_key});
     if (old != live_.end()) live_.erase(old);
     return;
   }
   Index(request);
   live_[id] = request;
+}
+
+void RequestBook::ForgetKeysEndedBefore(absl::Time cutoff) {
+  while (!keys_.ended.empty() && keys_.ended.front().at < cutoff) {
+    const Keys::Ended& ended = keys_.ended.front();
+    auto it = keys_.by_key.find(ended.key);
+    if (it != keys_.by_key.end() && it->second.ended && it->second.request_id == ended.request_id) {
+      keys_.by_key.erase(it);
+    }
+    keys_.ended.pop_front();
+  }
 }
 
 void RequestBook::ClearHolds(int64_t id) {

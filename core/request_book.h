@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <set>
 #include <string>
 #include <utility>
@@ -27,9 +28,14 @@ struct RequestWrite {
   bool is_new = false;
 };
 
+// How long an ended request's idempotency key is remembered (State::
+// idempotency_window), as Stripe keeps its keys.
+inline constexpr absl::Duration kDefaultIdempotencyWindow = absl::Hours(24);
+
 struct IdempotencyEntry {
   int64_t request_id = 0;
   uint64_t body_hash = 0;
+  bool ended = false;  // The request is final; its key is forgotten in time.
 };
 
 // What decides a queued request, as a key: everything arbitration reads of
@@ -70,8 +76,17 @@ class RequestBook {
     if (id >= next_id_) next_id_ = id + 1;
   }
 
+  // Idempotency keys remembered: those of the live requests and of the
+  // ended ones not yet forgotten.
+  size_t remembered_keys() const { return keys_.by_key.size(); }
+  // Forgets the keys of the requests that ended (by their `updated_at`)
+  // before `cutoff`. Amortized O(1) per key forgotten: ended keys are kept
+  // in the order they ended.
+  void ForgetKeysEndedBefore(absl::Time cutoff);
+
   // Stores a new or changed request and records its idempotency key; a
-  // final one leaves the live set. The caller undoes what the copy it
+  // final one leaves the live set, and its key is remembered until
+  // ForgetKeysEndedBefore passes its `updated_at`. The caller undoes what the copy it
   // replaces charged elsewhere before calling (see State::PutRequest).
   void Put(const CapacityRequest& request);
   // Clears the holds of live request `id`; nothing when it is not live.
@@ -91,7 +106,31 @@ class RequestBook {
   absl::flat_hash_map<std::string, std::set<int64_t>> holding_;
   std::set<std::pair<absl::Time, int64_t>> timers_;
   absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
-  absl::flat_hash_map<std::string, IdempotencyEntry> by_key_;
+  // The idempotency keys, which a copy (State::Clone, for what-if
+  // planning, which never takes a new request) starts without: copying
+  // a day of keys for every trial placement would cost more than the trial.
+  struct Keys {
+    Keys() = default;
+    Keys(const Keys&) {}
+    Keys& operator=(const Keys&) {
+      by_key.clear();
+      ended.clear();
+      return *this;
+    }
+    Keys(Keys&&) = default;
+    Keys& operator=(Keys&&) = default;
+
+    absl::flat_hash_map<std::string, IdempotencyEntry> by_key;
+    struct Ended {
+      absl::Time at;
+      int64_t request_id;
+      std::string key;
+    };
+    // The keys of ended requests, in the order they were put: by end
+    // time, but for a clock step back (such a key waits behind later ones).
+    std::deque<Ended> ended;
+  };
+  Keys keys_;
   int64_t next_id_ = 1;
 };
 

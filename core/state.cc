@@ -95,7 +95,11 @@ absl::Status State::LoadSlo(const Slo& slo) {
 }
 
 absl::Status State::LoadRequest(CapacityRequest request) {
-  if (request.id <= 0 || FindIdempotencyKey(request.spec.idempotency_key) != nullptr) {
+  // A key recurs only once its earlier request has ended and been
+  // forgotten; a store loads ended requests oldest first, so the latest
+  // use of a key wins.
+  const IdempotencyEntry* seen = FindIdempotencyKey(request.spec.idempotency_key);
+  if (request.id <= 0 || (seen != nullptr && !seen->ended) || FindLiveRequest(request.id)) {
     return Conflict(absl::StrCat("bad or duplicate request ", request.id));
   }
   // A MIG request keeps the charge it was decided with; rows stored without

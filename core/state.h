@@ -62,6 +62,16 @@ using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, Clas
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {
   std::vector<Change> changes;
+  // Queued requests whose explanation (reason code and text) changed and
+  // nothing else: the explanation is state, not history. They are not
+  // written to the store nor ledgered (the store holds a queued request's
+  // reason as of its first queueing and its decision); watchers see them.
+  struct Explanation {
+    size_t after;  // The number of `changes` made before it.
+    CapacityRequest request;
+  };
+  std::vector<Explanation> explained;  // In the order they were made.
+  // Nothing to commit (there may be explanations to publish).
   bool empty() const { return changes.empty(); }
 };
 
@@ -161,8 +171,23 @@ class State {
   // How long a request may wait for approval. Default: 24 hours.
   absl::Duration approval_timeout() const { return approval_timeout_; }
   void set_approval_timeout(absl::Duration d) { approval_timeout_ = d; }
+  // How long an ended request's idempotency key is remembered after it
+  // ended (default 24 h): within it, a replay of the key answers with the
+  // request; past it, the key is forgotten and starts a new request. Keys
+  // of live requests are always remembered.
+  absl::Duration idempotency_window() const { return idempotency_window_; }
+  void set_idempotency_window(absl::Duration d) { idempotency_window_ = d; }
+  // Forgets the keys of requests that ended before `now` - the window.
+  void ForgetExpiredKeys(absl::Time now) {
+    requests_.ForgetKeysEndedBefore(now - idempotency_window_);
+  }
   // Indexes a request of any state; live ones (queued, admitted) are kept in
-  // full and admitted ones charge their placements to the inventory.
+  // full and admitted ones charge their placements to the inventory. An
+  // ended one only has its idempotency key remembered (until its
+  // `updated_at` leaves the window), and a non-zero `cost_micros` counts
+  // against the month of `admitted_at`: a store loads the ended requests
+  // of the window, oldest first, and the spend of ended requests as sums
+  // (AddSpend). FAILED_PRECONDITION for an id or key already live.
   [[nodiscard]] absl::Status LoadRequest(CapacityRequest request);
 
   // --- The parts.
@@ -298,6 +323,7 @@ class State {
   Finances finances_;
   ChargebackRecords chargeback_;
   absl::Duration approval_timeout_ = absl::Hours(24);
+  absl::Duration idempotency_window_ = kDefaultIdempotencyWindow;
   std::map<std::string, int64_t> measured_usage_;
   Admission admission_ = Admission::kGrouped;
   absl::flat_hash_set<std::string> loosened_;  // Pools; see Loosened.

@@ -168,6 +168,12 @@ int main(int argc, char** argv) {
       ->add_option("--approval-timeout", approval_timeout,
                    "how long a request may wait for approval, e.g. 24h")
       ->capture_default_str();
+  std::string idempotency_window = "24h";
+  serve_cmd
+      ->add_option("--idempotency-window", idempotency_window,
+                   "how long a request's idempotency key is remembered after the request "
+                   "ended; past it, the key starts a new request")
+      ->capture_default_str();
   serve_cmd
       ->add_option("--checkpoint-every", options.checkpoint_every,
                    "sign a ledger checkpoint every this many entries")
@@ -251,6 +257,11 @@ int main(int argc, char** argv) {
   if (!absl::ParseDuration(approval_timeout, &options.arbiter.approval_timeout) ||
       options.arbiter.approval_timeout <= absl::ZeroDuration()) {
     spdlog::error("--approval-timeout: not a positive duration: {}", approval_timeout);
+    return 2;
+  }
+  if (!absl::ParseDuration(idempotency_window, &options.arbiter.idempotency_window) ||
+      options.arbiter.idempotency_window <= absl::ZeroDuration()) {
+    spdlog::error("--idempotency-window: not a positive duration: {}", idempotency_window);
     return 2;
   }
   if (!absl::ParseDuration(rollup_every, &options.telemetry.rollup_every) ||

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include "core/state.h"
 #include "ledger/entries.h"
@@ -23,14 +24,29 @@ namespace arbiter::store {
 // Who made a batch of changes, and when: each change gets a ledger entry.
 using CommitContext = ledger::CommitContext;
 
+// What LoadState reads of the history beyond the live state. The defaults
+// read all of it (tools and tests); the arbiter reads what its idempotency
+// window and the budget of the current month need, so that start-up costs
+// what is live, not what ever happened.
+struct LoadScope {
+  // The idempotency keys of requests that ended (`updated_at`) at or after
+  // this time are remembered.
+  absl::Time keys_ended_since = absl::InfinitePast();
+  // What ended requests admitted at or after this time cost is summed per
+  // team and month, for the budgets.
+  absl::Time spend_since = absl::InfinitePast();
+};
+
 class StateStore {
  public:
   virtual ~StateStore() = default;
 
-  // Loads the whole arbitration state: catalog, inventory, governance, live
-  // requests with their placements charged, and the idempotency index.
+  // Loads the arbitration state: catalog, inventory, governance, live
+  // requests with their placements charged, and of the ended requests what
+  // `scope` asks for (core::State::LoadRequest, AddSpend).
   // FAILED_PRECONDITION if the stored data breaks a core invariant.
-  [[nodiscard]] virtual absl::StatusOr<core::State> LoadState() = 0;
+  [[nodiscard]] virtual absl::StatusOr<core::State> LoadState(const LoadScope& scope) = 0;
+  [[nodiscard]] absl::StatusOr<core::State> LoadState() { return LoadState(LoadScope{}); }
 
   // Makes `changes` durable in one transaction, each with its ledger entry
   // (chained to the previous one; see ledger/entries.h). Returns OK only

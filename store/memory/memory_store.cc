@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/civil_time.h"
 
+#include "core/budget.h"
 #include "core/mig.h"
 #include "core/status_macros.h"
 #include "ledger/entries.h"
@@ -170,7 +171,6 @@ struct MemoryStore::Tables {
   std::map<std::string, core::Team> teams;
   std::map<std::tuple<std::string, std::string, std::string>, core::Quota> quotas;
   std::map<int64_t, Request> requests;
-  std::map<std::string, int64_t> request_keys;  // Idempotency key -> id.
   std::map<std::pair<int64_t, int32_t>, core::Placement> placements;
   std::map<std::pair<std::string, std::string>, core::CoexistenceRule> class_rules;
   // (subject, role, scope kind, scope) by name.
@@ -481,11 +481,8 @@ struct Applier {
       const core::CapacityRequest& r = *w.last;
       if (w.is_new) {
         if (t.requests.contains(r.id)) return Duplicate(absl::StrCat("request ", r.id));
-        if (t.request_keys.contains(r.spec.idempotency_key)) {
-          return Duplicate(absl::StrCat("idempotency key ", r.spec.idempotency_key));
-        }
+        // Keys are not unique: one may recur once forgotten (migration 0022).
         t.requests[r.id] = Tables::Request{Persisted(r), r.spec.shape.gpu_milli()};
-        t.request_keys[r.spec.idempotency_key] = r.id;
         continue;
       }
       auto it = t.requests.find(r.id);
@@ -598,7 +595,8 @@ core::CoexistenceMatrix CoexistenceOf(const Tables& t) {
   return matrix;
 }
 
-absl::Status LoadGovernanceAndRequests(const Tables& t, core::State& state) {
+absl::Status LoadGovernanceAndRequests(const Tables& t, const LoadScope& scope,
+                                       core::State& state) {
   state.set_coexistence(CoexistenceOf(t));
   for (core::Team& team : TeamsByDepth(t)) ARBITER_RETURN_IF_ERROR(state.LoadTeam(std::move(team)));
   for (const auto& [key, q] : t.quotas) ARBITER_RETURN_IF_ERROR(state.LoadQuota(q));
@@ -614,17 +612,35 @@ absl::Status LoadGovernanceAndRequests(const Tables& t, core::State& state) {
     state.LoadIncident(std::get<0>(key), std::get<1>(key), std::get<2>(key), id);
   }
   for (const auto& [from, p] : t.periods) state.LoadClosedPeriod(p.from, p.to);
+  // As kSelectEndedKeys and kSelectEndedSpend: the ended requests of the
+  // window, oldest first, and the spend of the months that still count.
+  std::vector<const core::CapacityRequest*> ended;
+  std::map<std::pair<std::string, absl::Time>, int64_t> spend;
   for (const auto& [id, row] : t.requests) {
-    if (IsLive(row.request.state)) continue;
+    const core::CapacityRequest& r = row.request;
+    if (IsLive(r.state)) continue;
+    if (r.updated_at >= scope.keys_ended_since) ended.push_back(&r);
+    if (r.cost_micros != 0 && r.admitted_at >= scope.spend_since &&
+        r.updated_at >= scope.spend_since) {
+      spend[{r.spec.team, core::MonthStart(r.admitted_at)}] += r.cost_micros;
+    }
+  }
+  std::stable_sort(ended.begin(), ended.end(),
+                   [](const core::CapacityRequest* a, const core::CapacityRequest* b) {
+                     return a->updated_at < b->updated_at;
+                   });
+  for (const core::CapacityRequest* e : ended) {
     core::CapacityRequest r;
-    r.id = id;
-    r.spec.idempotency_key = row.request.spec.idempotency_key;
-    r.body_hash = row.request.body_hash;
-    r.state = row.request.state;
-    r.spec.team = row.request.spec.team;
-    r.cost_micros = row.request.cost_micros;
-    r.admitted_at = row.request.admitted_at;
+    r.id = e->id;
+    r.spec.idempotency_key = e->spec.idempotency_key;
+    r.body_hash = e->body_hash;
+    r.state = e->state;
+    r.spec.team = e->spec.team;
+    r.updated_at = e->updated_at;
     ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
+  }
+  for (const auto& [team_month, micros] : spend) {
+    state.AddSpend(team_month.first, team_month.second, micros);
   }
   for (core::CapacityRequest& r : LiveRequests(t)) {
     if (!state.teams().contains(r.spec.team) || state.FindPool(r.spec.pool) == nullptr) {
@@ -697,11 +713,11 @@ void MemoryStore::SetFencingEpoch(int64_t epoch) {
   fencing_epoch_ = epoch;
 }
 
-absl::StatusOr<core::State> MemoryStore::LoadState() {
+absl::StatusOr<core::State> MemoryStore::LoadState(const LoadScope& scope) {
   absl::MutexLock lock(&mu_);
   core::State state;
   ARBITER_RETURN_IF_ERROR(LoadCatalogAndInventory(*tables_, state));
-  ARBITER_RETURN_IF_ERROR(LoadGovernanceAndRequests(*tables_, state));
+  ARBITER_RETURN_IF_ERROR(LoadGovernanceAndRequests(*tables_, scope, state));
   return state;
 }
 

@@ -77,7 +77,9 @@ class MemoryStore final : public Store {
   std::vector<AccessDenial> AccessDenials() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // --- Store.
-  [[nodiscard]] absl::StatusOr<core::State> LoadState() override ABSL_LOCKS_EXCLUDED(mu_);
+  using StateStore::LoadState;
+  [[nodiscard]] absl::StatusOr<core::State> LoadState(const LoadScope& scope) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   using Store::Commit;
   [[nodiscard]] absl::Status Commit(const core::ChangeSet& changes,
                                     const CommitContext& context) override ABSL_LOCKS_EXCLUDED(mu_);

@@ -259,7 +259,15 @@ std::vector<core::AuthorityRule> AuthorityRulesFrom(pqxx::transaction_base& tx) 
   return out;
 }
 
-absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& state) {
+// A LoadScope bound as microseconds that PostgreSQL can add to its epoch:
+// the infinite past becomes the year 1.
+int64_t LoadBoundMicros(absl::Time t) {
+  constexpr int64_t kYearOneMicros = -62135596800LL * 1000000;
+  return std::max(absl::ToUnixMicros(t), kYearOneMicros);
+}
+
+absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, const store::LoadScope& scope,
+                                       core::State& state) {
   state.set_coexistence(CoexistenceFrom(tx));
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectTeams)) {
     ARBITER_RETURN_IF_ERROR(state.LoadTeam(
@@ -295,17 +303,24 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, core::State& 
     state.LoadClosedPeriod(absl::FromUnixMicros(row[0].as<int64_t>()),
                            absl::FromUnixMicros(row[1].as<int64_t>()));
   }
-  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectFinishedKeys)) {
+  // Of the ended requests, the keys of the window, oldest first (a key used
+  // again once forgotten is remembered for its latest request), and what
+  // they cost in the months that still count.
+  const int64_t keys_since = LoadBoundMicros(scope.keys_ended_since);
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectEndedKeys, keys_since)) {
     core::CapacityRequest r;
     r.id = row[0].as<int64_t>();
     r.spec.idempotency_key = row[1].as<std::string>();
     r.body_hash = static_cast<uint64_t>(row[2].as<int64_t>());
     r.state = core::RequestStateFromName(row[3].as<std::string>());
-    // What finished requests cost still counts against their month.
     r.spec.team = row[4].as<std::string>();
-    r.cost_micros = row[5].as<int64_t>();
-    r.admitted_at = rows::FromMicrosOrMin(row[6].as<int64_t>());
+    r.updated_at = absl::FromUnixMicros(row[5].as<int64_t>());
     ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
+  }
+  const int64_t spend_since = LoadBoundMicros(scope.spend_since);
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectEndedSpend, spend_since)) {
+    state.AddSpend(row[0].as<std::string>(), absl::FromUnixMicros(row[1].as<int64_t>()),
+                   row[2].as<int64_t>());
   }
   ARBITER_ASSIGN_OR_RETURN(auto live,
                            RequestsFromResult(tx.exec_prepared(sql::kSelectLiveRequests)));
@@ -350,14 +365,14 @@ absl::StatusOr<std::unique_ptr<PgStore>> PgStore::Create(const PgStoreOptions& o
   return store;
 }
 
-absl::StatusOr<core::State> PgStore::LoadState() {
-  return WithConnection("load state", [this](pqxx::connection& c) -> absl::StatusOr<core::State> {
+absl::StatusOr<core::State> PgStore::LoadState(const LoadScope& scope) {
+  return WithConnection("load state", [&](pqxx::connection& c) -> absl::StatusOr<core::State> {
     pqxx::work tx(c);
     // One consistent snapshot of everything.
     tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
     core::State state;
     ARBITER_RETURN_IF_ERROR(LoadCatalogAndInventory(tx, state));
-    ARBITER_RETURN_IF_ERROR(LoadGovernanceAndRequests(tx, state));
+    ARBITER_RETURN_IF_ERROR(LoadGovernanceAndRequests(tx, scope, state));
     // The chain continues from the stored head.
     head_seq_ = 0;
     head_hash_ = ledger::kGenesisHash;

@@ -40,7 +40,8 @@ class PgStore final : public Store {
   static absl::StatusOr<std::unique_ptr<PgStore>> Create(const PgStoreOptions& options);
   ~PgStore() override;
 
-  absl::StatusOr<core::State> LoadState() override;
+  using StateStore::LoadState;
+  absl::StatusOr<core::State> LoadState(const LoadScope& scope) override;
   using Store::Commit;
   absl::Status Commit(const core::ChangeSet& changes, const CommitContext& context) override;
   void SetFencingEpoch(int64_t epoch) override { fencing_epoch_ = epoch; }

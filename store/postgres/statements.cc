@@ -70,16 +70,21 @@ constexpr Statement kStatements[] = {
      " AND r.quota_model = q.gpu_model AND r.state IN ('admitted', 'preempting')"
      " WHERE ($1 = '' OR q.team = $1)"
      " GROUP BY q.team, q.pool, q.gpu_model ORDER BY q.team, q.pool, q.gpu_model"},
-    {kSelectLiveRequests,
-     "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests"
-     " WHERE state IN ('admitted', 'queued', 'preempting', 'reserved', 'pending_approval')"
-     " ORDER BY id"},
-    {kSelectFinishedKeys,
-     "SELECT id, idempotency_key, body_hash, state, team, cost_micros, " ARBITER_MICROS_OR_MIN(
-         "admitted_at") " FROM requests"
-                        " WHERE state NOT IN ('admitted', 'queued', 'preempting', 'reserved', "
-                        "'pending_approval')"
-                        " ORDER BY id"},
+    {kSelectLiveRequests, "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests"
+                          " WHERE state IN " ARBITER_LIVE_STATES " ORDER BY id"},
+    // $1: ended at or after, in microseconds (the window's start).
+    {kSelectEndedKeys,
+     "SELECT id, idempotency_key, body_hash, state, team,"
+     " (extract(epoch FROM updated_at) * 1000000)::bigint FROM requests"
+     " WHERE state NOT IN " ARBITER_LIVE_STATES
+     " AND updated_at >= " TS(1) " ORDER BY updated_at, id"},
+    // $1: admitted at or after, in microseconds. An ended request was
+    // updated after it was admitted, so requests_ended serves this too.
+    {kSelectEndedSpend,
+     "SELECT team, (extract(epoch FROM date_trunc('month', admitted_at, 'UTC')) * 1000000)::bigint,"
+     " sum(cost_micros)::bigint FROM requests"
+     " WHERE state NOT IN " ARBITER_LIVE_STATES " AND updated_at >= " TS(
+         1) " AND admitted_at >= " TS(1) " AND cost_micros <> 0 GROUP BY 1, 2"},
     {kSelectLivePlacements,
      "SELECT p.request_id, p.member, p.node_id, p.gpu_indices, p.gpu_milli, p.gpu_memory_mib,"
      " p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, p.mig_new_layout,"

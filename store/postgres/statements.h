@@ -6,6 +6,9 @@
 
 namespace arbiter::store::sql {
 
+// The states of a live request; every other state is final. The partial
+// indexes requests_live and requests_ended name the same list.
+#define ARBITER_LIVE_STATES "('admitted', 'queued', 'preempting', 'reserved', 'pending_approval')"
 // Columns of a request row, in the order `RequestFromRow` reads them.
 // A nullable timestamp as integer microseconds, INT64_MIN for NULL.
 #define ARBITER_MICROS_OR_MIN(col) \
@@ -47,7 +50,8 @@ inline constexpr const char* kSelectTeams = "select_teams";
 inline constexpr const char* kSelectQuotas = "select_quotas";
 inline constexpr const char* kSelectQuotaUsage = "select_quota_usage";
 inline constexpr const char* kSelectLiveRequests = "select_live_requests";
-inline constexpr const char* kSelectFinishedKeys = "select_finished_keys";
+inline constexpr const char* kSelectEndedKeys = "select_ended_keys";
+inline constexpr const char* kSelectEndedSpend = "select_ended_spend";
 inline constexpr const char* kSelectLivePlacements = "select_live_placements";
 inline constexpr const char* kSelectRequest = "select_request";
 inline constexpr const char* kSelectRequests = "select_requests";

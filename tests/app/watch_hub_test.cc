@@ -306,9 +306,10 @@ TEST_F(WatchHubTest, ARevisionOlderThanTheReplayLimitIsOutOfRange) {
 TEST_F(WatchHubTest, AnIdleStreamGetsBookmarksWithTheCurrentRevision) {
   watch_.bookmark_every = absl::Seconds(1);
   Start();
-  Recorder& r = NewRecorder();
-  ASSERT_THAT(Watch(r, 0), IsOk());
+  // From the head: the hub may not have fanned the last batch out yet.
   const int64_t head = store_->LedgerHead();
+  Recorder& r = NewRecorder();
+  ASSERT_THAT(Watch(r, head), IsOk());
   // The simulated clock moves; the hub looks at it every quarter period.
   for (int i = 0; i < 600 && r.bookmarks().empty(); ++i) {
     clock_.Advance(absl::Milliseconds(300));
@@ -362,6 +363,82 @@ TEST_F(WatchHubTest, FiltersByNodeRequestAndTypeThroughTheIndexes) {
   for (int64_t id : expected) twice.push_back(id);
   for (int64_t id : expected) twice.push_back(id);
   EXPECT_THAT(got, ::testing::ElementsAreArray(twice));
+}
+
+// A queued request whose explanation changes and nothing else: watchers
+// and reads see the new explanation; the store keeps the row as it was
+// queued and the ledger records nothing.
+TEST_F(WatchHubTest, AQueuedRequestsNewExplanationStreamsAndIsNeitherWrittenNorLedgered) {
+  auto run = [&](Arbiter::Decide decide) {
+    auto done = std::make_shared<std::promise<absl::Status>>();
+    app_->arbiter().Submit(std::move(decide),
+                           [done](const absl::Status& status) { done->set_value(status); });
+    return done->get_future().get();
+  };
+  auto quota = [&](const std::string& team, int64_t milli) {
+    return run([=](core::State& s, absl::Time now, core::ChangeSet& ch) {
+      return core::SetQuota(s, {team, "serving", milli}, now, ch);
+    });
+  };
+  // Team t holds its quota of 2 GPUs and queues a third; team u fills the
+  // other 14 GPUs.
+  ASSERT_THAT(quota("t", 2000), IsOk());
+  Admit("a1");
+  Admit("a2");
+  core::CapacityRequestSpec third = WholeSpec("q", 1, 1);
+  const Resource target{third.team, third.pool};
+  absl::StatusOr<RequestDecision> q = Await<RequestDecision>([&](Reply<RequestDecision> r) {
+    app_->allocations().RequestCapacity(Developer(), target, std::move(third), std::move(r));
+  });
+  ASSERT_THAT(q, IsOk());
+  ASSERT_EQ(q->request.state, core::RequestState::kQueued);
+  ASSERT_EQ(q->request.reason_code, core::kReasonQuotaExceeded);
+  ASSERT_THAT(run([](core::State& s, absl::Time now, core::ChangeSet& ch) -> absl::Status {
+                if (auto st = core::CreateTeam(s, {"u", "", 1000}, ch); !st.ok()) return st;
+                if (auto st = core::SetQuota(s, {"u", "serving", 14000}, now, ch); !st.ok()) {
+                  return st;
+                }
+                core::CapacityRequestSpec fill = WholeSpec("u-fill", 14, 1);
+                fill.team = "u";
+                auto out = core::RequestCapacity(s, fill, now, ch);
+                if (!out.ok()) return out.status();
+                return out->request.state == core::RequestState::kAdmitted
+                           ? absl::OkStatus()
+                           : absl::InternalError("u-fill not admitted");
+              }),
+              IsOk());
+
+  // From the head: the hub may not have fanned the last batch out yet.
+  const int64_t head = store_->LedgerHead();
+  Recorder& r = NewRecorder();
+  ASSERT_THAT(Watch(r, head), IsOk());
+  // t's quota grows: q now waits for capacity, not quota.
+  ASSERT_THAT(quota("t", 64000), IsOk());
+  const std::vector<Seen> truth = Truth(head);
+  EXPECT_THAT(truth, ::testing::IsEmpty()) << "a new explanation is not ledgered";
+  EXPECT_EQ(store_->LedgerHead(), head + 1) << "the quota change only";
+  absl::StatusOr<core::CapacityRequest> stored = store_->GetRequest(q->request.id);
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->reason_code, core::kReasonQuotaExceeded) << "the row is as first queued";
+
+  ASSERT_TRUE(r.WaitFor([](const Recorder& x) { return !x.seen_locked().empty(); }));
+  ASSERT_EQ(r.seen().size(), 1u);
+  EXPECT_EQ(r.seen()[0].request_id, q->request.id);
+  EXPECT_EQ(r.seen()[0].type, EventType::kQueued);
+  EXPECT_EQ(r.seen()[0].revision, head + 1) << "the revision of the change before it";
+  absl::StatusOr<core::CapacityRequest> read =
+      Await<core::CapacityRequest>([&](Reply<core::CapacityRequest> reply) {
+        app_->allocations().GetRequest(Developer(), q->request.id, std::move(reply));
+      });
+  ASSERT_THAT(read, IsOk());
+  EXPECT_EQ(read->state, core::RequestState::kQueued);
+  EXPECT_NE(read->reason_code, core::kReasonQuotaExceeded) << "reads show the current one";
+  EXPECT_FALSE(read->reason_code.empty());
+
+  // Once decided, the row holds its decision and the read no longer needs
+  // the explanation.
+  Release(q->request.id);
+  EXPECT_EQ(app_->arbiter().explanations().size(), 0u);
 }
 
 TEST_F(WatchHubTest, StreamsBeyondTheCallersLimitAreRefused) {

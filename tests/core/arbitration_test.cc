@@ -215,6 +215,40 @@ TEST(ArbitrationTest, ReplayIsIdempotentAndKeyReuseIsRejected) {
   EXPECT_EQ(s.UsedMilli("t", "serving"), 2000);
 }
 
+TEST(ArbitrationTest, AnEndedRequestsKeyIsForgottenPastTheWindow) {
+  State s = MakeState();
+  s.set_idempotency_window(absl::Hours(1));
+  AddNode(s, MakeNode("n1", 8, "H100-80GB"));
+  auto request = [&](const std::string& key, absl::Time at) {
+    ChangeSet ch;
+    absl::StatusOr<RequestOutcome> out = RequestCapacity(s, WholeSpec(key, 1, 1), at, ch);
+    EXPECT_THAT(out, IsOk());
+    return out.ok() ? *out : RequestOutcome{};
+  };
+  const RequestOutcome ended = request("ended", kT0);
+  const RequestOutcome live = request("live", kT0);
+  ChangeSet ch;
+  ASSERT_THAT(ReleaseRequest(s, ended.request.id, kT0 + absl::Minutes(10), ch), IsOk());
+  EXPECT_EQ(s.requests().remembered_keys(), 2u);
+
+  // Within the window after the end, a replay answers with the request.
+  RequestOutcome again = request("ended", kT0 + absl::Minutes(69));
+  EXPECT_TRUE(again.replayed);
+  EXPECT_EQ(again.request.id, ended.request.id);
+  // Past it, the key is forgotten and starts a new request; a live
+  // request's key is remembered however old.
+  again = request("ended", kT0 + absl::Minutes(71));
+  EXPECT_FALSE(again.replayed);
+  EXPECT_NE(again.request.id, ended.request.id);
+  EXPECT_EQ(again.request.state, RequestState::kAdmitted);
+  const RequestOutcome still = request("live", kT0 + absl::Hours(5));
+  EXPECT_TRUE(still.replayed);
+  EXPECT_EQ(still.request.id, live.request.id);
+  EXPECT_EQ(s.requests().remembered_keys(), 2u);
+  // What-if copies carry no keys: they never take a new request.
+  EXPECT_EQ(s.Clone().FindIdempotencyKey("live"), nullptr);
+}
+
 TEST(ArbitrationTest, UnknownReferencesAreNotFound) {
   State s = MakeState();
   ChangeSet changes;

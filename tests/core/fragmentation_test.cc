@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 
+#include "core/demand_profile.h"
 #include "core/placement.h"
 #include "tests/core/test_state.h"
 
@@ -22,6 +23,26 @@ FragmentationModel Model() {
 }
 
 constexpr double kCpuPerGpuMilli = 9000.0 / 2500.0;
+
+// However varied the host sizes asked for, the profile keeps at most
+// kMaxShapes shapes, with the proportions of the frequent ones.
+TEST(DemandProfileTest, KeepsABoundedNumberOfShapes) {
+  DemandProfile profile;
+  for (int64_t cpu = 1; cpu <= 100'000; ++cpu) {
+    profile.Observe({1, 500, 8'000, 0});  // A frequent shape...
+    profile.Observe({1, 1000, cpu, 0});   // ...among ever new ones.
+  }
+  const std::vector<DemandProfile::Entry> entries = profile.Entries();
+  EXPECT_LE(entries.size(), DemandProfile::kMaxShapes);
+  int64_t total = 0;
+  int64_t frequent = 0;
+  for (const DemandProfile::Entry& e : entries) {
+    total += e.count;
+    if (e.shape.gpu_milli == 500) frequent = e.count;
+  }
+  EXPECT_EQ(total, profile.total());
+  EXPECT_GT(frequent, profile.total() / 2) << "the frequent shape still dominates";
+}
 
 TEST(FragmentationTest, WeighsEachShapesUnusableCapacity) {
   // Enough CPU to feed all 2800 free milli (10080 needed). Fraction 500: only

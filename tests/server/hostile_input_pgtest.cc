@@ -28,8 +28,9 @@ constexpr char kRequestCapacity[] = "/arbiter.v1.AllocationService/RequestCapaci
 
 class HostileInputTest : public ServerTest {
  protected:
-  // Sends `bytes` as the body of a RequestCapacity call, unparsed.
-  grpc::Status SendRaw(const std::string& bytes) {
+  // Sends `bytes` as the body of a unary call of `method` (RequestCapacity
+  // by default), unparsed.
+  grpc::Status SendRaw(const std::string& bytes, const char* method = kRequestCapacity) {
     auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
                                        grpc::InsecureChannelCredentials());
     grpc::GenericStub stub(channel);
@@ -41,7 +42,7 @@ class HostileInputTest : public ServerTest {
     std::condition_variable done_cv;
     bool done = false;
     grpc::Status result;
-    stub.UnaryCall(&ctx, kRequestCapacity, grpc::StubOptions(), &request, &response,
+    stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
                    [&](grpc::Status status) {
                      std::lock_guard<std::mutex> lock(mu);
                      result = std::move(status);
@@ -71,16 +72,15 @@ TEST_F(HostileInputTest, BytesThatAreNoMessageAreRefusedAndWriteNothing) {
     Code code;
   };
   // The protobuf runtime refuses a body that does not parse before any
-  // handler runs, so no field can be named; gRPC 1.51's callback server
-  // answers UNIMPLEMENTED with an empty message.
+  // handler runs, so no field can be named: INTERNAL, as gRPC's conventions
+  // give for a request that does not parse.
   const std::vector<Body> bodies = {
-      {"garbage", std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11),
-       Code::UNIMPLEMENTED},
-      {"truncated", valid.substr(0, valid.size() - 1), Code::UNIMPLEMENTED},
+      {"garbage", std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11), Code::INTERNAL},
+      {"truncated", valid.substr(0, valid.size() - 1), Code::INTERNAL},
       // Field 1 claims 1 GiB of bytes that do not follow.
-      {"length past the end", std::string("\x0a\x80\x80\x80\x80\x04", 6), Code::UNIMPLEMENTED},
+      {"length past the end", std::string("\x0a\x80\x80\x80\x80\x04", 6), Code::INTERNAL},
       // A group start tag that never ends.
-      {"unterminated group", std::string("\x0b", 1), Code::UNIMPLEMENTED},
+      {"unterminated group", std::string("\x0b", 1), Code::INTERNAL},
       // Field 1 (idempotency_key, a string) sent as a varint parses as an
       // unknown field: the request then lacks its fields and validation
       // names the first one missing.
@@ -91,8 +91,23 @@ TEST_F(HostileInputTest, BytesThatAreNoMessageAreRefusedAndWriteNothing) {
     SCOPED_TRACE(body.name);
     grpc::Status status = SendRaw(body.bytes);
     EXPECT_EQ(status.error_code(), body.code) << status.error_message();
+    if (body.code == Code::INTERNAL) {
+      EXPECT_EQ(status.error_message(),
+                std::string("request: the body does not parse as the request message of ") +
+                    kRequestCapacity);
+    }
     EXPECT_EQ(RowCounts(), before);
   }
+  // The same for every method, reads and writes alike.
+  for (const char* method :
+       {"/arbiter.v1.InventoryService/ListClusters", "/arbiter.v1.GovernanceService/CreateTeam",
+        "/arbiter.v1.LedgerService/ListLedgerEntries"}) {
+    SCOPED_TRACE(method);
+    EXPECT_EQ(SendRaw(bodies[0].bytes, method).error_code(), Code::INTERNAL);
+  }
+  // An unknown method is still UNIMPLEMENTED.
+  EXPECT_EQ(SendRaw(valid, "/arbiter.v1.AllocationService/NoSuchMethod").error_code(),
+            Code::UNIMPLEMENTED);
   // The valid body, sent the same raw way, is decided.
   EXPECT_TRUE(SendRaw(valid).ok());
   ExpectServing("after-raw");

@@ -122,10 +122,11 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
       {"overflowing cpu", req([](RC& r) { r.mutable_shape()->set_cpu_milli(INT64_MAX); }),
        Code::INVALID_ARGUMENT, "shape.cpu_milli"},
       // The protobuf runtime refuses invalid UTF-8 in a string field while
-      // parsing, before any handler runs; gRPC answers UNIMPLEMENTED and no
-      // field can be named. Nothing is written either way.
+      // parsing, before any handler runs: INTERNAL, as gRPC's conventions
+      // give for a request that does not parse, and no field can be named.
+      // Nothing is written either way.
       {"invalid utf8 description", req([](RC& r) { r.set_description("\xc3\x28"); }),
-       Code::UNIMPLEMENTED, ""},
+       Code::INTERNAL, "request"},
       {"unknown team", req([](RC& r) { r.set_team("nobody"); }), Code::NOT_FOUND, "team"},
       {"unknown pool", req([](RC& r) { r.set_pool("nowhere"); }), Code::NOT_FOUND, "pool"},
       {"unknown model", req([](RC& r) { r.add_gpu_models("TPUv5"); }), Code::NOT_FOUND,

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 
 #include "core/arbitration.h"
+#include "core/budget.h"
 #include "ledger/chain.h"
 #include "tests/core/test_state.h"
 #include "tests/testing/status_matchers.h"
@@ -365,6 +366,73 @@ TEST_P(StoreContractTest, RequestsAndPlacementsLoadBack) {
   EXPECT_EQ((*quotas)[0].used_milli, s.UsedMilli("t", "serving"));
 }
 
+// Start-up reads of the ended requests only what the scope asks for: the
+// keys of those that ended in the idempotency window, and what those
+// admitted in the budget's month cost, as sums.
+TEST_P(StoreContractTest, TheLoadScopeBoundsWhatIsReadOfHistory) {
+  core::State s = Organisation(store());
+  {
+    core::ChangeSet ch;
+    ASSERT_THAT(core::SetPrice(s, {"H100-80GB", core::LatencyClass::kServing, 3'600'000, kT0}, ch),
+                IsOk());
+    ASSERT_THAT(store().Commit(ch), IsOk());
+  }
+  const absl::Time month = core::MonthStart(kT0);
+  // "old" runs from kT0 - 2 h for an hour; "recent" from kT0 for an hour
+  // and "live" from kT0 on.
+  auto release = [&](int64_t id, absl::Time at) {
+    core::ChangeSet ch;
+    ASSERT_THAT(core::ReleaseRequest(s, id, at, ch), IsOk());
+    ASSERT_THAT(store().Commit(ch), IsOk());
+  };
+  auto old = Request(store(), s, WholeSpec("old", 1, 1), kT0 - absl::Hours(2));
+  ASSERT_THAT(old, IsOk());
+  release(old->id, kT0 - absl::Hours(1));
+  auto recent = Request(store(), s, WholeSpec("recent", 1, 1), kT0);
+  ASSERT_THAT(recent, IsOk());
+  auto live = Request(store(), s, WholeSpec("live", 1, 1), kT0);
+  ASSERT_THAT(live, IsOk());
+  release(recent->id, kT0 + absl::Hours(1));
+  const int64_t spent = s.Spend("t", month);
+  ASSERT_GT(spent, 0);
+
+  // Everything, as tools read it.
+  auto all = store().LoadState();
+  ASSERT_THAT(all, IsOk());
+  EXPECT_NE(all->FindIdempotencyKey("old"), nullptr);
+  EXPECT_EQ(all->Spend("t", month), spent);
+
+  // The window from kT0: "old" ended before it and is forgotten.
+  auto scoped = store().LoadState(LoadScope{kT0, month});
+  ASSERT_THAT(scoped, IsOk());
+  EXPECT_EQ(scoped->FindIdempotencyKey("old"), nullptr);
+  ASSERT_NE(scoped->FindIdempotencyKey("recent"), nullptr);
+  EXPECT_EQ(scoped->FindIdempotencyKey("recent")->request_id, recent->id);
+  EXPECT_TRUE(scoped->FindIdempotencyKey("recent")->ended);
+  EXPECT_EQ(scoped->FindIdempotencyKey("recent")->body_hash, recent->body_hash);
+  ASSERT_NE(scoped->FindIdempotencyKey("live"), nullptr);
+  EXPECT_FALSE(scoped->FindIdempotencyKey("live")->ended);
+  EXPECT_EQ(scoped->live_requests().size(), 1u);
+  // The month's spend does not depend on the keys' window.
+  EXPECT_EQ(scoped->Spend("t", month), spent);
+  auto next_month = store().LoadState(LoadScope{kT0, core::NextMonthStart(kT0)});
+  ASSERT_THAT(next_month, IsOk());
+  EXPECT_EQ(next_month->Spend("t", month), live->cost_micros);
+
+  // Once forgotten, a key may be used again: the store keeps both rows, and
+  // a load remembers the key for its latest request.
+  core::State later = std::move(*scoped);
+  later.set_idempotency_window(absl::Hours(1));
+  auto reused = Request(store(), later, WholeSpec("recent", 1, 1), kT0 + absl::Hours(3));
+  ASSERT_THAT(reused, IsOk());
+  EXPECT_NE(reused->id, recent->id);
+  EXPECT_THAT(store().GetRequest(recent->id), IsOk());
+  auto reloaded = store().LoadState();
+  ASSERT_THAT(reloaded, IsOk());
+  ASSERT_NE(reloaded->FindIdempotencyKey("recent"), nullptr);
+  EXPECT_EQ(reloaded->FindIdempotencyKey("recent")->request_id, reused->id);
+}
+
 TEST_P(StoreContractTest, RequestsListNewestFirstWithFiltersAndPages) {
   core::State s = Organisation(store());
   std::vector<int64_t> ids;
@@ -457,9 +525,6 @@ TEST_P(StoreContractTest, RefusedCommitsWriteNothing) {
   core::CapacityRequest again = *a;
   again.spec.idempotency_key = "other";
   refused(core::RequestWrite{again, true}, absl::StatusCode::kAlreadyExists);
-  core::CapacityRequest same_key = *a;
-  same_key.id = 500;
-  refused(core::RequestWrite{same_key, true}, absl::StatusCode::kAlreadyExists);
 
   // Nothing of the refused commits was written: no "west", no ledger entry.
   auto clusters = store().ListClusters();
