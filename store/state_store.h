@@ -32,8 +32,9 @@ struct LoadScope {
   // The idempotency keys of requests that ended (`updated_at`) at or after
   // this time are remembered.
   absl::Time keys_ended_since = absl::InfinitePast();
-  // What ended requests admitted at or after this time cost is summed per
-  // team and month, for the budgets.
+  // What ended requests cost is summed per team and month of admission
+  // (UTC), for the budgets, for the months that start at or after this
+  // time (a month start, or the infinite past).
   absl::Time spend_since = absl::InfinitePast();
 };
 

@@ -612,16 +612,17 @@ absl::Status LoadGovernanceAndRequests(const Tables& t, const LoadScope& scope,
     state.LoadIncident(std::get<0>(key), std::get<1>(key), std::get<2>(key), id);
   }
   for (const auto& [from, p] : t.periods) state.LoadClosedPeriod(p.from, p.to);
-  // As kSelectEndedKeys and kSelectEndedSpend: the ended requests of the
-  // window, oldest first, and the spend of the months that still count.
+  // As kSelectEndedKeys and kSelectEndedSpend (ended_spend, which the
+  // batch adds to as requests end): the ended requests of the window,
+  // oldest first, and the spend of the months that still count.
   std::vector<const core::CapacityRequest*> ended;
   std::map<std::pair<std::string, absl::Time>, int64_t> spend;
   for (const auto& [id, row] : t.requests) {
     const core::CapacityRequest& r = row.request;
     if (IsLive(r.state)) continue;
     if (r.updated_at >= scope.keys_ended_since) ended.push_back(&r);
-    if (r.cost_micros != 0 && r.admitted_at >= scope.spend_since &&
-        r.updated_at >= scope.spend_since) {
+    if (r.cost_micros != 0 && r.admitted_at != absl::InfinitePast() &&
+        core::MonthStart(r.admitted_at) >= scope.spend_since) {
       spend[{r.spec.team, core::MonthStart(r.admitted_at)}] += r.cost_micros;
     }
   }

@@ -1,10 +1,14 @@
 #include "store/postgres/batch_writer.h"
 
+#include <map>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include "core/budget.h"
 #include "store/postgres/pg_rows.h"
 #include "store/postgres/statements.h"
 
@@ -45,6 +49,7 @@ void BatchWriter::Flush(pqxx::transaction_base& tx, int64_t fencing_epoch) {
   WriteRequests(params);
   WritePlacements(params);
   WriteLedger(params);
+  WriteEndedSpend(params);
   params.push_back(std::to_string(fencing_epoch));
   if (params.size() != kParams) {
     throw std::logic_error("BatchWriter: parameter count does not match write_decisions");
@@ -188,6 +193,24 @@ void BatchWriter::WriteLedger(std::vector<std::string>& params) const {
     checkpoint[3].Add(rows::ToMicros(c.at));
   }
   for (const ArrayLiteral& a : checkpoint) params.push_back(a.Done());
+}
+
+void BatchWriter::WriteEndedSpend(std::vector<std::string>& params) const {
+  std::map<std::pair<std::string, absl::Time>, int64_t> spend;
+  for (int64_t id : order_) {
+    const core::CapacityRequest& r = *requests_.at(id).last;
+    if (!core::IsFinal(r.state) || r.cost_micros == 0 || r.admitted_at == absl::InfinitePast()) {
+      continue;
+    }
+    spend[{r.spec.team, core::MonthStart(r.admitted_at)}] += r.cost_micros;
+  }
+  std::vector<ArrayLiteral> col(3);
+  for (const auto& [team_month, micros] : spend) {
+    col[0].Add(team_month.first);
+    col[1].Add(rows::ToMicros(team_month.second));
+    col[2].Add(micros);
+  }
+  for (const ArrayLiteral& a : col) params.push_back(a.Done());
 }
 
 }  // namespace arbiter::store

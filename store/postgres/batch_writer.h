@@ -1,5 +1,6 @@
 // The rows that decisions write (requests, their placements, MIG layout
-// changes, ledger entries and checkpoints), gathered over one commit and
+// changes, ledger entries, checkpoints and the cost of requests that end,
+// added to ended_spend), gathered over one commit and
 // sent as one statement (sql::kWriteDecisions): a multi-row part per table,
 // each taking one array per column. A commit of request writes alone is
 // that one statement in its own transaction: one round trip and one fsync
@@ -51,12 +52,15 @@ class BatchWriter {
   };
   // kWriteDecisions' parameters: requests inserted (46 columns) and updated
   // (14), placements (13), layouts (3), ledger entries (8), checkpoints (4),
-  // and the fencing epoch.
-  static constexpr size_t kParams = 46 + 14 + 13 + 3 + 8 + 4 + 1;
+  // ended spend (3), and the fencing epoch.
+  static constexpr size_t kParams = 46 + 14 + 13 + 3 + 8 + 4 + 3 + 1;
   // Each appends its tables' arrays to `params`, in statement order.
   void WriteRequests(std::vector<std::string>& params) const;
   void WritePlacements(std::vector<std::string>& params) const;
   void WriteLedger(std::vector<std::string>& params) const;
+  // What the requests that end in this batch cost, per team and month of
+  // admission: a final request is written once, when it ends.
+  void WriteEndedSpend(std::vector<std::string>& params) const;
 
   std::vector<int64_t> order_;  // Request ids, first write first.
   absl::flat_hash_map<int64_t, Request> requests_;

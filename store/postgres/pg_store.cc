@@ -305,7 +305,7 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, const store::
   }
   // Of the ended requests, the keys of the window, oldest first (a key used
   // again once forgotten is remembered for its latest request), and what
-  // they cost in the months that still count.
+  // they cost in the months that still count (ended_spend, migration 0022).
   const int64_t keys_since = LoadBoundMicros(scope.keys_ended_since);
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectEndedKeys, keys_since)) {
     core::CapacityRequest r;

@@ -78,13 +78,10 @@ constexpr Statement kStatements[] = {
      " (extract(epoch FROM updated_at) * 1000000)::bigint FROM requests"
      " WHERE state NOT IN " ARBITER_LIVE_STATES
      " AND updated_at >= " TS(1) " ORDER BY updated_at, id"},
-    // $1: admitted at or after, in microseconds. An ended request was
-    // updated after it was admitted, so requests_ended serves this too.
+    // $1: months starting at or after, in microseconds.
     {kSelectEndedSpend,
-     "SELECT team, (extract(epoch FROM date_trunc('month', admitted_at, 'UTC')) * 1000000)::bigint,"
-     " sum(cost_micros)::bigint FROM requests"
-     " WHERE state NOT IN " ARBITER_LIVE_STATES " AND updated_at >= " TS(
-         1) " AND admitted_at >= " TS(1) " AND cost_micros <> 0 GROUP BY 1, 2"},
+     "SELECT team, (extract(epoch FROM month) * 1000000)::bigint, micros FROM ended_spend"
+     " WHERE month >= " TS(1)},
     {kSelectLivePlacements,
      "SELECT p.request_id, p.member, p.node_id, p.gpu_indices, p.gpu_milli, p.gpu_memory_mib,"
      " p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, p.mig_new_layout,"
@@ -484,6 +481,7 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                      {"computed_at", B, Value::kTime}};
   const std::vector<Column> checkpoint = {
       {"seq", B}, {"hash", T}, {"signature", T}, {"at", B, Value::kTime}};
+  const std::vector<Column> spend = {{"team", T}, {"month", B, Value::kTime}, {"micros", B}};
   // kWriteDecisions: every row of a commit in one statement, its parts in
   // the order of BatchWriter's parameters. The updates also name their keys
   // with "= ANY(ids)", so that even a plan made while a table was empty
@@ -501,6 +499,7 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
   const size_t layout_at = take(layout);
   const size_t ledger_at = take(ledger);
   const size_t checkpoint_at = take(checkpoint);
+  const size_t spend_at = take(spend);
   // The last parameter is the writer's leader epoch (0: unfenced); the
   // final SELECT reads `fence`, so that its check always runs.
   const size_t epoch_at = next;
@@ -517,7 +516,9 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
       ") WHERE g.node_id = v.node_id AND g.gpu_index = v.gpu_index AND g.node_id = ANY($",
       layout_at, "::bigint[])), new_entries AS (", InsertRows("ledger", ledger, ledger_at),
       "), new_checkpoints AS (", InsertRows("ledger_checkpoints", checkpoint, checkpoint_at),
-      ") SELECT epoch FROM fence");
+      "), ended AS (", InsertRows("ended_spend", spend, spend_at),
+      " ON CONFLICT (team, month) DO UPDATE SET micros = ended_spend.micros + EXCLUDED.micros)"
+      " SELECT epoch FROM fence");
   return {
       {kWriteDecisions, std::move(write_decisions)},
       // A reading already stored (same device and time) is a duplicate.
