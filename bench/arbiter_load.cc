@@ -32,11 +32,12 @@
 //     requests and approves them, or denies one in `--deny-every`;
 //   - `--report-clients` finance clients that query, every
 //     `--report-every-ms`, ListRequests of a team, the tail of the ledger
-//     (checking its hash chain), one request's ledger history, and the
-//     chargeback statement of the current hour (checking its conservation);
+//     (checking its hash chain) and one request's ledger history; and every
+//     `--chargeback-every-s` the chargeback statement of the current hour;
 //   - an agent (its own principal) that streams one telemetry batch per node
 //     of `--telemetry-nodes` every `--telemetry-interval` seconds, and
-//     reports a serving latency window (SLO) every minute.
+//     reports a serving latency window (SLO) every minute, over its target
+//     (an incident) every `--breach-every` minutes.
 // Decisions (RequestCapacity, ReleaseAllocation, ApproveRequest,
 // DenyRequest) are counted apart from queries and telemetry. The realistic
 // mix needs mutual TLS (approvals need a principal): `--certs DIR` holds
@@ -124,6 +125,7 @@ struct Options {
   int report_every_ms = 1'000;
   int report_deadline_ms = 30'000;
   int chargeback_every_s = 60;
+  int breach_every = 30;  // Minutes; 0: never.
   int telemetry_nodes = 64;
   int telemetry_interval_s = 10;
 
@@ -1270,13 +1272,16 @@ void Watch(v1::AllocationService::Stub* stub, grpc::ClientContext* ctx, int64_t 
 }
 
 // The agent beside `--telemetry-nodes` nodes: one batch of 8 GPU samples per
-// node every `--telemetry-interval` s, and the serving platform's latency
-// window of the SLO every minute (one in five over its target). Until `end`.
+// node every `--telemetry-interval` s; and the serving platform's latency
+// window of the SLO for every minute that ends while it runs, over its
+// target in the minutes divisible by `--breach-every` (an incident). Until
+// `end`.
 void Agent(const Options& o, const std::shared_ptr<grpc::Channel>& channel, Clock::time_point end,
            Tally& t) {
   auto telemetry = v1::TelemetryService::NewStub(channel);
   auto chargeback = v1::ChargebackService::NewStub(channel);
-  int64_t reported_until = 0;
+  // Windows that ended before the run are an earlier run's to report.
+  int64_t reported_until = UnixSeconds() / kSloWindowSeconds * kSloWindowSeconds;
   for (int64_t round = 0; Clock::now() < end; ++round) {
     const Clock::time_point next = Clock::now() + std::chrono::seconds(o.telemetry_interval_s);
     for (int n = 0; n < o.telemetry_nodes && Clock::now() < end; ++n) {
@@ -1315,12 +1320,11 @@ void Agent(const Options& o, const std::shared_ptr<grpc::Channel>& channel, Cloc
         t.samples_stored += resp.stored();
       }
     }
-    // The last whole minute's window, once per process (an earlier slice
-    // may have reported it: the answer is then the first one's).
     const int64_t window_end = UnixSeconds() / kSloWindowSeconds * kSloWindowSeconds;
     if (window_end > reported_until) {
       reported_until = window_end;
-      const bool breach = (window_end / kSloWindowSeconds) % 5 == 0;
+      const bool breach =
+          o.breach_every > 0 && (window_end / kSloWindowSeconds) % o.breach_every == 0;
       v1::ReportLatencyRequest req;
       v1::LatencyWindow* w = req.mutable_window();
       w->set_team(kSloTeam);
@@ -1633,6 +1637,10 @@ int main(int argc, char** argv) {
   run->add_option("--chargeback-every-s", o.chargeback_every_s,
                   "realistic: the first finance client's period between chargeback statements "
                   "of the current hour (the first at once); 0: none")
+      ->capture_default_str();
+  run->add_option("--breach-every", o.breach_every,
+                  "realistic: the SLO window of each minute divisible by N is over its target "
+                  "(an incident); 0: none")
       ->capture_default_str();
   run->add_option("--telemetry-nodes", o.telemetry_nodes,
                   "realistic: nodes whose agent streams samples")
