@@ -19,6 +19,14 @@ core::Approver ApproverOf(const Caller& caller) {
   return core::Approver{caller.principal, caller.groups};
 }
 
+// Request `id` as stored, with its current explanation when it is queued
+// (app/explanations.h). Runs on a read worker.
+absl::StatusOr<core::CapacityRequest> ReadRequest(const Context& ctx, int64_t id) {
+  absl::StatusOr<core::CapacityRequest> stored = ctx.store->GetRequest(id);
+  if (stored.ok()) ctx.arbiter->explanations().Overlay(*stored);
+  return stored;
+}
+
 }  // namespace
 
 void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
@@ -45,11 +53,9 @@ void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
         // threads: it may have moved on since it was decided.
         RunRead<RequestDecision>(
             ctx,
-            [store = ctx.store, arbiter = ctx.arbiter,
-             id = outcome->request.id]() -> absl::StatusOr<RequestDecision> {
-              absl::StatusOr<core::CapacityRequest> stored = store->GetRequest(id);
+            [ctx, id = outcome->request.id]() -> absl::StatusOr<RequestDecision> {
+              absl::StatusOr<core::CapacityRequest> stored = ReadRequest(ctx, id);
               if (!stored.ok()) return stored.status();
-              arbiter->explanations().Overlay(*stored);
               return RequestDecision{*std::move(stored), true};
             },
             reply, "too busy; retry");
@@ -65,13 +71,7 @@ void Allocations::GetRequest(const Caller& caller, int64_t id,
   }
   if (id <= 0) return reply(absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", id)));
   RunRead<core::CapacityRequest>(
-      ctx_,
-      [store = ctx_.store, arbiter = ctx_.arbiter, id]() -> absl::StatusOr<core::CapacityRequest> {
-        absl::StatusOr<core::CapacityRequest> stored = store->GetRequest(id);
-        if (stored.ok()) arbiter->explanations().Overlay(*stored);
-        return stored;
-      },
-      std::move(reply));
+      ctx_, [ctx = ctx_, id] { return ReadRequest(ctx, id); }, std::move(reply));
 }
 
 void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::RequestFilter> filter,

@@ -41,6 +41,18 @@ std::string DefaultReplicaName() {
   return (name.empty() ? std::string("arbiterd") : name) + "-" + std::to_string(getpid());
 }
 
+// Parses `text`, the value of `flag`, into `out`. False (and logs
+// "<flag>: not <what>: <text>") when it is not a duration of at least
+// `min`, or of more than zero when `min` is zero and `positive`.
+bool ParseDurationFlag(const char* flag, const std::string& text, absl::Duration min,
+                       const char* what, absl::Duration* out, bool positive = false) {
+  if (absl::ParseDuration(text, out) && *out >= min && (!positive || *out > absl::ZeroDuration())) {
+    return true;
+  }
+  spdlog::error("{}: not {}: {}", flag, what, text);
+  return false;
+}
+
 int Migrate(const std::string& dsn) {
   auto report = arbiter::store::ApplyMigrations(dsn, arbiter::store::EmbeddedMigrations());
   if (!report.ok()) {
@@ -254,33 +266,19 @@ int main(int argc, char** argv) {
   }
   if (*migrate_cmd) return Migrate(dsn);
   options.dsn = dsn;
-  if (!absl::ParseDuration(approval_timeout, &options.arbiter.approval_timeout) ||
-      options.arbiter.approval_timeout <= absl::ZeroDuration()) {
-    spdlog::error("--approval-timeout: not a positive duration: {}", approval_timeout);
-    return 2;
-  }
-  if (!absl::ParseDuration(idempotency_window, &options.arbiter.idempotency_window) ||
-      options.arbiter.idempotency_window <= absl::ZeroDuration()) {
-    spdlog::error("--idempotency-window: not a positive duration: {}", idempotency_window);
-    return 2;
-  }
-  if (!absl::ParseDuration(rollup_every, &options.telemetry.rollup_every) ||
-      options.telemetry.rollup_every < absl::ZeroDuration()) {
-    spdlog::error("--rollup-every: not a duration: {}", rollup_every);
-    return 2;
-  }
-  if (!absl::ParseDuration(retention, &options.telemetry.retention) ||
-      options.telemetry.retention < absl::Hours(24)) {
-    spdlog::error("--telemetry-retention: not a duration of at least 24h: {}", retention);
-    return 2;
-  }
-  if (!absl::ParseDuration(bookmark_every, &options.watch.bookmark_every) ||
-      options.watch.bookmark_every < absl::Milliseconds(100)) {
-    spdlog::error("--watch-bookmark-every: not a duration of at least 100ms: {}", bookmark_every);
-    return 2;
-  }
-  if (!absl::ParseDuration(lease_ttl, &options.lease_ttl) || options.lease_ttl < absl::Seconds(1)) {
-    spdlog::error("--lease-ttl: not a duration of at least 1s: {}", lease_ttl);
+  const absl::Duration kZero = absl::ZeroDuration();
+  if (!ParseDurationFlag("--approval-timeout", approval_timeout, kZero, "a positive duration",
+                         &options.arbiter.approval_timeout, /*positive=*/true) ||
+      !ParseDurationFlag("--idempotency-window", idempotency_window, kZero, "a positive duration",
+                         &options.arbiter.idempotency_window, /*positive=*/true) ||
+      !ParseDurationFlag("--rollup-every", rollup_every, kZero, "a duration",
+                         &options.telemetry.rollup_every) ||
+      !ParseDurationFlag("--telemetry-retention", retention, absl::Hours(24),
+                         "a duration of at least 24h", &options.telemetry.retention) ||
+      !ParseDurationFlag("--watch-bookmark-every", bookmark_every, absl::Milliseconds(100),
+                         "a duration of at least 100ms", &options.watch.bookmark_every) ||
+      !ParseDurationFlag("--lease-ttl", lease_ttl, absl::Seconds(1), "a duration of at least 1s",
+                         &options.lease_ttl)) {
     return 2;
   }
   if (!ledger_key_file.empty()) {

@@ -636,7 +636,6 @@ absl::Status LoadGovernanceAndRequests(const Tables& t, const LoadScope& scope,
     r.spec.idempotency_key = e->spec.idempotency_key;
     r.body_hash = e->body_hash;
     r.state = e->state;
-    r.spec.team = e->spec.team;
     r.updated_at = e->updated_at;
     ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
   }

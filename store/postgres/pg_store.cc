@@ -313,8 +313,7 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, const store::
     r.spec.idempotency_key = row[1].as<std::string>();
     r.body_hash = static_cast<uint64_t>(row[2].as<int64_t>());
     r.state = core::RequestStateFromName(row[3].as<std::string>());
-    r.spec.team = row[4].as<std::string>();
-    r.updated_at = absl::FromUnixMicros(row[5].as<int64_t>());
+    r.updated_at = absl::FromUnixMicros(row[4].as<int64_t>());
     ARBITER_RETURN_IF_ERROR(state.LoadRequest(std::move(r)));
   }
   const int64_t spend_since = LoadBoundMicros(scope.spend_since);

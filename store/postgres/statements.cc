@@ -74,7 +74,7 @@ constexpr Statement kStatements[] = {
                           " WHERE state IN " ARBITER_LIVE_STATES " ORDER BY id"},
     // $1: ended at or after, in microseconds (the window's start).
     {kSelectEndedKeys,
-     "SELECT id, idempotency_key, body_hash, state, team,"
+     "SELECT id, idempotency_key, body_hash, state,"
      " (extract(epoch FROM updated_at) * 1000000)::bigint FROM requests"
      " WHERE state NOT IN " ARBITER_LIVE_STATES
      " AND updated_at >= " TS(1) " ORDER BY updated_at, id"},
