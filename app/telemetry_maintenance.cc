@@ -13,6 +13,13 @@ namespace {
 
 // The window of measured usage that fair share weighs.
 constexpr absl::Duration kFairShareHistory = absl::Hours(24);
+// The longest slice a rollup reads at once: it bounds the members and
+// samples in memory when an hour is rolled up again, or after a pause.
+constexpr absl::Duration kLongestSlice = absl::Minutes(5);
+// How long before a slice readings are read, for those whose span reaches
+// into it (core::RollUp). So once rolled up a reading stands for at most
+// about this long, whatever its interval.
+constexpr absl::Duration kReadingsBefore = absl::Minutes(5);
 
 }  // namespace
 
@@ -35,19 +42,36 @@ TelemetryMaintenance::~TelemetryMaintenance() {
 }
 
 void TelemetryMaintenance::MarkDirty(absl::Span<const core::GpuSample> samples) {
-  std::set<absl::Time> hours;
-  for (const core::GpuSample& s : samples) hours.insert(HourOf(s.at));
+  std::map<absl::Time, absl::Time> earliest;
+  for (const core::GpuSample& s : samples) {
+    auto [it, fresh] = earliest.try_emplace(HourOf(s.at), s.at);
+    if (!fresh) it->second = std::min(it->second, s.at);
+  }
   absl::MutexLock lock(&mu_);
-  dirty_.insert(hours.begin(), hours.end());
+  for (const auto& [hour, at] : earliest) {
+    auto [it, fresh] = dirty_.try_emplace(hour, at);
+    if (!fresh) it->second = std::min(it->second, at);
+  }
 }
 
-absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time now) {
-  const absl::Time to = std::min(hour + absl::Hours(1), now);
-  if (to <= hour) return absl::OkStatus();
-  ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListHeldMembers(hour, to));
-  ARBITER_ASSIGN_OR_RETURN(auto samples, store_->ListSamples(hour, to));
-  std::vector<core::MemberUsage> usage = core::RollUp(members, samples, hour, to);
-  return store_->ReplaceUsageHour(hour, members, usage, now);
+absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
+  const absl::Time end = hour + absl::Hours(1);
+  to = std::min(to, end);
+  ARBITER_ASSIGN_OR_RETURN(absl::Time from, store_->UsageRolledTo(hour));
+  while (from < to) {
+    store::UsageSlice slice;
+    slice.hour = hour;
+    slice.from = from;
+    slice.to = std::min(to, from + kLongestSlice);
+    slice.computed_at = clock_->TimeNow();
+    ARBITER_ASSIGN_OR_RETURN(slice.members, store_->ListHeldMembers(slice.from, slice.to));
+    ARBITER_ASSIGN_OR_RETURN(auto samples,
+                             store_->ListSamples(slice.from - kReadingsBefore, slice.to));
+    slice.usage = core::RollUp(slice.members, samples, slice.from, slice.to);
+    ARBITER_RETURN_IF_ERROR(store_->AddUsageSlice(slice));
+    from = slice.to;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<core::IdlePolicy>> TelemetryMaintenance::PoliciesInForce() {
@@ -136,7 +160,7 @@ absl::Status TelemetryMaintenance::RefreshMeasuredUsage(absl::Time now) {
 }
 
 absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
-  std::set<absl::Time> hours;
+  std::map<absl::Time, absl::Time> hours;
   bool drop = false;
   {
     absl::MutexLock lock(&mu_);
@@ -146,15 +170,21 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
       last_drop_ = now;
     }
   }
-  hours.insert(HourOf(now));
-  hours.insert(HourOf(now) - absl::Hours(1));
+  const absl::Time to = now - options_.settle;
+  hours.try_emplace(HourOf(to), absl::InfiniteFuture());
+  hours.try_emplace(HourOf(to) - absl::Hours(1), absl::InfiniteFuture());
   absl::Status first;
   for (auto it = hours.begin(); it != hours.end(); ++it) {
-    if (*it > now) continue;
-    absl::Status s = RollUpHour(*it, now);
+    const auto [hour, earliest] = *it;
+    if (hour > to) continue;
+    absl::Status s = RollUpAgainIfLate(hour, earliest);
+    if (s.ok()) s = RollUpHour(hour, to);
     if (!s.ok()) {
       absl::MutexLock lock(&mu_);
-      dirty_.insert(it, hours.end());
+      for (auto rest = it; rest != hours.end(); ++rest) {
+        auto [d, fresh] = dirty_.insert(*rest);
+        if (!fresh) d->second = std::min(d->second, rest->second);
+      }
       first = s;
       break;
     }
@@ -168,6 +198,16 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
       spdlog::info("telemetry: dropped {} days of samples", *dropped);
   }
   return first;
+}
+
+absl::Status TelemetryMaintenance::RollUpAgainIfLate(absl::Time hour, absl::Time earliest) {
+  ARBITER_ASSIGN_OR_RETURN(absl::Time rolled_to, store_->UsageRolledTo(hour));
+  if (earliest >= rolled_to) return absl::OkStatus();
+  spdlog::info(
+      "telemetry: samples from {} arrived after the hour was rolled up to {}; rolling "
+      "the hour up again",
+      absl::FormatTime(earliest), absl::FormatTime(rolled_to));
+  return store_->ResetUsageHour(hour);
 }
 
 void TelemetryMaintenance::Run() {

@@ -1,15 +1,19 @@
 // TelemetryMaintenance: keeps the hourly usage rollups current and the raw
 // samples within their retention, and acts on idle allocations. A background
-// thread rolls up, every `rollup_every`, the current hour, the previous one,
-// and any older hour that received late samples; once an hour it drops
-// sample partitions past the retention period; each pass gives idle
-// preemptible work notice to vacate where the class policy says "release",
-// and hands the teams' measured usage to fair share.
+// thread, every `rollup_every`, rolls the current and the previous hour up
+// to `settle` ago, in slices: each slice adds what the members held and used
+// in it to their rows (store::TelemetryStore::AddUsageSlice), so a pass
+// reads what happened since the last one, not the whole hour. An hour that
+// receives samples older than how far it is rolled up is rolled up again
+// from its start. Once an hour it drops sample partitions past the
+// retention period; each pass gives idle preemptible work notice to vacate
+// where the class policy says "release", and hands the teams' measured
+// usage to fair share.
 //
 // Thread-safe.
 #pragma once
 
-#include <set>
+#include <map>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -33,6 +37,11 @@ struct TelemetryOptions {
   absl::Duration retention = absl::Hours(24 * 30);
   // Largest clock skew of an agent that is left uncorrected. Default: 2 s.
   absl::Duration max_skew = absl::Seconds(2);
+  // How long after a moment it is rolled up: the samples taken and the
+  // decisions made before then should have arrived. A sample older than
+  // that makes its hour roll up again. Zero in tests that roll up by hand.
+  // Default: 2 minutes (agents send every 10 s).
+  absl::Duration settle = absl::Minutes(2);
 };
 
 class TelemetryMaintenance {
@@ -48,13 +57,15 @@ class TelemetryMaintenance {
   void MarkDirty(absl::Span<const core::GpuSample> samples) ABSL_LOCKS_EXCLUDED(mu_);
 
   // One pass at `now`: rolls up the dirty hours, the hour holding `now` and
-  // the one before, and drops samples past retention. Returns the first
-  // error (the remaining hours stay dirty).
+  // the one before to `now - settle`, and drops samples past retention.
+  // Returns the first error (the remaining hours stay dirty); ABORTED when
+  // another replica rolled an hour up at the same time (the next pass goes
+  // on from where it got).
   [[nodiscard]] absl::Status RunOnce(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Recomputes the rollup of the hour starting at `hour`, counting held time
-  // up to `now` at most.
-  [[nodiscard]] absl::Status RollUpHour(absl::Time hour, absl::Time now);
+  // Rolls the hour starting at `hour` up from where it stands to
+  // min(its end, `to`), in slices of at most kLongestSlice.
+  [[nodiscard]] absl::Status RollUpHour(absl::Time hour, absl::Time to);
   // Live allocations idle at `now` under the class policies.
   [[nodiscard]] absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(absl::Time now);
   // From now on, each pass also gives idle preemptible work whose class
@@ -65,6 +76,9 @@ class TelemetryMaintenance {
 
  private:
   void Run();
+  // Drops the rollups of `hour` when a sample taken at `earliest` arrived
+  // after the hour was rolled up past it.
+  [[nodiscard]] absl::Status RollUpAgainIfLate(absl::Time hour, absl::Time earliest);
   // The arbiter idle reclaim and fair share go through; null until enabled.
   Arbiter* arbiter() ABSL_LOCKS_EXCLUDED(mu_);
   // The stored idle policies over the defaults.
@@ -80,7 +94,8 @@ class TelemetryMaintenance {
   Clock* const clock_;
   const TelemetryOptions options_;
   absl::Mutex mu_;
-  std::set<absl::Time> dirty_ ABSL_GUARDED_BY(mu_);
+  // Hour -> its earliest sample stored since the last pass.
+  std::map<absl::Time, absl::Time> dirty_ ABSL_GUARDED_BY(mu_);
   absl::Time last_drop_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Arbiter* arbiter_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

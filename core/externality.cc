@@ -41,6 +41,33 @@ std::vector<absl::Time> Boundaries(absl::Span<const HeldMember> held,
   return {at.begin(), at.end()};
 }
 
+// The members held at each of a rising series of instants, kept as the
+// instants advance: each member enters and leaves the set once, so a sweep
+// over the boundaries of many members costs the members active at each,
+// not all of them.
+class ActiveSweep {
+ public:
+  explicit ActiveSweep(absl::Span<const HeldMember> held) : held_(held), order_(held.size()) {
+    std::iota(order_.begin(), order_.end(), size_t{0});
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](size_t a, size_t b) { return held_[a].from < held_[b].from; });
+  }
+  // The members active at `t`. REQUIRES: `t` not before the last call's.
+  const std::vector<const HeldMember*>& At(absl::Time t) {
+    while (next_ < order_.size() && held_[order_[next_]].from <= t) {
+      active_.push_back(&held_[order_[next_++]]);
+    }
+    std::erase_if(active_, [t](const HeldMember* m) { return !ActiveAt(*m, t); });
+    return active_;
+  }
+
+ private:
+  absl::Span<const HeldMember> held_;
+  std::vector<size_t> order_;  // By admission.
+  size_t next_ = 0;
+  std::vector<const HeldMember*> active_;
+};
+
 // Milli-GPU microseconds per team, turned into milli-GPU seconds at the end.
 class Accumulator {
  public:
@@ -77,12 +104,13 @@ struct Holding {
   int64_t lent_milli = 0;
 };
 
-std::map<std::string, Holding> HeldByTeam(absl::Span<const HeldMember> held,
-                                          const std::string& pool, bool serving_pool,
-                                          absl::Time t) {
+// `active`: the members held at that instant.
+std::map<std::string, Holding> HeldByTeam(absl::Span<const HeldMember* const> active,
+                                          const std::string& pool, bool serving_pool) {
   std::map<std::string, Holding> out;
-  for (const HeldMember& m : held) {
-    if (m.pool != pool || !ActiveAt(m, t)) continue;
+  for (const HeldMember* held : active) {
+    const HeldMember& m = *held;
+    if (m.pool != pool) continue;
     Holding& h = out[m.team];
     h.milli += MilliOf(m);
     if (serving_pool && m.workload_class != WorkloadClass::kInference) h.lent_milli += MilliOf(m);
@@ -116,10 +144,12 @@ struct Pressure {
   std::map<std::string, std::set<int64_t>> requests;
 };
 
-// The pressure on the victim over one segment [a, a + micros).
-void AddSegment(const AttributionInputs& in, absl::Time a, int64_t micros, Pressure& p) {
+// The pressure on the victim over one segment [a, a + micros), in which
+// `active` are held.
+void AddSegment(const AttributionInputs& in, absl::Span<const HeldMember* const> active,
+                absl::Time a, int64_t micros, Pressure& p) {
   const std::string& victim = in.slo.team;
-  const std::map<std::string, Holding> held = HeldByTeam(in.held, in.slo.pool, in.serving_pool, a);
+  const std::map<std::string, Holding> held = HeldByTeam(active, in.slo.pool, in.serving_pool);
   auto nominal_it = in.nominal_milli.find(victim);
   const int64_t victim_nominal = nominal_it == in.nominal_milli.end() ? 0 : nominal_it->second;
   auto held_it = held.find(victim);
@@ -141,8 +171,9 @@ void AddSegment(const AttributionInputs& in, absl::Time a, int64_t micros, Press
   }
   std::map<std::string, int64_t> blockers;
   if (waiting_milli > 0) {
-    for (const HeldMember& m : in.held) {
-      if (m.team == victim || m.pool != in.slo.pool || !ActiveAt(m, a)) continue;
+    for (const HeldMember* held_member : active) {
+      const HeldMember& m = *held_member;
+      if (m.team == victim || m.pool != in.slo.pool) continue;
       if (m.priority >= top_priority) continue;
       blockers[m.team] += MilliOf(m);
       p.requests[m.team].insert(m.request_id);
@@ -153,12 +184,13 @@ void AddSegment(const AttributionInputs& in, absl::Time a, int64_t micros, Press
 
   // Co-tenancy: soft-shared neighbours on the victim's soft-shared GPUs.
   std::set<std::pair<int64_t, int32_t>> victim_gpus;
-  for (const HeldMember& m : in.held) {
-    if (m.team != victim || m.pool != in.slo.pool || !SoftShared(m) || !ActiveAt(m, a)) continue;
-    for (int32_t g : m.gpu_indices) victim_gpus.insert({m.node_id, g});
+  for (const HeldMember* m : active) {
+    if (m->team != victim || m->pool != in.slo.pool || !SoftShared(*m)) continue;
+    for (int32_t g : m->gpu_indices) victim_gpus.insert({m->node_id, g});
   }
-  for (const HeldMember& m : in.held) {
-    if (m.team == victim || !SoftShared(m) || !ActiveAt(m, a)) continue;
+  for (const HeldMember* held_member : active) {
+    const HeldMember& m = *held_member;
+    if (m.team == victim || !SoftShared(m)) continue;
     int64_t shared = 0;
     for (int32_t g : m.gpu_indices) shared += victim_gpus.count({m.node_id, g});
     if (shared == 0) continue;
@@ -167,9 +199,9 @@ void AddSegment(const AttributionInputs& in, absl::Time a, int64_t micros, Press
   }
   // Borrowers' requests: those of teams over nominal, held in the pool.
   if (borrowed > 0) {
-    for (const HeldMember& m : in.held) {
-      if (m.pool == in.slo.pool && excess.contains(m.team) && ActiveAt(m, a)) {
-        p.requests[m.team].insert(m.request_id);
+    for (const HeldMember* m : active) {
+      if (m->pool == in.slo.pool && excess.contains(m->team)) {
+        p.requests[m->team].insert(m->request_id);
       }
     }
   }
@@ -278,8 +310,9 @@ Attribution AttributeIncident(const AttributionInputs& in) {
   Pressure p;
   const std::vector<absl::Time> at =
       Boundaries(in.held, in.waiting, in.window.start, in.window.end);
+  ActiveSweep sweep(in.held);
   for (size_t i = 0; i + 1 < at.size(); ++i) {
-    AddSegment(in, at[i], absl::ToInt64Microseconds(at[i + 1] - at[i]), p);
+    AddSegment(in, sweep.At(at[i]), at[i], absl::ToInt64Microseconds(at[i + 1] - at[i]), p);
   }
   std::map<std::string, Interference> by_team;
   for (const auto& [team, ms] : p.borrowed.MilliSeconds())
@@ -307,10 +340,11 @@ std::map<std::string, int64_t> BorrowedMilliSeconds(
     const std::map<std::string, int64_t>& nominal_milli, absl::Time from, absl::Time to) {
   Accumulator acc;
   const std::vector<absl::Time> at = Boundaries(held, {}, from, to);
+  ActiveSweep sweep(held);
   for (size_t i = 0; i + 1 < at.size(); ++i) {
     const int64_t micros = absl::ToInt64Microseconds(at[i + 1] - at[i]);
     for (const auto& [team, over] :
-         Excess(HeldByTeam(held, pool, serving_pool, at[i]), nominal_milli, "")) {
+         Excess(HeldByTeam(sweep.At(at[i]), pool, serving_pool), nominal_milli, "")) {
       acc.Add(team, static_cast<Wide>(over) * micros);
     }
   }

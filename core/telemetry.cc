@@ -69,15 +69,6 @@ std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
   for (size_t i = 0; i < members.size(); ++i) {
     for (int32_t g : members[i].gpu_indices) on_gpu[{members[i].node_id, g}].push_back(i);
   }
-  // Distinct instance series per GPU, to average over for MIG members.
-  std::map<GpuKey, std::vector<std::pair<int32_t, std::string>>> instances;
-  for (const GpuSample& s : samples) {
-    if (s.mig_instance < 0 || s.at < from || s.at >= to) continue;
-    auto& seen = instances[{s.node_id, s.gpu_index}];
-    std::pair<int32_t, std::string> series{s.mig_instance, s.mig_profile};
-    if (std::find(seen.begin(), seen.end(), series) == seen.end()) seen.push_back(series);
-  }
-
   std::vector<Accumulator> acc(members.size());
   for (size_t i = 0; i < members.size(); ++i) {
     const HeldMember& m = members[i];
@@ -90,11 +81,12 @@ std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
 
   // Each reading stands until the next of its series, its interval, or
   // `to`, whichever comes first: readings closer than their interval never
-  // count the same time twice.
+  // count the same time twice. Readings before `from` count for the part of
+  // their span in the window.
   std::map<std::tuple<int64_t, int32_t, int32_t>, std::vector<size_t>> series_of;
   for (size_t i = 0; i < samples.size(); ++i) {
     const GpuSample& s = samples[i];
-    if (s.at >= from && s.at < to) series_of[{s.node_id, s.gpu_index, s.mig_instance}].push_back(i);
+    if (s.at < to) series_of[{s.node_id, s.gpu_index, s.mig_instance}].push_back(i);
   }
   std::vector<absl::Duration> span(samples.size());
   for (auto& [key, indices] : series_of) {
@@ -107,13 +99,27 @@ std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
       span[indices[k]] = d;
     }
   }
+  // The time reading `si` stands within [from, to).
+  auto within = [&](size_t si) {
+    const absl::Time a = std::max(samples[si].at, from);
+    const absl::Time b = std::min(samples[si].at + span[si], to);
+    return b > a ? b - a : absl::ZeroDuration();
+  };
+  // Distinct instance series per GPU, to average over for MIG members.
+  std::map<GpuKey, std::vector<std::pair<int32_t, std::string>>> instances;
+  for (size_t si = 0; si < samples.size(); ++si) {
+    const GpuSample& s = samples[si];
+    if (s.mig_instance < 0 || within(si) == absl::ZeroDuration()) continue;
+    auto& seen = instances[{s.node_id, s.gpu_index}];
+    std::pair<int32_t, std::string> series{s.mig_instance, s.mig_profile};
+    if (std::find(seen.begin(), seen.end(), series) == seen.end()) seen.push_back(series);
+  }
 
   for (size_t si = 0; si < samples.size(); ++si) {
     const GpuSample& s = samples[si];
-    if (s.at < from || s.at >= to) continue;
     auto it = on_gpu.find({s.node_id, s.gpu_index});
     if (it == on_gpu.end()) continue;
-    const int64_t dt = Millis(span[si]);
+    const int64_t dt = Millis(within(si));
     if (dt <= 0) continue;
     int64_t all_milli = 0;    // Every holder: the split of power.
     int64_t whole_milli = 0;  // Non-MIG holders: the split of a GPU's busy time.

@@ -79,7 +79,12 @@ struct MemberUsage {
 // The usage of each member of `members` over [from, to), in the order of
 // `members`, from `samples` (any order). Attribution:
 //   - a sample at t counts, for its interval cut at the next sample of the
-//     same GPU or instance and at `to`, for each member holding its GPU at t;
+//     same GPU or instance and at `to`, for each member holding its GPU at t
+//     (a sample before `from`, for the part of that in the window: so the
+//     figures of consecutive windows add up to those of the whole, up to
+//     rounding down once per window, given the samples from a reading's
+//     span before each; peaks are the highest, MIG series averaged over
+//     those seen in each window);
 //   - whole GPUs and fractions read the GPU's own samples; a member's share
 //     of a shared GPU is its milli over the milli of all members on it then;
 //   - a MIG member reads the samples of instances of its profile on its GPU

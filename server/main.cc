@@ -212,6 +212,12 @@ int main(int argc, char** argv) {
       ->add_option("--rollup-every", rollup_every,
                    "how often telemetry rollups are refreshed, e.g. 1m; 0 for never")
       ->capture_default_str();
+  std::string rollup_settle = "2m";
+  serve_cmd
+      ->add_option("--rollup-settle", rollup_settle,
+                   "how long after a moment its usage is rolled up (samples and decisions for it "
+                   "may still arrive), e.g. 2m")
+      ->capture_default_str();
   std::string retention = "720h";
   serve_cmd
       ->add_option("--telemetry-retention", retention,
@@ -273,6 +279,8 @@ int main(int argc, char** argv) {
                          &options.arbiter.idempotency_window, /*positive=*/true) ||
       !ParseDurationFlag("--rollup-every", rollup_every, kZero, "a duration",
                          &options.telemetry.rollup_every) ||
+      !ParseDurationFlag("--rollup-settle", rollup_settle, kZero, "a duration",
+                         &options.telemetry.settle) ||
       !ParseDurationFlag("--telemetry-retention", retention, absl::Hours(24),
                          "a duration of at least 24h", &options.telemetry.retention) ||
       !ParseDurationFlag("--watch-bookmark-every", bookmark_every, absl::Milliseconds(100),

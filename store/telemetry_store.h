@@ -33,6 +33,17 @@ struct UtilizationRow {
   core::MemberUsage usage;  // request_id and member unset.
 };
 
+// The rollup of the members held in [from, to), a part of the hour starting
+// at `hour`: usage[i] is what members[i] used in it.
+struct UsageSlice {
+  absl::Time hour;
+  absl::Time from;
+  absl::Time to;
+  std::vector<core::HeldMember> members;
+  std::vector<core::MemberUsage> usage;
+  absl::Time computed_at;
+};
+
 class TelemetryStore {
  public:
   virtual ~TelemetryStore() = default;
@@ -52,13 +63,21 @@ class TelemetryStore {
   // ordered by request and member.
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(
       absl::Time from, absl::Time to) = 0;
-  // Replaces the rollups of the hour starting at `hour` with usage[i] of
-  // members[i] (members that held nothing in it are left out). INTERNAL
-  // when the two differ in length.
-  [[nodiscard]] virtual absl::Status ReplaceUsageHour(absl::Time hour,
-                                                      const std::vector<core::HeldMember>& members,
-                                                      const std::vector<core::MemberUsage>& usage,
-                                                      absl::Time computed_at) = 0;
+  // How far the rollups of the hour starting at `hour` are computed: the
+  // end of the last slice added since the hour was last reset, `hour` when
+  // none was.
+  [[nodiscard]] virtual absl::StatusOr<absl::Time> UsageRolledTo(absl::Time hour) = 0;
+  // Adds slice.usage[i] of slice.members[i] (those that held nothing in it
+  // are left out) to the rollups of slice.hour, summing times and energy and
+  // keeping the highest peaks, and records that the hour is rolled up to
+  // slice.to; all in one transaction. ABORTED when the hour is no longer
+  // rolled up to slice.from (another replica added the slice, or reset the
+  // hour: read UsageRolledTo again); INTERNAL when members and usage differ
+  // in length. REQUIRES: slice.hour <= slice.from < slice.to.
+  [[nodiscard]] virtual absl::Status AddUsageSlice(const UsageSlice& slice) = 0;
+  // Drops the rollups of the hour starting at `hour`, so that it is rolled
+  // up again from its start (late samples arrived).
+  [[nodiscard]] virtual absl::Status ResetUsageHour(absl::Time hour) = 0;
   // Rollups of the hours starting in [from, to), summed by team, pool, class
   // and model (peaks: the highest), in that order; `team` "" for all.
   [[nodiscard]] virtual absl::StatusOr<std::vector<UtilizationRow>> ListUtilization(

@@ -230,6 +230,7 @@ struct MemoryStore::Telemetry {
   };
   // (hour, request, member) -> rollup.
   std::map<std::tuple<absl::Time, int64_t, int32_t>, Usage> usage;
+  std::map<absl::Time, absl::Time> rolled_to;  // Hour -> end of its last slice.
   std::map<std::tuple<std::string, std::string, absl::Time>, core::LatencyWindow> windows;
 };
 
@@ -1088,49 +1089,65 @@ absl::StatusOr<std::vector<core::HeldMember>> MemoryStore::ListHeldMembers(absl:
   return out;
 }
 
-absl::Status MemoryStore::ReplaceUsageHour(absl::Time hour,
-                                           const std::vector<core::HeldMember>& members,
-                                           const std::vector<core::MemberUsage>& usage,
-                                           absl::Time computed_at) {
-  if (members.size() != usage.size()) {
-    return absl::InternalError("ReplaceUsageHour: members and usage differ in length");
-  }
+absl::StatusOr<absl::Time> MemoryStore::UsageRolledTo(absl::Time hour) {
   absl::MutexLock lock(&mu_);
   hour = Micros(hour);
-  std::map<std::tuple<absl::Time, int64_t, int32_t>, Telemetry::Usage> rows;
-  for (size_t i = 0; i < members.size(); ++i) {
-    const core::HeldMember& m = members[i];
-    const core::MemberUsage& u = usage[i];
-    if (u.allocated_milli_seconds == 0) continue;
+  auto it = telemetry_->rolled_to.find(hour);
+  return it == telemetry_->rolled_to.end() ? hour : it->second;
+}
+
+absl::Status MemoryStore::AddUsageSlice(const UsageSlice& slice) {
+  if (slice.members.size() != slice.usage.size()) {
+    return absl::InternalError("AddUsageSlice: members and usage differ in length");
+  }
+  absl::MutexLock lock(&mu_);
+  const absl::Time hour = Micros(slice.hour);
+  auto rolled = telemetry_->rolled_to.find(hour);
+  if ((rolled == telemetry_->rolled_to.end() ? hour : rolled->second) != Micros(slice.from)) {
+    return absl::AbortedError(
+        "add usage slice: the hour is no longer rolled up to the slice's start");
+  }
+  for (const core::HeldMember& m : slice.members) {
     if (!tables_->requests.contains(m.request_id)) {
       return absl::FailedPreconditionError(
-          absl::StrCat("replace usage hour: no such request ", m.request_id));
-    }
-    Telemetry::Usage row;
-    row.member.request_id = m.request_id;
-    row.member.member = m.member;
-    row.member.team = m.team;
-    row.member.pool = m.pool;
-    row.member.workload_class = m.workload_class;
-    row.member.gpu_model = m.gpu_model;
-    row.usage.request_id = m.request_id;
-    row.usage.member = m.member;
-    row.usage.allocated_milli_seconds = u.allocated_milli_seconds;
-    row.usage.sampled_milli_seconds = u.sampled_milli_seconds;
-    row.usage.used_milli_seconds = u.used_milli_seconds;
-    row.usage.peak_busy_milli = u.peak_busy_milli;
-    row.usage.peak_memory_mib = u.peak_memory_mib;
-    row.usage.energy_mwh = u.energy_mwh;
-    row.computed_at = Micros(computed_at);
-    if (!rows.try_emplace({hour, m.request_id, m.member}, std::move(row)).second) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("replace usage hour: duplicate member ", m.request_id, "/", m.member));
+          absl::StrCat("add usage slice: no such request ", m.request_id));
     }
   }
+  for (size_t i = 0; i < slice.members.size(); ++i) {
+    const core::HeldMember& m = slice.members[i];
+    const core::MemberUsage& u = slice.usage[i];
+    if (u.allocated_milli_seconds == 0) continue;
+    auto [it, fresh] = telemetry_->usage.try_emplace({hour, m.request_id, m.member});
+    Telemetry::Usage& row = it->second;
+    if (fresh) {
+      row.member.request_id = m.request_id;
+      row.member.member = m.member;
+      row.member.team = m.team;
+      row.member.pool = m.pool;
+      row.member.workload_class = m.workload_class;
+      row.member.gpu_model = m.gpu_model;
+      row.usage.request_id = m.request_id;
+      row.usage.member = m.member;
+    }
+    row.usage.allocated_milli_seconds += u.allocated_milli_seconds;
+    row.usage.sampled_milli_seconds += u.sampled_milli_seconds;
+    row.usage.used_milli_seconds += u.used_milli_seconds;
+    row.usage.peak_busy_milli = std::max(row.usage.peak_busy_milli, u.peak_busy_milli);
+    row.usage.peak_memory_mib = std::max(row.usage.peak_memory_mib, u.peak_memory_mib);
+    row.usage.energy_mwh += u.energy_mwh;
+    row.computed_at = Micros(slice.computed_at);
+  }
+  telemetry_->rolled_to[hour] = Micros(slice.to);
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStore::ResetUsageHour(absl::Time hour) {
+  absl::MutexLock lock(&mu_);
+  hour = Micros(hour);
   auto& stored = telemetry_->usage;
   stored.erase(stored.lower_bound({hour, INT64_MIN, INT32_MIN}),
                stored.lower_bound({hour + absl::Microseconds(1), INT64_MIN, INT32_MIN}));
-  stored.merge(rows);
+  telemetry_->rolled_to.erase(hour);
   return absl::OkStatus();
 }
 

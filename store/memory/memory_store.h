@@ -121,10 +121,9 @@ class MemoryStore final : public Store {
                                                                          absl::Time to) override;
   [[nodiscard]] absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(
       absl::Time from, absl::Time to) override;
-  [[nodiscard]] absl::Status ReplaceUsageHour(absl::Time hour,
-                                              const std::vector<core::HeldMember>& members,
-                                              const std::vector<core::MemberUsage>& usage,
-                                              absl::Time computed_at) override;
+  [[nodiscard]] absl::StatusOr<absl::Time> UsageRolledTo(absl::Time hour) override;
+  [[nodiscard]] absl::Status AddUsageSlice(const UsageSlice& slice) override;
+  [[nodiscard]] absl::Status ResetUsageHour(absl::Time hour) override;
   [[nodiscard]] absl::StatusOr<std::vector<UtilizationRow>> ListUtilization(
       absl::Time from, absl::Time to, const std::string& team) override;
   [[nodiscard]] absl::StatusOr<std::vector<core::MemberUsage>> ListMemberUsage(

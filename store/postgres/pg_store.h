@@ -77,9 +77,9 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from, absl::Time to) override;
   absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(absl::Time from,
                                                                 absl::Time to) override;
-  absl::Status ReplaceUsageHour(absl::Time hour, const std::vector<core::HeldMember>& members,
-                                const std::vector<core::MemberUsage>& usage,
-                                absl::Time computed_at) override;
+  absl::StatusOr<absl::Time> UsageRolledTo(absl::Time hour) override;
+  absl::Status AddUsageSlice(const UsageSlice& slice) override;
+  absl::Status ResetUsageHour(absl::Time hour) override;
   absl::StatusOr<std::vector<UtilizationRow>> ListUtilization(absl::Time from, absl::Time to,
                                                               const std::string& team) override;
   absl::StatusOr<std::vector<core::MemberUsage>> ListMemberUsage(absl::Time from,

@@ -140,24 +140,42 @@ absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListHeldMembers(absl::Tim
       });
 }
 
-absl::Status PgStore::ReplaceUsageHour(absl::Time hour,
-                                       const std::vector<core::HeldMember>& members,
-                                       const std::vector<core::MemberUsage>& usage,
-                                       absl::Time computed_at) {
-  if (members.size() != usage.size()) {
-    return absl::InternalError("ReplaceUsageHour: members and usage differ in length");
+absl::StatusOr<absl::Time> PgStore::UsageRolledTo(absl::Time hour) {
+  return WithConnection("usage rolled to", [&](pqxx::connection& c) -> absl::StatusOr<absl::Time> {
+    pqxx::read_transaction tx(c);
+    const pqxx::result r = tx.exec_prepared(sql::kSelectUsageProgress, rows::ToMicros(hour));
+    if (r.empty()) return hour;
+    return absl::FromUnixMicros(r[0][0].as<int64_t>());
+  });
+}
+
+absl::Status PgStore::AddUsageSlice(const UsageSlice& slice) {
+  if (slice.members.size() != slice.usage.size()) {
+    return absl::InternalError("AddUsageSlice: members and usage differ in length");
   }
-  return WithConnection("replace usage hour", [&](pqxx::connection& c) -> absl::Status {
+  return WithConnection("add usage slice", [&](pqxx::connection& c) -> absl::Status {
     pqxx::work tx(c);
-    tx.exec_prepared(sql::kDeleteUsageHour, rows::ToMicros(hour));
+    const int64_t hour = rows::ToMicros(slice.hour);
+    const int64_t from = rows::ToMicros(slice.from);
+    const int64_t to = rows::ToMicros(slice.to);
+    // Moved on from the slice's start: the row is locked until commit, so a
+    // concurrent pass waits here and then finds the new end.
+    bool advanced = !tx.exec_prepared(sql::kAdvanceUsageProgress, hour, from, to).empty();
+    if (!advanced && from == hour) {
+      advanced = !tx.exec_prepared(sql::kInsertUsageProgress, hour, to).empty();
+    }
+    if (!advanced) {
+      return absl::AbortedError(
+          "add usage slice: the hour is no longer rolled up to the slice's start");
+    }
     rows::ArrayLiteral cols[14];
     size_t n = 0;
-    for (size_t i = 0; i < members.size(); ++i) {
-      const core::HeldMember& m = members[i];
-      const core::MemberUsage& u = usage[i];
+    for (size_t i = 0; i < slice.members.size(); ++i) {
+      const core::HeldMember& m = slice.members[i];
+      const core::MemberUsage& u = slice.usage[i];
       if (u.allocated_milli_seconds == 0) continue;
       ++n;
-      cols[0].Add(rows::ToMicros(hour));
+      cols[0].Add(hour);
       cols[1].Add(m.request_id);
       cols[2].Add(int64_t{m.member});
       cols[3].Add(m.team);
@@ -170,14 +188,24 @@ absl::Status PgStore::ReplaceUsageHour(absl::Time hour,
       cols[10].Add(int64_t{u.peak_busy_milli});
       cols[11].Add(u.peak_memory_mib);
       cols[12].Add(u.energy_mwh);
-      cols[13].Add(rows::ToMicros(computed_at));
+      cols[13].Add(rows::ToMicros(slice.computed_at));
     }
     if (n > 0) {
-      tx.exec_prepared(sql::kInsertUsageRows, cols[0].Done(), cols[1].Done(), cols[2].Done(),
+      tx.exec_prepared(sql::kAddUsageRows, cols[0].Done(), cols[1].Done(), cols[2].Done(),
                        cols[3].Done(), cols[4].Done(), cols[5].Done(), cols[6].Done(),
                        cols[7].Done(), cols[8].Done(), cols[9].Done(), cols[10].Done(),
                        cols[11].Done(), cols[12].Done(), cols[13].Done());
     }
+    tx.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::ResetUsageHour(absl::Time hour) {
+  return WithConnection("reset usage hour", [&](pqxx::connection& c) -> absl::Status {
+    pqxx::work tx(c);
+    tx.exec_prepared(sql::kDeleteUsageHour, rows::ToMicros(hour));
+    tx.exec_prepared(sql::kDeleteUsageProgress, rows::ToMicros(hour));
     tx.commit();
     return absl::OkStatus();
   });

@@ -160,6 +160,15 @@ constexpr Statement kStatements[] = {
      "AND r.admitted_at < " TS(2) " AND (r.state IN ('admitted', 'preempting') OR r.updated_at "
                                   "> " TS(1) ") ORDER BY r.id, p.member"},
     {kDeleteUsageHour, "DELETE FROM usage_hourly WHERE hour = " TS(1)},
+    {kDeleteUsageProgress, "DELETE FROM usage_progress WHERE hour = " TS(1)},
+    {kSelectUsageProgress,
+     "SELECT (extract(epoch FROM rolled_to) * 1000000)::bigint FROM usage_progress "
+     "WHERE hour = " TS(1)},
+    // Moves an hour's progress from $2 to $3; no row when it was not at $2.
+    {kAdvanceUsageProgress, "UPDATE usage_progress SET rolled_to = " TS(3) " WHERE hour = " TS(
+                                1) " AND rolled_to = " TS(2) " RETURNING 1"},
+    {kInsertUsageProgress, "INSERT INTO usage_progress (hour, rolled_to) VALUES (" TS(1) ", " TS(
+                               2) ") ON CONFLICT (hour) DO NOTHING RETURNING 1"},
     {kSelectUtilization,
      "SELECT team, pool, workload_class, gpu_model, sum(allocated_milli_seconds)::bigint, "
      "sum(sampled_milli_seconds)::bigint, sum(used_milli_seconds)::bigint, "
@@ -523,7 +532,22 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
       {kWriteDecisions, std::move(write_decisions)},
       // A reading already stored (same device and time) is a duplicate.
       {kInsertSamples, absl::StrCat(InsertRows("gpu_samples", sample), " ON CONFLICT DO NOTHING")},
-      {kInsertUsageRows, InsertRows("usage_hourly", usage)},
+      // A slice adds to the rows of the members already rolled up.
+      {kAddUsageRows,
+       absl::StrCat(InsertRows("usage_hourly", usage),
+                    " ON CONFLICT (hour, request_id, member) DO UPDATE SET "
+                    "allocated_milli_seconds = usage_hourly.allocated_milli_seconds + "
+                    "EXCLUDED.allocated_milli_seconds, "
+                    "sampled_milli_seconds = usage_hourly.sampled_milli_seconds + "
+                    "EXCLUDED.sampled_milli_seconds, "
+                    "used_milli_seconds = usage_hourly.used_milli_seconds + "
+                    "EXCLUDED.used_milli_seconds, "
+                    "peak_busy_milli = greatest(usage_hourly.peak_busy_milli, "
+                    "EXCLUDED.peak_busy_milli), "
+                    "peak_memory_mib = greatest(usage_hourly.peak_memory_mib, "
+                    "EXCLUDED.peak_memory_mib), "
+                    "energy_mwh = usage_hourly.energy_mwh + EXCLUDED.energy_mwh, "
+                    "computed_at = EXCLUDED.computed_at")},
   };
 }
 

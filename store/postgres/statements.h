@@ -91,7 +91,11 @@ inline constexpr const char* kInsertSamples = "insert_samples";
 inline constexpr const char* kSelectSamples = "select_samples";
 inline constexpr const char* kSelectHeldMembers = "select_held_members";
 inline constexpr const char* kDeleteUsageHour = "delete_usage_hour";
-inline constexpr const char* kInsertUsageRows = "insert_usage_rows";
+inline constexpr const char* kAddUsageRows = "add_usage_rows";
+inline constexpr const char* kDeleteUsageProgress = "delete_usage_progress";
+inline constexpr const char* kSelectUsageProgress = "select_usage_progress";
+inline constexpr const char* kAdvanceUsageProgress = "advance_usage_progress";
+inline constexpr const char* kInsertUsageProgress = "insert_usage_progress";
 inline constexpr const char* kSelectUtilization = "select_utilization";
 inline constexpr const char* kSelectMemberUsage = "select_member_usage";
 

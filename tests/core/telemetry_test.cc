@@ -97,6 +97,51 @@ TEST(RollUpTest, CountsOnlyWhileHeldAndInsideTheWindow) {
   EXPECT_EQ(cut[0].used_milli_seconds, 5000);
 }
 
+// The maintenance rolls an hour up in slices as it goes: the slices' sums
+// are the hour's figures, even where readings straddle a slice's edge and
+// members come and go on a shared GPU within it.
+TEST(RollUpTest, SlicesOfAnHourAddUpToTheHour) {
+  HeldMember a = Member(1, 500);
+  a.from = kT0 - absl::Minutes(1);  // Held when the reading before the hour was taken.
+  a.until = kT0 + absl::Minutes(23) + absl::Seconds(7);
+  HeldMember b = Member(2, 250);
+  b.from = kT0 + absl::Minutes(11) + absl::Seconds(3);
+  HeldMember c = Member(3, 1000, {1});
+  c.from = kT0 + absl::Minutes(40);
+  std::vector<GpuSample> samples;
+  for (int32_t gpu = 0; gpu < 2; ++gpu) {
+    // Readings every 10 s, 3 s off the minute, so that each edge cuts one.
+    std::vector<GpuSample> r =
+        Readings(kT0 - absl::Seconds(7), absl::Hours(1), 300 + 200 * gpu, 200'000, 1000, gpu);
+    samples.insert(samples.end(), r.begin(), r.end());
+  }
+  const absl::Time end = kT0 + absl::Hours(1);
+  const std::vector<HeldMember> all = {a, b, c};
+  const std::vector<MemberUsage> whole = RollUp(all, samples, kT0, end);
+  std::vector<MemberUsage> summed(all.size());
+  for (absl::Time from = kT0; from < end; from += absl::Seconds(97)) {
+    const absl::Time to = std::min(end, from + absl::Seconds(97));
+    const std::vector<MemberUsage> slice = RollUp(all, samples, from, to);
+    for (size_t i = 0; i < all.size(); ++i) {
+      summed[i].allocated_milli_seconds += slice[i].allocated_milli_seconds;
+      summed[i].sampled_milli_seconds += slice[i].sampled_milli_seconds;
+      summed[i].used_milli_seconds += slice[i].used_milli_seconds;
+      summed[i].energy_mwh += slice[i].energy_mwh;
+      summed[i].peak_busy_milli = std::max(summed[i].peak_busy_milli, slice[i].peak_busy_milli);
+    }
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_GT(whole[i].used_milli_seconds, 0);
+    EXPECT_EQ(summed[i].allocated_milli_seconds, whole[i].allocated_milli_seconds);
+    // Each of the 38 slices rounds down once.
+    EXPECT_NEAR(summed[i].sampled_milli_seconds, whole[i].sampled_milli_seconds, 38);
+    EXPECT_NEAR(summed[i].used_milli_seconds, whole[i].used_milli_seconds, 38);
+    EXPECT_NEAR(summed[i].energy_mwh, whole[i].energy_mwh, 38);
+    EXPECT_EQ(summed[i].peak_busy_milli, whole[i].peak_busy_milli);
+  }
+}
+
 TEST(RollUpTest, ReadingsCloserThanTheirIntervalDoNotCountTimeTwice) {
   std::vector<GpuSample> samples = Readings(kT0, absl::Seconds(10), 1000);
   std::vector<GpuSample> early = Readings(kT0 + absl::Seconds(2), absl::Seconds(10), 0);

@@ -44,7 +44,7 @@ def run_agent(agent, endpoint, path):
 
 def main():
     arbiterd, agent, source_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-    with LiveArbiterd(arbiterd, source_dir, "agent", ["--rollup-every", "1s"]) as live:
+    with LiveArbiterd(arbiterd, source_dir, "agent", ["--rollup-every", "1s", "--rollup-settle", "0s"]) as live:
         from arbiter.v1 import allocation_pb2 as al, allocation_pb2_grpc as alg
         from arbiter.v1 import governance_pb2 as gov, governance_pb2_grpc as govg
         from arbiter.v1 import inventory_pb2 as inv, inventory_pb2_grpc as invg

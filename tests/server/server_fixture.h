@@ -31,7 +31,8 @@ class ServerTest : public ::testing::Test {
     options.listen_address = "127.0.0.1:0";
     options.insecure_loopback = true;
     options.dsn = db_->dsn();
-    options.telemetry.rollup_every = absl::ZeroDuration();  // Tests roll up by hand.
+    options.telemetry.rollup_every = absl::ZeroDuration();  // Tests roll up by hand,
+    options.telemetry.settle = absl::ZeroDuration();        // to the time they name.
     auto server = ArbiterServer::Start(options, &clock_);
     ASSERT_THAT(server, ::arbiter::testing::IsOk());
     server_ = std::move(*server);

@@ -1,6 +1,7 @@
 // TelemetryService through a real server and database: samples matched to
 // registered GPUs (or counted as unknown, duplicate, skewed, in the future),
 // hourly rollups, idle detection and right-sizing.
+#include "app/telemetry_maintenance.h"
 #include "arbiter/v1/telemetry.grpc.pb.h"
 #include "clients/agent/dcgm_text.h"
 #include "clients/agent/sample.h"
@@ -144,7 +145,8 @@ TEST_F(TelemetryTest, SamplesAreMatchedCountedRolledUpAndReported) {
   EXPECT_EQ(row.allocated_milli_gpu_seconds(), 3'600'000);
   EXPECT_EQ(row.sampled_milli_gpu_seconds(), 3'600'000);
   EXPECT_EQ(row.used_milli_gpu_seconds(), 72'000);  // 2% of one GPU-hour.
-  EXPECT_EQ(row.energy_mwh(), 50'000);              // 50 W for an hour.
+  // 50 W for an hour, rolled up in 5-minute slices that each round down.
+  EXPECT_NEAR(row.energy_mwh(), 50'000, 12);
   EXPECT_EQ(row.peak_memory_mib(), 2000);
   EXPECT_EQ(usage.total().used_milli_gpu_seconds(), 72'000);
 
@@ -180,6 +182,55 @@ TEST_F(TelemetryTest, SamplesAreMatchedCountedRolledUpAndReported) {
                               "to_timestamp(" +
                               std::to_string(absl::ToUnixSeconds(t0)) + ")"),
               ::arbiter::testing::IsOkAndHolds(std::string("72000")));
+}
+
+// Each pass adds what happened since the last one to the hour's rows; a
+// sample older than how far its hour is rolled up makes the hour start
+// over, and counts, without counting anything twice.
+TEST_F(TelemetryTest, TheRollupAddsSlicesAndStartsTheHourOverForLateSamples) {
+  const absl::Time hour = app::HourOf(clock_.TimeNow()) + absl::Hours(1);
+  clock_.Advance(hour - clock_.TimeNow());
+  const std::string uuid = absl::StrCat("GPU-0000000", AdmitBatchJob());
+  auto stream = [&](absl::Time from, absl::Time to, int32_t util, absl::Duration offset) {
+    v1::SampleBatch batch = Batch(clock_.TimeNow());
+    for (absl::Time t = from + offset; t < to; t += absl::Seconds(10)) {
+      *batch.add_samples() = Sample(t, uuid, util);
+    }
+    v1::StreamSamplesResponse resp;
+    ASSERT_TRUE(Stream({batch}, &resp).ok());
+    ASSERT_EQ(resp.stored(), batch.samples_size());
+  };
+  auto rows = [&] {
+    return db_->QueryValue(
+        "SELECT string_agg(concat_ws(' ', allocated_milli_seconds, used_milli_seconds), ',') "
+        "FROM usage_hourly");
+  };
+  auto rolled_to = [&] {
+    return db_->QueryValue(
+        "SELECT extract(epoch FROM rolled_to - hour)::bigint FROM usage_progress "
+        "ORDER BY hour DESC LIMIT 1");
+  };
+
+  clock_.Advance(absl::Minutes(20));
+  stream(hour, hour + absl::Minutes(20), 20, absl::ZeroDuration());  // 2% busy.
+  ASSERT_THAT(server_->telemetry().RunOnce(clock_.TimeNow()), IsOk());
+  EXPECT_THAT(rolled_to(), ::arbiter::testing::IsOkAndHolds(std::string("1200")));
+  EXPECT_THAT(rows(), ::arbiter::testing::IsOkAndHolds(std::string("1200000 24000")));
+
+  clock_.Advance(absl::Minutes(20));
+  stream(hour + absl::Minutes(20), hour + absl::Minutes(40), 50, absl::ZeroDuration());
+  ASSERT_THAT(server_->telemetry().RunOnce(clock_.TimeNow()), IsOk());
+  EXPECT_THAT(rolled_to(), ::arbiter::testing::IsOkAndHolds(std::string("2400")));
+  EXPECT_THAT(rows(), ::arbiter::testing::IsOkAndHolds(
+                          std::string("2400000 84000")));  // + 5% of 20 minutes.
+
+  // Late readings 5 s after each of minutes 5 to 6, fully busy: each ends
+  // the 2% reading before it 5 s early and stands 5 s.
+  stream(hour + absl::Minutes(5), hour + absl::Minutes(6), 1000, absl::Seconds(5));
+  ASSERT_THAT(server_->telemetry().RunOnce(clock_.TimeNow()), IsOk());
+  EXPECT_THAT(rolled_to(), ::arbiter::testing::IsOkAndHolds(std::string("2400")));
+  EXPECT_THAT(rows(),
+              ::arbiter::testing::IsOkAndHolds(std::string("2400000 113400")));  // + 6 x 5 s x 98%.
 }
 
 // The agent's path end to end: a capture in dcgm-exporter's format, parsed

@@ -774,9 +774,37 @@ TEST_P(StoreContractTest, UsageRollupsReplaceTheirHour) {
   usage[1].used_milli_seconds = 100 * 1200;
   usage[1].peak_busy_milli = 300;
   usage[1].energy_mwh = 5;
-  ASSERT_THAT(store().ReplaceUsageHour(hour, *held, usage, hour + absl::Hours(1)), IsOk());
-  EXPECT_THAT(store().ReplaceUsageHour(hour, *held, {usage[0]}, hour),
-              StatusIs(absl::StatusCode::kInternal));
+  // Two slices: the first half hour, then the rest.
+  EXPECT_THAT(store().UsageRolledTo(hour), IsOkAndHolds(hour));
+  std::vector<core::MemberUsage> half = usage;
+  for (core::MemberUsage& u : half) {
+    u.allocated_milli_seconds /= 2;
+    u.sampled_milli_seconds /= 2;
+    u.used_milli_seconds /= 2;
+    u.energy_mwh /= 5;
+  }
+  const absl::Time middle = hour + absl::Minutes(30);
+  store::UsageSlice first{hour, hour, middle, *held, half, middle};
+  ASSERT_THAT(store().AddUsageSlice(first), IsOk());
+  EXPECT_THAT(store().UsageRolledTo(hour), IsOkAndHolds(middle));
+  // The same slice again (another replica's): refused, nothing added.
+  EXPECT_THAT(store().AddUsageSlice(first), StatusIs(absl::StatusCode::kAborted));
+  store::UsageSlice skips{hour,  middle + absl::Minutes(1), hour + absl::Hours(1), *held, half,
+                          middle};
+  EXPECT_THAT(store().AddUsageSlice(skips), StatusIs(absl::StatusCode::kAborted));
+  store::UsageSlice uneven{hour, middle, hour + absl::Hours(1), *held, {usage[0]}, middle};
+  EXPECT_THAT(store().AddUsageSlice(uneven), StatusIs(absl::StatusCode::kInternal));
+  for (size_t i = 0; i < usage.size(); ++i) {
+    half[i].allocated_milli_seconds =
+        usage[i].allocated_milli_seconds - half[i].allocated_milli_seconds;
+    half[i].sampled_milli_seconds = usage[i].sampled_milli_seconds - half[i].sampled_milli_seconds;
+    half[i].used_milli_seconds = usage[i].used_milli_seconds - half[i].used_milli_seconds;
+    half[i].energy_mwh = usage[i].energy_mwh - half[i].energy_mwh;
+    half[i].peak_busy_milli /= 3;  // Lower: the first slice's peak stands.
+  }
+  store::UsageSlice second{hour, middle, hour + absl::Hours(1), *held, half, hour + absl::Hours(1)};
+  ASSERT_THAT(store().AddUsageSlice(second), IsOk());
+  EXPECT_THAT(store().UsageRolledTo(hour), IsOkAndHolds(hour + absl::Hours(1)));
 
   auto util = store().ListUtilization(kT0, kT0 + absl::Hours(24), "");
   ASSERT_THAT(util, IsOk());
@@ -806,10 +834,13 @@ TEST_P(StoreContractTest, UsageRollupsReplaceTheirHour) {
   EXPECT_EQ(metrics->last_hour[0].allocated_milli, 1167);
   EXPECT_EQ(metrics->last_hour[0].used_milli, 533);
 
-  // Replacing the hour drops what it held; members that held nothing are
-  // left out.
+  // Resetting the hour drops what it held, to be rolled up again; members
+  // that held nothing are left out.
+  ASSERT_THAT(store().ResetUsageHour(hour), IsOk());
+  EXPECT_THAT(store().UsageRolledTo(hour), IsOkAndHolds(hour));
   usage[0].allocated_milli_seconds = 0;
-  ASSERT_THAT(store().ReplaceUsageHour(hour, *held, usage, hour + absl::Hours(2)), IsOk());
+  store::UsageSlice again{hour, hour, hour + absl::Hours(1), *held, usage, hour + absl::Hours(2)};
+  ASSERT_THAT(store().AddUsageSlice(again), IsOk());
   auto replaced = store().ListMemberUsage(kT0, kT0 + absl::Hours(24));
   ASSERT_THAT(replaced, IsOk());
   ASSERT_EQ(replaced->size(), 1u);
