@@ -88,9 +88,9 @@ absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle(
     absl::Time now, const std::vector<core::IdlePolicy>& policies) {
   absl::Duration longest;
   for (const core::IdlePolicy& p : policies) longest = std::max(longest, p.window);
-  ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListHeldMembers(now - longest, now));
-  std::erase_if(members,
-                [](const core::HeldMember& m) { return m.until != absl::InfiniteFuture(); });
+  // Only what is held now can be idle: the live members, not every member
+  // the window saw come and go.
+  ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListLiveMembers());
   ARBITER_ASSIGN_OR_RETURN(auto samples, store_->ListSamples(now - longest, now));
   return core::FindIdle(members, samples, policies, now);
 }

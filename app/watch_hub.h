@@ -148,6 +148,12 @@ struct WatchOptions {
   // A stream with nothing delivered for this long gets a bookmark.
   // Default: 10 s.
   absl::Duration bookmark_every = absl::Seconds(10);
+  // A batched stream (WatchAllocationsRequest.batched) starts a write at
+  // most once per this: the events committed meanwhile go out together in
+  // the next message, so that an unfiltered watcher costs a write per
+  // period rather than per commit. Zero: write as soon as the last write is
+  // done. Default: 10 ms.
+  absl::Duration batch_every = absl::Milliseconds(10);
   // Most streams in all, and per caller (principal); beyond either,
   // Subscribe answers RESOURCE_EXHAUSTED. Default: 20,000 and 12,000.
   int64_t max_streams = 20'000;
@@ -172,6 +178,8 @@ class WatchHub {
   // `nodes` and `clock` must outlive the hub. The hub refuses streams until
   // the first `Reset` with OK.
   WatchHub(const WatchOptions& options, const NodeDirectory* nodes, Clock* clock);
+
+  const WatchOptions& options() const { return options_; }
   // Stop(), if not stopped yet.
   ~WatchHub();
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include <grpcpp/alarm.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
@@ -46,11 +47,14 @@ grpc::ByteBuffer BufferOf(absl::string_view bytes) {
 // One WatchAllocations stream on the raw (bytes) path: events arrive from
 // the hub encoded once and are written as they are, one per message or
 // concatenated into one batched message (their encoding is that of an
-// `events` entry). Deletes itself when gRPC is done with it.
+// `events` entry). A batched stream starts a write at most once per
+// WatchOptions::batch_every, waiting on an alarm. Deletes itself when gRPC
+// is done with it and no alarm is pending.
 class WatchStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                           public app::WatchSubscriber {
  public:
-  WatchStream(app::WatchHub* hub, bool batched) : hub_(hub), batched_(batched) {}
+  WatchStream(app::WatchHub* hub, bool batched)
+      : hub_(hub), batched_(batched), batch_every_(hub->options().batch_every) {}
 
   // Ends the stream before it was subscribed.
   void Refuse(const grpc::Status& status) { Finish(status); }
@@ -116,8 +120,15 @@ class WatchStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
   void OnDone() override {
     if (id_ != 0) hub_->Unsubscribe(id_);
-    hub_->AddQueuedBytes(-queued_bytes_);
-    delete this;
+    bool waiting;
+    {
+      absl::MutexLock lock(&mu_);
+      hub_->AddQueuedBytes(-queued_bytes_);
+      queued_bytes_ = 0;
+      done_ = true;
+      waiting = alarm_set_;
+    }
+    if (!waiting) delete this;  // Otherwise OnAlarm does, within batch_every.
   }
 
  private:
@@ -126,6 +137,19 @@ class WatchStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     app::WatchEventPtr event;
     int64_t revision = 0;
   };
+
+  // The pacing alarm of a batched stream rang (or was cancelled).
+  void OnAlarm() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      alarm_set_ = false;
+      if (!done_) {
+        if (!writing_ && !finishing_ && !pending_.empty()) WriteNextLocked();
+        return;
+      }
+    }
+    delete this;
+  }
 
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Pending& front = pending_.front();
@@ -148,6 +172,18 @@ class WatchStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       StartWrite(&write_);
       return;
     }
+    const absl::Time now = absl::Now();
+    if (now < last_batch_ + batch_every_) {
+      if (!alarm_set_) {
+        alarm_set_ = true;
+        // A fresh alarm each time: this may run in the last one's callback,
+        // which holds its own reference to what it runs.
+        alarm_ = std::make_unique<grpc::Alarm>();
+        alarm_->Set(absl::ToChronoTime(last_batch_ + batch_every_), [this](bool) { OnAlarm(); });
+      }
+      return;
+    }
+    last_batch_ = now;
     std::string batch;
     while (!pending_.empty() && pending_.front().event != nullptr &&
            (batch.empty() ||
@@ -180,6 +216,7 @@ class WatchStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
   app::WatchHub* const hub_;
   const bool batched_;
+  const absl::Duration batch_every_;
   int64_t id_ = 0;
   mutable absl::Mutex mu_;
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
@@ -189,6 +226,10 @@ class WatchStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   int64_t written_revision_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;       // gRPC called OnDone.
+  bool alarm_set_ ABSL_GUARDED_BY(mu_) = false;  // OnAlarm is still to run.
+  std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_batch_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
 };
 

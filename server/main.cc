@@ -251,6 +251,12 @@ int main(int argc, char** argv) {
       ->add_option("--watch-bookmark-every", bookmark_every,
                    "how long a watch stream may idle before it gets a bookmark")
       ->capture_default_str();
+  std::string batch_every = "10ms";
+  serve_cmd
+      ->add_option("--watch-batch-every", batch_every,
+                   "how often a batched watch stream may start a write; the events of the "
+                   "commits in between go in one message; 0 for as soon as the last is written")
+      ->capture_default_str();
   serve_cmd
       ->add_option("--max-watch-streams", options.watch.max_streams,
                    "most WatchAllocations streams open at once")
@@ -285,6 +291,8 @@ int main(int argc, char** argv) {
                          "a duration of at least 24h", &options.telemetry.retention) ||
       !ParseDurationFlag("--watch-bookmark-every", bookmark_every, absl::Milliseconds(100),
                          "a duration of at least 100ms", &options.watch.bookmark_every) ||
+      !ParseDurationFlag("--watch-batch-every", batch_every, kZero, "a duration",
+                         &options.watch.batch_every) ||
       !ParseDurationFlag("--lease-ttl", lease_ttl, absl::Seconds(1), "a duration of at least 1s",
                          &options.lease_ttl)) {
     return 2;

@@ -6,6 +6,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include <gperftools/malloc_extension.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
@@ -161,6 +162,7 @@ class Metrics::StateCollector final : public prometheus::Collectable {
     epoch.metric.push_back(Gauge({}, stats.epoch));
     out.push_back(std::move(epoch));
     AddWatch(out);
+    AddHeap(out);
 
     auto scrape_ok = GaugeFamily("arbiter_state_scrape_ok",
                                  "1 when this scrape read the stored state, 0 when it could not.");
@@ -237,6 +239,25 @@ class Metrics::StateCollector final : public prometheus::Collectable {
   }
 
   // The watch hub's streams, what is queued to them, and its counters.
+  // tcmalloc's view of the heap: what is allocated, and what it holds free
+  // (RSS is about their sum less what it returned to the system).
+  static void AddHeap(std::vector<prometheus::MetricFamily>& out) {
+    auto gauge = [&out](std::string name, std::string help, const char* property) {
+      size_t value = 0;
+      if (!MallocExtension::instance()->GetNumericProperty(property, &value)) return;
+      auto f = GaugeFamily(std::move(name), std::move(help));
+      f.metric.push_back(Gauge({}, static_cast<int64_t>(value)));
+      out.push_back(std::move(f));
+    };
+    gauge("arbiter_heap_allocated_bytes", "Bytes allocated by the application and not freed.",
+          "generic.current_allocated_bytes");
+    gauge("arbiter_heap_free_bytes",
+          "Bytes the allocator holds free in its page heap (still resident).",
+          "tcmalloc.pageheap_free_bytes");
+    gauge("arbiter_heap_returned_bytes", "Bytes the allocator returned to the system.",
+          "tcmalloc.pageheap_unmapped_bytes");
+  }
+
   void AddWatch(std::vector<prometheus::MetricFamily>& out) const {
     const app::WatchStats w = hub_->stats();
     auto gauge = [&out](std::string name, std::string help, int64_t value) {

@@ -63,6 +63,10 @@ class TelemetryStore {
   // ordered by request and member.
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(
       absl::Time from, absl::Time to) = 0;
+  // Members of the requests that hold capacity now (admitted or being
+  // preempted), ordered by request and member: as many as the live state
+  // holds, whatever the history.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<core::HeldMember>> ListLiveMembers() = 0;
   // How far the rollups of the hour starting at `hour` are computed: the
   // end of the last slice added since the hour was last reset, `hour` when
   // none was.

@@ -19,6 +19,9 @@
 
 namespace arbiter::arbctl {
 
+// LedgerVerify from the newest checkpoint.
+inline constexpr int64_t kLatestCheckpoint = -1;
+
 namespace v1 = ::arbiter::v1;
 
 // Parses an RFC 3339 time, or "+<duration>" / "-<duration>" from now (e.g.
@@ -161,6 +164,8 @@ class Commands {
   // With `from_checkpoint` > 0, starts at that checkpoint (whose signature
   // must verify) instead of genesis.
   int LedgerCheckpoints();
+  // `from_checkpoint`: 0 from genesis, kLatestCheckpoint from the newest
+  // signed checkpoint (genesis when there is none), else that checkpoint.
   int LedgerVerify(const std::string& public_key_file, int64_t from_checkpoint = 0);
   // SLOs, incidents and chargeback (clients/arbctl/chargeback.cc). Times are
   // RFC 3339 or +/-<duration> from now; periods are rounded out to whole

@@ -69,6 +69,12 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
   }
   int64_t start_seq = 0;
   std::string start_hash = ledger::kGenesisHash;
+  if (from_checkpoint == kLatestCheckpoint && checkpoints.checkpoints_size() > 0) {
+    for (const v1::LedgerCheckpoint& c : checkpoints.checkpoints()) {
+      from_checkpoint = std::max(from_checkpoint, c.seq());
+    }
+  }
+  if (from_checkpoint == kLatestCheckpoint) from_checkpoint = 0;  // None yet: from genesis.
   if (from_checkpoint > 0) {
     const v1::LedgerCheckpoint* start = nullptr;
     for (const v1::LedgerCheckpoint& c : checkpoints.checkpoints()) {
@@ -91,9 +97,14 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
     start_seq = start->seq();
     start_hash = start->hash();
   }
-  // The chain, page by page, from genesis or the checkpoint.
+  // The chain, page by page, from genesis or the checkpoint, in memory that
+  // does not grow with it: one page, and the hashes of the checkpoints'
+  // entries.
   ledger::Verdict verdict = ledger::VerifyChain({}, start_seq, start_hash);
-  std::map<int64_t, std::string> hash_at;  // For the checkpoints.
+  std::map<int64_t, std::string> hash_at;  // Checkpointed seq -> its entry's hash.
+  for (const v1::LedgerCheckpoint& c : checkpoints.checkpoints()) {
+    if (c.seq() >= start_seq) hash_at[c.seq()] = "";
+  }
   if (start_seq > 0) hash_at[start_seq] = start_hash;
   int64_t after = start_seq;
   for (;;) {
@@ -105,7 +116,8 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
     std::vector<ledger::Entry> page;
     for (const v1::LedgerEntry& e : resp.entries()) {
       page.push_back(FromProto(e));
-      hash_at[e.seq()] = e.hash();
+      auto checkpointed = hash_at.find(e.seq());
+      if (checkpointed != hash_at.end()) checkpointed->second = e.hash();
     }
     ledger::Continue(verdict, page);
     if (!verdict.ok || resp.next_after_seq() == 0) break;
@@ -121,7 +133,7 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
   for (const v1::LedgerCheckpoint& c : checkpoints.checkpoints()) {
     if (c.seq() < start_seq) continue;
     auto it = hash_at.find(c.seq());
-    if (it == hash_at.end() || it->second != c.hash()) {
+    if (it == hash_at.end() || it->second.empty() || it->second != c.hash()) {
       std::cout << "BAD at seq " << c.seq() << ": the checkpoint of entry " << c.seq()
                 << " does not match the chain (entries removed or rewritten)\n";
       return 3;

@@ -21,6 +21,7 @@ struct ListFlags {
 struct VerifyFlags {
   std::string public_key;  // Empty: the configured ledger_public_key.
   int64_t from_checkpoint = 0;
+  bool from_latest = false;
 };
 
 }  // namespace
@@ -46,10 +47,14 @@ void RegisterLedgerCommands(CLI::App& root, CliContext& ctx) {
                      "Ed25519 public key of the ledger (PEM) to check checkpoint signatures");
   verify->add_option("--from-checkpoint", verify_flags->from_checkpoint,
                      "start at the checkpoint of this seq (its signature must verify)");
+  verify->add_flag("--from-latest-checkpoint", verify_flags->from_latest,
+                   "start at the newest checkpoint (its signature must verify): what was "
+                   "appended since it was signed");
   verify->callback([&ctx, verify_flags] {
     const std::string& key =
         verify_flags->public_key.empty() ? ctx.global.ledger_public_key : verify_flags->public_key;
-    ctx.exit_code = ctx.Connect().LedgerVerify(key, verify_flags->from_checkpoint);
+    ctx.exit_code = ctx.Connect().LedgerVerify(
+        key, verify_flags->from_latest ? kLatestCheckpoint : verify_flags->from_checkpoint);
   });
 }
 

@@ -1054,16 +1054,15 @@ absl::StatusOr<std::vector<core::GpuSample>> MemoryStore::ListSamples(absl::Time
   return out;
 }
 
-absl::StatusOr<std::vector<core::HeldMember>> MemoryStore::ListHeldMembers(absl::Time from,
-                                                                           absl::Time to) {
-  absl::MutexLock lock(&mu_);
-  from = Micros(from);
-  to = Micros(to);
-  const Tables& t = *tables_;
+namespace {
+
+// The members of the requests that `held` accepts, by request and member.
+template <typename Held>
+std::vector<core::HeldMember> HeldMembers(const Tables& t, Held held) {
   std::vector<core::HeldMember> out;
   for (const auto& [id, row] : t.requests) {
     const core::CapacityRequest& r = row.request;
-    if (!HeldIn(r, from, to)) continue;
+    if (!held(r)) continue;
     for (const core::Placement& p : t.PlacementsOf(id)) {
       core::HeldMember m;
       m.request_id = id;
@@ -1087,6 +1086,21 @@ absl::StatusOr<std::vector<core::HeldMember>> MemoryStore::ListHeldMembers(absl:
     }
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<core::HeldMember>> MemoryStore::ListHeldMembers(absl::Time from,
+                                                                           absl::Time to) {
+  absl::MutexLock lock(&mu_);
+  from = Micros(from);
+  to = Micros(to);
+  return HeldMembers(*tables_, [&](const core::CapacityRequest& r) { return HeldIn(r, from, to); });
+}
+
+absl::StatusOr<std::vector<core::HeldMember>> MemoryStore::ListLiveMembers() {
+  absl::MutexLock lock(&mu_);
+  return HeldMembers(*tables_, [](const core::CapacityRequest& r) { return Holds(r.state); });
 }
 
 absl::StatusOr<absl::Time> MemoryStore::UsageRolledTo(absl::Time hour) {

@@ -121,6 +121,7 @@ class MemoryStore final : public Store {
                                                                          absl::Time to) override;
   [[nodiscard]] absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(
       absl::Time from, absl::Time to) override;
+  [[nodiscard]] absl::StatusOr<std::vector<core::HeldMember>> ListLiveMembers() override;
   [[nodiscard]] absl::StatusOr<absl::Time> UsageRolledTo(absl::Time hour) override;
   [[nodiscard]] absl::Status AddUsageSlice(const UsageSlice& slice) override;
   [[nodiscard]] absl::Status ResetUsageHour(absl::Time hour) override;

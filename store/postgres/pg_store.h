@@ -77,6 +77,7 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from, absl::Time to) override;
   absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(absl::Time from,
                                                                 absl::Time to) override;
+  absl::StatusOr<std::vector<core::HeldMember>> ListLiveMembers() override;
   absl::StatusOr<absl::Time> UsageRolledTo(absl::Time hour) override;
   absl::Status AddUsageSlice(const UsageSlice& slice) override;
   absl::Status ResetUsageHour(absl::Time hour) override;

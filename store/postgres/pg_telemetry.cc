@@ -201,6 +201,18 @@ absl::Status PgStore::AddUsageSlice(const UsageSlice& slice) {
   });
 }
 
+absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListLiveMembers() {
+  return WithConnection("list live members",
+                        [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::HeldMember>> {
+                          pqxx::read_transaction tx(c);
+                          std::vector<core::HeldMember> out;
+                          for (const pqxx::row& row : tx.exec_prepared(sql::kSelectLiveMembers)) {
+                            out.push_back(HeldMemberFromRow(row));
+                          }
+                          return out;
+                        });
+}
+
 absl::Status PgStore::ResetUsageHour(absl::Time hour) {
   return WithConnection("reset usage hour", [&](pqxx::connection& c) -> absl::Status {
     pqxx::work tx(c);

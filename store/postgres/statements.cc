@@ -145,20 +145,24 @@ constexpr Statement kStatements[] = {
      "SELECT (extract(epoch FROM at) * 1000000)::bigint, node_id, gpu_index, mig_instance, "
      "mig_profile, interval_ms, util_milli, engine_active_milli, fb_used_mib, fb_free_mib, "
      "power_mw, pod, pod_namespace FROM gpu_samples WHERE at >= " TS(1) " AND at < " TS(2)},
+#define ARBITER_MEMBER_COLUMNS                                                        \
+  "SELECT r.id, p.member, r.team, r.pool, r.workload_class, "                         \
+  "COALESCE((SELECT g.model FROM gpus g WHERE g.node_id = p.node_id "                 \
+  "AND g.gpu_index = p.gpu_indices[1]), ''), p.node_id, p.gpu_indices, p.gpu_milli, " \
+  "p.gpu_memory_mib, p.mig_profile, p.exclusive, r.preemptible, r.guaranteed, "       \
+  "(extract(epoch FROM r.admitted_at) * 1000000)::bigint, "                           \
+  "CASE WHEN r.state IN ('admitted', 'preempting') THEN -9223372036854775808 "        \
+  "ELSE (extract(epoch FROM r.updated_at) * 1000000)::bigint END, r.priority "        \
+  "FROM requests r JOIN placements p ON p.request_id = r.id "
     // Members held at some time in [$1, $2): admitted, and not ended before
     // $1 (a request's last update is when it ended).
-    {kSelectHeldMembers,
-     "SELECT r.id, p.member, r.team, r.pool, r.workload_class, "
-     "COALESCE((SELECT g.model FROM gpus g WHERE g.node_id = p.node_id "
-     "AND g.gpu_index = p.gpu_indices[1]), ''), p.node_id, p.gpu_indices, p.gpu_milli, "
-     "p.gpu_memory_mib, p.mig_profile, p.exclusive, r.preemptible, r.guaranteed, "
-     "(extract(epoch FROM r.admitted_at) * 1000000)::bigint, "
-     "CASE WHEN r.state IN ('admitted', 'preempting') THEN -9223372036854775808 "
-     "ELSE (extract(epoch FROM r.updated_at) * 1000000)::bigint END, r.priority "
-     "FROM requests r JOIN placements p ON p.request_id = r.id "
+    {kSelectHeldMembers, ARBITER_MEMBER_COLUMNS
      "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
      "AND r.admitted_at < " TS(2) " AND (r.state IN ('admitted', 'preempting') OR r.updated_at "
                                   "> " TS(1) ") ORDER BY r.id, p.member"},
+    {kSelectLiveMembers,
+     ARBITER_MEMBER_COLUMNS "WHERE r.state IN ('admitted', 'preempting') ORDER BY r.id, p.member"},
+#undef ARBITER_MEMBER_COLUMNS
     {kDeleteUsageHour, "DELETE FROM usage_hourly WHERE hour = " TS(1)},
     {kDeleteUsageProgress, "DELETE FROM usage_progress WHERE hour = " TS(1)},
     {kSelectUsageProgress,

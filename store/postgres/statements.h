@@ -90,6 +90,7 @@ inline constexpr const char* kDropSamplePartitions = "drop_sample_partitions";
 inline constexpr const char* kInsertSamples = "insert_samples";
 inline constexpr const char* kSelectSamples = "select_samples";
 inline constexpr const char* kSelectHeldMembers = "select_held_members";
+inline constexpr const char* kSelectLiveMembers = "select_live_members";
 inline constexpr const char* kDeleteUsageHour = "delete_usage_hour";
 inline constexpr const char* kAddUsageRows = "add_usage_rows";
 inline constexpr const char* kDeleteUsageProgress = "delete_usage_progress";

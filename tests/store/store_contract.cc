@@ -737,7 +737,7 @@ TEST_P(StoreContractTest, SamplesAreStoredOnceAndDroppedByDay) {
   EXPECT_THAT(store().DropSamplesBefore(day1 + absl::Hours(30)), IsOkAndHolds(0));
 }
 
-TEST_P(StoreContractTest, UsageRollupsReplaceTheirHour) {
+TEST_P(StoreContractTest, UsageRollsUpInSlices) {
   core::State s = Organisation(store());
   auto a = Request(store(), s, WholeSpec("a", 1, 2));
   ASSERT_THAT(a, IsOk());
@@ -762,6 +762,14 @@ TEST_P(StoreContractTest, UsageRollupsReplaceTheirHour) {
   EXPECT_THAT(store().ListHeldMembers(kT0, kT0 + absl::Minutes(10)), IsOkAndHolds(SizeIs(1)));
   EXPECT_THAT(store().ListHeldMembers(kT0 + absl::Hours(3), kT0 + absl::Hours(4)),
               IsOkAndHolds(SizeIs(1)));
+  // Held now: `b` alone, as ListHeldMembers has it.
+  auto live = store().ListLiveMembers();
+  ASSERT_THAT(live, IsOk());
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].request_id, b->id);
+  EXPECT_EQ((*live)[0].gpu_milli, (*held)[1].gpu_milli);
+  EXPECT_EQ((*live)[0].from, (*held)[1].from);
+  EXPECT_EQ((*live)[0].until, absl::InfiniteFuture());
 
   std::vector<core::MemberUsage> usage(2);
   usage[0].allocated_milli_seconds = 2000 * 1800;
