@@ -142,14 +142,47 @@ absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::map<std::string, int64_t>> TelemetryMaintenance::MeasuredUsage(absl::Time now) {
+  // Hours before the previous one no longer change (but for late samples,
+  // which drop them from the cache): each is read once, not every pass.
+  const absl::Time open_from = HourOf(now) - absl::Hours(1);
+  const absl::Time to = HourOf(now) + absl::Hours(1);
+  const absl::Time from = to - kFairShareHistory;
+  auto add = [](std::map<std::string, int64_t>& used,
+                const std::vector<store::UtilizationRow>& rows) {
+    for (const store::UtilizationRow& r : rows) used[r.team] += r.usage.used_milli_seconds;
+  };
+  std::map<std::string, int64_t> used;
+  for (absl::Time hour = from; hour < open_from; hour += absl::Hours(1)) {
+    std::optional<std::map<std::string, int64_t>> cached;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = closed_hours_.find(hour);
+      if (it != closed_hours_.end()) cached = it->second;
+    }
+    if (!cached.has_value()) {
+      ARBITER_ASSIGN_OR_RETURN(auto rows, store_->ListUtilization(hour, hour + absl::Hours(1), ""));
+      cached.emplace();
+      add(*cached, rows);
+      absl::MutexLock lock(&mu_);
+      closed_hours_[hour] = *cached;
+    }
+    for (const auto& [team, ms] : *cached) used[team] += ms;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    closed_hours_.erase(closed_hours_.begin(), closed_hours_.lower_bound(from));
+  }
+  ARBITER_ASSIGN_OR_RETURN(auto open, store_->ListUtilization(open_from, to, ""));
+  add(used, open);
+  return used;
+}
+
 absl::Status TelemetryMaintenance::RefreshMeasuredUsage(absl::Time now) {
   Arbiter* arbiter = this->arbiter();
   // Only the leader decides; a follower's commands would be refused.
   if (arbiter == nullptr || !arbiter->stats().leading) return absl::OkStatus();
-  const absl::Time to = HourOf(now) + absl::Hours(1);
-  ARBITER_ASSIGN_OR_RETURN(auto rows, store_->ListUtilization(to - kFairShareHistory, to, ""));
-  std::map<std::string, int64_t> used;
-  for (const store::UtilizationRow& r : rows) used[r.team] += r.usage.used_milli_seconds;
+  ARBITER_ASSIGN_OR_RETURN(auto used, MeasuredUsage(now));
   arbiter->Submit(
       [used = std::move(used)](core::State& state, absl::Time, core::ChangeSet&) {
         state.SetMeasuredUsage(used);

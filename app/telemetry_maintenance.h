@@ -14,6 +14,8 @@
 #pragma once
 
 #include <map>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -89,6 +91,10 @@ class TelemetryMaintenance {
   [[nodiscard]] absl::Status ReclaimIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the teams' measured usage over the last 24 hours to fair share.
   [[nodiscard]] absl::Status RefreshMeasuredUsage(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Used milli-GPU seconds per team over the 24 hours to the end of `now`'s
+  // hour.
+  [[nodiscard]] absl::StatusOr<std::map<std::string, int64_t>> MeasuredUsage(absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   store::Store* const store_;
   Clock* const clock_;
@@ -96,6 +102,9 @@ class TelemetryMaintenance {
   absl::Mutex mu_;
   // Hour -> its earliest sample stored since the last pass.
   std::map<absl::Time, absl::Time> dirty_ ABSL_GUARDED_BY(mu_);
+  // Used milli-GPU seconds per team of the hours of the last 24 that are
+  // closed (before the previous hour), by hour.
+  std::map<absl::Time, std::map<std::string, int64_t>> closed_hours_ ABSL_GUARDED_BY(mu_);
   absl::Time last_drop_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Arbiter* arbiter_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -152,8 +152,8 @@ struct WatchOptions {
   // most once per this: the events committed meanwhile go out together in
   // the next message, so that an unfiltered watcher costs a write per
   // period rather than per commit. Zero: write as soon as the last write is
-  // done. Default: 10 ms.
-  absl::Duration batch_every = absl::Milliseconds(10);
+  // done. Default: zero (bench/watch-fanout has not yet measured a period).
+  absl::Duration batch_every = absl::ZeroDuration();
   // Most streams in all, and per caller (principal); beyond either,
   // Subscribe answers RESOURCE_EXHAUSTED. Default: 20,000 and 12,000.
   int64_t max_streams = 20'000;

@@ -241,9 +241,12 @@ std::vector<IdleFinding> FindIdle(absl::Span<const HeldMember> members,
     }
     return defaults.front();
   };
-  // Members by request, in request order.
+  // Members by request, in request order; samples by GPU, so that each
+  // request's rollup reads the samples of its own GPUs only.
   std::map<int64_t, std::vector<const HeldMember*>> by_request;
   for (const HeldMember& m : members) by_request[m.request_id].push_back(&m);
+  std::map<GpuKey, std::vector<GpuSample>> on_gpu;
+  for (const GpuSample& s : samples) on_gpu[{s.node_id, s.gpu_index}].push_back(s);
 
   std::vector<IdleFinding> out;
   for (const auto& [request_id, group] : by_request) {
@@ -257,7 +260,16 @@ std::vector<IdleFinding> FindIdle(absl::Span<const HeldMember> members,
       held.push_back(*m);
     }
     if (!whole_window) continue;
-    std::vector<MemberUsage> usage = RollUp(held, samples, start, now);
+    std::set<GpuKey> gpus;
+    for (const HeldMember& m : held) {
+      for (int32_t g : m.gpu_indices) gpus.insert({m.node_id, g});
+    }
+    std::vector<GpuSample> own;
+    for (const GpuKey& g : gpus) {
+      auto it = on_gpu.find(g);
+      if (it != on_gpu.end()) own.insert(own.end(), it->second.begin(), it->second.end());
+    }
+    std::vector<MemberUsage> usage = RollUp(held, own, start, now);
     int64_t allocated = 0;
     int64_t sampled = 0;
     int32_t peak = 0;

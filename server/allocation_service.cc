@@ -13,6 +13,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
+#include "app/real_clock.h"
 #include "server/caller.h"
 #include "server/convert.h"
 #include "server/grpc_status.h"
@@ -172,18 +173,21 @@ class WatchStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       StartWrite(&write_);
       return;
     }
-    const absl::Time now = absl::Now();
-    if (now < last_batch_ + batch_every_) {
+    if (last_batch_.has_value() && last_batch_->Elapsed() < batch_every_) {
       if (!alarm_set_) {
         alarm_set_ = true;
         // A fresh alarm each time: this may run in the last one's callback,
-        // which holds its own reference to what it runs.
+        // which holds its own reference to what it runs. A span is a
+        // deadline relative to now.
         alarm_ = std::make_unique<grpc::Alarm>();
-        alarm_->Set(absl::ToChronoTime(last_batch_ + batch_every_), [this](bool) { OnAlarm(); });
+        alarm_->Set(
+            gpr_time_from_micros(absl::ToInt64Microseconds(batch_every_ - last_batch_->Elapsed()),
+                                 GPR_TIMESPAN),
+            [this](bool) { OnAlarm(); });
       }
       return;
     }
-    last_batch_ = now;
+    last_batch_.emplace();
     std::string batch;
     while (!pending_.empty() && pending_.front().event != nullptr &&
            (batch.empty() ||
@@ -229,7 +233,7 @@ class WatchStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   bool done_ ABSL_GUARDED_BY(mu_) = false;       // gRPC called OnDone.
   bool alarm_set_ ABSL_GUARDED_BY(mu_) = false;  // OnAlarm is still to run.
   std::unique_ptr<grpc::Alarm> alarm_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_batch_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::optional<app::Stopwatch> last_batch_ ABSL_GUARDED_BY(mu_);  // Since the last batch.
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
 };
 

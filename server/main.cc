@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
       ->add_option("--watch-bookmark-every", bookmark_every,
                    "how long a watch stream may idle before it gets a bookmark")
       ->capture_default_str();
-  std::string batch_every = "10ms";
+  std::string batch_every = "0";
   serve_cmd
       ->add_option("--watch-batch-every", batch_every,
                    "how often a batched watch stream may start a write; the events of the "
