@@ -21,6 +21,12 @@ constexpr absl::Duration kLongestSlice = absl::Minutes(5);
 // about this long, whatever its interval.
 constexpr absl::Duration kReadingsBefore = absl::Minutes(5);
 
+// Records `at` for `hour` in `earliest` unless an earlier time is there.
+void KeepEarliest(std::map<absl::Time, absl::Time>& earliest, absl::Time hour, absl::Time at) {
+  auto [it, fresh] = earliest.try_emplace(hour, at);
+  if (!fresh) it->second = std::min(it->second, at);
+}
+
 }  // namespace
 
 absl::Time HourOf(absl::Time t) {
@@ -43,15 +49,9 @@ TelemetryMaintenance::~TelemetryMaintenance() {
 
 void TelemetryMaintenance::MarkDirty(absl::Span<const core::GpuSample> samples) {
   std::map<absl::Time, absl::Time> earliest;
-  for (const core::GpuSample& s : samples) {
-    auto [it, fresh] = earliest.try_emplace(HourOf(s.at), s.at);
-    if (!fresh) it->second = std::min(it->second, s.at);
-  }
+  for (const core::GpuSample& s : samples) KeepEarliest(earliest, HourOf(s.at), s.at);
   absl::MutexLock lock(&mu_);
-  for (const auto& [hour, at] : earliest) {
-    auto [it, fresh] = dirty_.try_emplace(hour, at);
-    if (!fresh) it->second = std::min(it->second, at);
-  }
+  for (const auto& [hour, at] : earliest) KeepEarliest(dirty_, hour, at);
 }
 
 absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
@@ -215,8 +215,7 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
     if (!s.ok()) {
       absl::MutexLock lock(&mu_);
       for (auto rest = it; rest != hours.end(); ++rest) {
-        auto [d, fresh] = dirty_.insert(*rest);
-        if (!fresh) d->second = std::min(d->second, rest->second);
+        KeepEarliest(dirty_, rest->first, rest->second);
       }
       first = s;
       break;
