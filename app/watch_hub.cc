@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 
 #include "core/status_macros.h"
+#include "ledger/entries.h"
 
 namespace arbiter::app {
 namespace {
@@ -37,6 +38,16 @@ const absl::flat_hash_set<int64_t>* Find(const Map& map, const Key& key) {
 }
 
 }  // namespace
+
+WatchBatchPtr MakeWatchBatch(std::vector<WatchEventPtr> events) {
+  auto batch = std::make_shared<WatchBatch>();
+  size_t bytes = 0;
+  for (const WatchEventPtr& e : events) bytes += e->encoded.size();
+  batch->encoded.reserve(bytes);
+  for (const WatchEventPtr& e : events) batch->encoded.append(e->encoded);
+  batch->events = std::move(events);
+  return batch;
+}
 
 EventType EventTypeOfState(core::RequestState state) {
   switch (state) {
@@ -113,7 +124,23 @@ void WatchHub::Stop() {
 
 void WatchHub::Publish(CommittedBatch batch) {
   absl::MutexLock lock(&queue_mu_);
+  published_ = std::max(published_, batch.revision);
   queue_.push_back(std::move(batch));
+}
+
+bool WatchHub::Committed(int64_t revision) {
+  {
+    absl::MutexLock queue_lock(&queue_mu_);
+    absl::MutexLock lock(&mu_);
+    if (revision <= std::max(published_, head_)) return true;
+  }
+  // Committed, perhaps, and not yet handed to the hub: the ledger says.
+  if (store_ == nullptr) return false;
+  store::LedgerFilter filter;
+  filter.after_seq = revision - 1;
+  filter.limit = 1;
+  absl::StatusOr<std::vector<ledger::Entry>> entries = store_->ListLedger(filter);
+  return entries.ok() && !entries->empty() && entries->front().seq == revision;
 }
 
 void WatchHub::Reset(int64_t head, absl::Status serving) {
@@ -129,6 +156,12 @@ absl::StatusOr<int64_t> WatchHub::Subscribe(const std::string& caller, const Wat
   }
   if (!filter.node.empty() && filter.cluster.empty()) {
     return absl::InvalidArgumentError("node: requires cluster");
+  }
+  if (start_revision > 0 && !Committed(start_revision)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "start_revision: ", start_revision,
+        " is ahead of the last committed revision; watch from a revision a list or an event "
+        "returned"));
   }
   absl::MutexLock lock(&mu_);
   if (!serving_.ok()) return serving_;
@@ -257,7 +290,27 @@ void WatchHub::ApplyBatch(const CommittedBatch& batch, std::vector<WatchEventPtr
     window_start_ = window_.front()->event.revision;
     window_.pop_front();
   }
-  // Each stream gets the batch's matching events in one call.
+  if (events.empty()) return;  // A commit of no request (a quota, a node, ...).
+  const absl::Time now = clock_->TimeNow();
+  auto deliver = [&](Subscription& sub, const WatchBatchPtr& matched) {
+    stats_.deliveries += static_cast<int64_t>(matched->events.size());
+    sub.last_sent = now;
+    sub.subscriber->Deliver(matched);
+  };
+  // Unfiltered streams that have seen none of the batch get all of it: one
+  // shared batch, whatever its size. The others are offered event by event.
+  WatchBatchPtr all;
+  std::vector<int64_t> offered_unfiltered;
+  for (int64_t id : unfiltered_) {
+    Subscription& sub = subs_.at(id);
+    if (sub.filter.types != 0 || sub.after > batch.from_revision) {
+      offered_unfiltered.push_back(id);
+      continue;
+    }
+    if (all == nullptr) all = MakeWatchBatch(events);
+    deliver(sub, all);
+  }
+  // Each other stream gets the batch's matching events in one call.
   absl::flat_hash_map<int64_t, std::vector<WatchEventPtr>> out;
   for (const WatchEventPtr& e : events) {
     auto offer = [&](int64_t id) {
@@ -273,16 +326,9 @@ void WatchHub::ApplyBatch(const CommittedBatch& batch, std::vector<WatchEventPtr
     for (const std::string& cluster : e->clusters) Visit(Find(by_cluster_, cluster), offer);
     Visit(Find(by_team_, e->event.request.spec.team), offer);
     Visit(Find(by_pool_, e->event.request.spec.pool), offer);
-    Visit(&unfiltered_, offer);
+    for (int64_t id : offered_unfiltered) offer(id);
   }
-  if (out.empty()) return;
-  const absl::Time now = clock_->TimeNow();
-  for (auto& [id, matched] : out) {
-    Subscription& sub = subs_.at(id);
-    stats_.deliveries += static_cast<int64_t>(matched.size());
-    sub.last_sent = now;
-    sub.subscriber->Deliver(matched);
-  }
+  for (auto& [id, matched] : out) deliver(subs_.at(id), MakeWatchBatch(std::move(matched)));
 }
 
 void WatchHub::ApplyReset(int64_t head, const absl::Status& serving) {
@@ -418,7 +464,7 @@ bool WatchHub::CatchUpStep(int64_t id) {
       if (!matched.empty()) {
         stats_.deliveries += static_cast<int64_t>(matched.size());
         sub.last_sent = clock_->TimeNow();
-        sub.subscriber->Deliver(matched);
+        sub.subscriber->Deliver(MakeWatchBatch(std::move(matched)));
       }
       if (first != window_.end()) return true;
       sub.after = std::max(sub.after, head_);
@@ -448,7 +494,7 @@ bool WatchHub::CatchUpStep(int64_t id) {
   if (!matched.empty()) {
     stats_.deliveries += static_cast<int64_t>(matched.size());
     sub.last_sent = clock_->TimeNow();
-    sub.subscriber->Deliver(matched);
+    sub.subscriber->Deliver(MakeWatchBatch(std::move(matched)));
   }
   return true;
 }
@@ -479,7 +525,13 @@ absl::StatusOr<std::vector<WatchEventPtr>> WatchHub::ReadStored(int64_t after,
     }
     AllocationEvent ev;
     ev.type = EventTypeOfState(state);
-    ev.request = found->second;
+    absl::StatusOr<core::CapacityRequest> as_of = ledger::RequestAsOf(found->second, entry);
+    if (as_of.ok()) {
+      ev.request = *std::move(as_of);
+    } else {
+      ev.request = found->second;
+      ev.request.state = state;
+    }
     ev.committed_at = entry.at;
     ev.revision = entry.seq;
     out.push_back(PrepareOne(std::move(ev)));

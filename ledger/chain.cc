@@ -60,6 +60,40 @@ std::string Payload(std::vector<std::pair<std::string, std::string>> fields) {
   });
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParsePayload(
+    absl::string_view payload) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  if (payload.empty()) return fields;
+  std::string key;
+  std::string value;
+  bool in_value = false;
+  auto end_field = [&]() -> absl::Status {
+    if (!in_value)
+      return absl::InvalidArgumentError(absl::StrCat("payload: field \"", key, "\" has no ="));
+    fields.emplace_back(std::move(key), std::move(value));
+    key.clear();
+    value.clear();
+    in_value = false;
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < payload.size(); ++i) {
+    char c = payload[i];
+    if (c == '\\') {
+      if (++i == payload.size()) return absl::InvalidArgumentError("payload: ends in a backslash");
+      c = payload[i] == 'n' ? '\n' : payload[i];
+    } else if (c == ';') {
+      if (absl::Status s = end_field(); !s.ok()) return s;
+      continue;
+    } else if (c == '=' && !in_value) {
+      in_value = true;
+      continue;
+    }
+    (in_value ? value : key) += c;
+  }
+  if (absl::Status s = end_field(); !s.ok()) return s;
+  return fields;
+}
+
 std::string Canonical(const Entry& e) {
   return absl::StrCat(e.seq, "\n", absl::ToUnixMicros(e.at), "\n", Escape(e.actor), "\n",
                       Escape(e.action), "\n", Escape(e.subject), "\n", e.payload);

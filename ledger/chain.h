@@ -35,6 +35,10 @@ struct Entry {
 // Builds a canonical payload from key/value pairs: sorted by key, "k=v"
 // joined by ";", with "\\", ";" and "=" escaped by a backslash.
 std::string Payload(std::vector<std::pair<std::string, std::string>> fields);
+// Payload's inverse: the fields of a canonical payload, in its order.
+// INVALID_ARGUMENT for a field without "=" or a dangling backslash.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParsePayload(
+    absl::string_view payload);
 
 // The text an entry's hash covers (everything but the hashes themselves).
 std::string Canonical(const Entry& e);

@@ -4,8 +4,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace arbiter::ledger {
 namespace {
@@ -21,6 +25,39 @@ Entry Make(std::string action, std::string subject, Fields fields) {
 }
 
 std::string Str(absl::string_view s) { return std::string(s); }
+
+// Placements as a request entry records them: "node:i+j", comma separated.
+std::string PlacementsField(const std::vector<core::Placement>& placements) {
+  std::vector<std::string> where;
+  where.reserve(placements.size());
+  for (const core::Placement& p : placements) {
+    where.push_back(absl::StrCat(p.node_id, ":", absl::StrJoin(p.gpu_indices, "+")));
+  }
+  return absl::StrJoin(where, ",");
+}
+
+// PlacementsField's inverse, over the placements of the stored row.
+std::vector<core::Placement> PlacementsAsOf(absl::string_view field,
+                                            const std::vector<core::Placement>& stored) {
+  std::vector<core::Placement> out;
+  if (field.empty()) return out;
+  int32_t member = 0;
+  for (absl::string_view one : absl::StrSplit(field, ',')) {
+    std::pair<absl::string_view, absl::string_view> node_gpus = absl::StrSplit(one, ':');
+    core::Placement p;
+    p.member = member++;
+    if (!absl::SimpleAtoi(node_gpus.first, &p.node_id)) continue;
+    for (absl::string_view gpu : absl::StrSplit(node_gpus.second, '+', absl::SkipEmpty())) {
+      int32_t index = 0;
+      if (absl::SimpleAtoi(gpu, &index)) p.gpu_indices.push_back(index);
+    }
+    auto same = std::find_if(stored.begin(), stored.end(), [&](const core::Placement& s) {
+      return s.node_id == p.node_id && s.gpu_indices == p.gpu_indices;
+    });
+    out.push_back(same != stored.end() ? *same : std::move(p));
+  }
+  return out;
+}
 
 struct EntryOf {
   Entry operator()(const core::Cluster& c) const {
@@ -58,10 +95,6 @@ struct EntryOf {
   }
   Entry operator()(const core::RequestWrite& w) const {
     const core::CapacityRequest& r = w.request;
-    std::vector<std::string> where;
-    for (const core::Placement& p : r.placements) {
-      where.push_back(absl::StrCat(p.node_id, ":", absl::StrJoin(p.gpu_indices, "+")));
-    }
     Fields f = {{"team", r.spec.team},
                 {"pool", r.spec.pool},
                 {"class", Str(core::WorkloadClassName(r.spec.workload_class))},
@@ -69,7 +102,7 @@ struct EntryOf {
                 {"gpu_milli", absl::StrCat(r.spec.total_gpu_milli())},
                 {"priority", absl::StrCat(r.spec.priority)},
                 {"reason_code", r.reason_code},
-                {"placements", absl::StrJoin(where, ",")}};
+                {"placements", PlacementsField(r.placements)}};
     if (r.spec.guaranteed) f.emplace_back("guaranteed", "true");
     if (!r.approvals.empty()) f.emplace_back("approvals", absl::StrJoin(r.approvals, ","));
     if (!r.approvers.empty()) f.emplace_back("approvers", absl::StrJoin(r.approvers, ","));
@@ -182,6 +215,51 @@ struct EntryOf {
 }  // namespace
 
 Entry EntryFor(const core::Change& change) { return std::visit(EntryOf{}, change); }
+
+absl::StatusOr<core::CapacityRequest> RequestAsOf(const core::CapacityRequest& stored,
+                                                  const Entry& entry) {
+  absl::string_view action = entry.action;
+  core::RequestState state = core::RequestState::kUnspecified;
+  if (absl::ConsumePrefix(&action, "request.")) state = core::RequestStateFromName(action);
+  if (state == core::RequestState::kUnspecified ||
+      entry.subject != absl::StrCat("request/", stored.id)) {
+    return absl::InvalidArgumentError(absl::StrCat("ledger entry ", entry.seq, " (", entry.action,
+                                                   " ", entry.subject, ") is not one of request ",
+                                                   stored.id));
+  }
+  absl::StatusOr<Fields> fields = ParsePayload(entry.payload);
+  if (!fields.ok()) return fields.status();
+  absl::flat_hash_map<std::string, std::string> f(fields->begin(), fields->end());
+  auto field = [&](const char* key) -> absl::string_view {
+    auto it = f.find(key);
+    return it == f.end() ? absl::string_view() : absl::string_view(it->second);
+  };
+  auto list = [&](const char* key) {
+    return field(key).empty() ? std::vector<std::string>()
+                              : std::vector<std::string>(absl::StrSplit(field(key), ','));
+  };
+  core::CapacityRequest r = stored;
+  r.state = state;
+  r.updated_at = entry.at;
+  r.reason_code = std::string(field("reason_code"));
+  r.reason = std::string(field("reason"));
+  if (field("placements") != PlacementsField(stored.placements)) {
+    r.placements = PlacementsAsOf(field("placements"), stored.placements);
+  }
+  if (r.placements.empty()) r.admitted_at = absl::InfinitePast();
+  r.approvals = list("approvals");
+  r.approvers = list("approvers");
+  if (!absl::SimpleAtoi(field("cost_micros"), &r.cost_micros)) r.cost_micros = 0;
+  int64_t deadline_us = 0;
+  if (absl::SimpleAtoi(field("deadline_us"), &deadline_us) &&
+      absl::SimpleAtoi(field("preempted_by"), &r.preempted_by)) {
+    r.preempt_deadline = absl::FromUnixMicros(deadline_us);
+  } else {
+    r.preempt_deadline = absl::InfinitePast();
+    r.preempted_by = 0;
+  }
+  return r;
+}
 
 std::vector<Entry> ChainEntries(int64_t head_seq, absl::string_view head_hash,
                                 const core::ChangeSet& changes, const CommitContext& context) {

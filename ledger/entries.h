@@ -49,6 +49,15 @@ struct CheckpointPolicy {
 // payload of `change`; seq, time, actor and hashes are left unset.
 Entry EntryFor(const core::Change& change);
 
+// The request as its "request.<state>" entry recorded it: state, reason,
+// placements, approvals, approvers, cost and preemption from `entry`, over
+// `stored` (the request's row now) for what never changes (id, spec,
+// creation). A stored placement on the entry's node and GPUs is kept whole;
+// otherwise the entry's node and GPUs are all it can say. INVALID_ARGUMENT
+// when `entry` is not an entry of `stored` or its payload does not parse.
+absl::StatusOr<core::CapacityRequest> RequestAsOf(const core::CapacityRequest& stored,
+                                                  const Entry& entry);
+
 // The entries of `changes`, in order, chained onto the head (`head_seq`,
 // `head_hash`); genesis is (0, kGenesisHash). Entry i gets seq head_seq+1+i,
 // `context.at` truncated to microseconds, actor context.actors[i] (or

@@ -251,11 +251,12 @@ int main(int argc, char** argv) {
       ->add_option("--watch-bookmark-every", bookmark_every,
                    "how long a watch stream may idle before it gets a bookmark")
       ->capture_default_str();
-  std::string batch_every = "0";
+  std::string batch_every = "50ms";
   serve_cmd
       ->add_option("--watch-batch-every", batch_every,
                    "how often a batched watch stream may start a write; the events of the "
-                   "commits in between go in one message; 0 for as soon as the last is written")
+                   "commits in between go in one message (a stream's first write after a "
+                   "quiet period is not delayed); 0 for as soon as the last is written")
       ->capture_default_str();
   serve_cmd
       ->add_option("--max-watch-streams", options.watch.max_streams,

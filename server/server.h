@@ -18,6 +18,7 @@
 #include "server/metrics.h"
 #include "server/services.h"
 #include "server/tls.h"
+#include "server/watch_server.h"
 #include "store/postgres/pg_lease.h"
 #include "store/postgres/pg_store.h"
 
@@ -109,6 +110,8 @@ class ArbiterServer {
   std::unique_ptr<InventoryService> inventory_;
   std::unique_ptr<GovernanceService> governance_;
   std::unique_ptr<AllocationService> allocation_;
+  // Before grpc_server_: the server is destroyed before its queues.
+  std::unique_ptr<WatchServer> watch_server_;
   std::unique_ptr<LedgerService> ledger_;
   std::unique_ptr<TelemetryService> telemetry_service_;
   std::unique_ptr<ChargebackService> chargeback_service_;

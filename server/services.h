@@ -119,11 +119,17 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   ServiceContext ctx_;
 };
 
-// WatchAllocations is served on the raw (bytes) path: each event is encoded
-// once (EncodeWatchEvent) and its bytes are written to every stream.
+// The unary methods are served on the callback API; WatchAllocations on
+// the asynchronous raw (bytes) API, by WatchServer (server/watch_server.h).
 class AllocationService final
-    : public v1::AllocationService::WithRawCallbackMethod_WatchAllocations<
-          v1::AllocationService::CallbackService> {
+    : public v1::AllocationService::WithCallbackMethod_RequestCapacity<
+          v1::AllocationService::WithCallbackMethod_GetRequest<
+              v1::AllocationService::WithCallbackMethod_ListRequests<
+                  v1::AllocationService::WithCallbackMethod_ReleaseAllocation<
+                      v1::AllocationService::WithCallbackMethod_ApproveRequest<
+                          v1::AllocationService::WithCallbackMethod_DenyRequest<
+                              v1::AllocationService::WithRawMethod_WatchAllocations<
+                                  v1::AllocationService::Service>>>>>>> {
  public:
   explicit AllocationService(ServiceContext ctx) : ctx_(ctx) {}
 
@@ -145,20 +151,10 @@ class AllocationService final
   grpc::ServerUnaryReactor* ReleaseAllocation(grpc::CallbackServerContext* ctx,
                                               const v1::ReleaseAllocationRequest* req,
                                               v1::ReleaseAllocationResponse* resp) override;
-  // The request arrives as the bytes of a WatchAllocationsRequest.
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchAllocations(
-      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
 
  private:
   ServiceContext ctx_;
 };
-
-// The wire bytes of a watch event, made once for every stream
-// (app::WatchOptions::encode): an `events` entry of WatchAllocationsResponse
-// (field 5, the length, an AllocationEvent). Past the tag and the length the
-// bytes are also a WatchAllocationsResponse with the event in its top-level
-// fields, since AllocationEvent numbers its fields the same way.
-std::string EncodeWatchEvent(const app::AllocationEvent& event, const app::NodeDirectory& nodes);
 
 class LedgerService final : public v1::LedgerService::CallbackService {
  public:

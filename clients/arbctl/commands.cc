@@ -1,5 +1,6 @@
 #include "clients/arbctl/commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -517,14 +518,30 @@ int Commands::Release(int64_t id) {
   return 0;
 }
 
-int Commands::Watch(const std::string& team, const std::string& pool) {
+int Commands::Watch(const WatchOptions& w) {
   grpc::ClientContext ctx;  // No deadline: a watch runs until interrupted.
   v1::WatchAllocationsRequest req;
-  req.set_team(team);
-  req.set_pool(pool);
+  req.set_team(w.team);
+  req.set_pool(w.pool);
+  req.set_cluster(w.cluster);
+  req.set_node(w.node);
+  req.set_request_id(w.request_id);
+  req.set_start_revision(w.from_revision);
+  for (const std::string& name : w.types) {
+    v1::AllocationEventType type;
+    if (!v1::AllocationEventType_Parse(
+            absl::StrCat("ALLOCATION_EVENT_TYPE_", absl::AsciiStrToUpper(name)), &type) ||
+        type == v1::ALLOCATION_EVENT_TYPE_UNSPECIFIED) {
+      std::cerr << "arbctl: --type: unknown event type \"" << name << "\"" << std::endl;
+      return 2;
+    }
+    req.add_types(type);
+  }
   auto reader = allocation_->WatchAllocations(&ctx, req);
   v1::WatchAllocationsResponse event;
+  int64_t revision = w.from_revision;
   while (reader->Read(&event)) {
+    revision = std::max(revision, event.revision());
     if (options_.output == "yaml") {  // One YAML document per event.
       std::cout << "---\n";
       PrintJsonMessage(event);
@@ -537,8 +554,10 @@ int Commands::Watch(const std::string& team, const std::string& pool) {
       std::cout << out << std::endl;
       continue;
     }
+    if (event.bookmark()) continue;  // Only the position moves.
     const auto& r = event.request();
-    std::cout << google::protobuf::util::TimeUtil::ToString(event.committed_at()) << "  "
+    std::cout << "rev " << event.revision() << "  "
+              << google::protobuf::util::TimeUtil::ToString(event.committed_at()) << "  "
               << Short(v1::AllocationEventType_Name(event.type()), "ALLOCATION_EVENT_TYPE_")
               << "  request " << r.id() << "  " << r.team() << "/" << r.pool() << "  "
               << ShapeText(r) << "  " << (r.placements_size() ? PlacementText(r) : r.reason());
@@ -550,7 +569,12 @@ int Commands::Watch(const std::string& team, const std::string& pool) {
     std::cout << std::endl;
   }
   grpc::Status s = reader->Finish();
-  return s.ok() ? 0 : Fail(s);
+  if (s.ok()) return 0;
+  if (revision > 0 && s.error_code() != grpc::StatusCode::OUT_OF_RANGE) {
+    std::cerr << "arbctl: the watch ended at revision " << revision
+              << "; resume with --from-revision " << revision << std::endl;
+  }
+  return Fail(s);
 }
 
 void Commands::PrintJsonMessage(const google::protobuf::Message& m) const {

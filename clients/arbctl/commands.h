@@ -46,6 +46,19 @@ struct GlobalOptions {
   std::string ledger_public_key;
 };
 
+// What `arbctl watch` streams: the fields of WatchAllocationsRequest.
+struct WatchOptions {
+  std::string team;
+  std::string pool;
+  std::string cluster;
+  std::string node;
+  int64_t request_id = 0;
+  // Event type names ("admitted", "preempting", ...); empty: every type.
+  std::vector<std::string> types;
+  // Events after this revision (0: from now on).
+  int64_t from_revision = 0;
+};
+
 struct RequestOptions {
   std::string key;  // Empty: a fresh random key.
   std::string team;
@@ -108,7 +121,7 @@ class Commands {
   int ListRequests(const std::string& team, const std::string& state, int limit);
   int GetRequest(int64_t id);
   int Release(int64_t id);
-  int Watch(const std::string& team, const std::string& pool);
+  int Watch(const WatchOptions& w);
   // Approvals and authority rules (clients/arbctl/authority.cc).
   int Approve(int64_t id);
   int Deny(int64_t id, const std::string& reason);

@@ -17,11 +17,6 @@ struct ListFlags {
   int limit = 50;
 };
 
-struct WatchFlags {
-  std::string team;
-  std::string pool;
-};
-
 // `request --team` defaults to the configured team, and is required only
 // when there is none.
 void AddRequest(CLI::App& root, CliContext& ctx) {
@@ -94,11 +89,21 @@ void AddRelease(CLI::App& root, CliContext& ctx) {
 }
 
 void AddWatch(CLI::App& root, CliContext& ctx) {
-  auto f = std::make_shared<WatchFlags>();
-  CLI::App* watch = root.add_subcommand("watch", "stream allocation events as they commit");
+  auto f = std::make_shared<WatchOptions>();
+  CLI::App* watch = root.add_subcommand(
+      "watch", "stream allocation events as they commit, each with its revision");
   watch->add_option("--team", f->team, "only this team");
   watch->add_option("--pool", f->pool, "only this pool");
-  watch->callback([&ctx, f] { ctx.exit_code = ctx.Connect().Watch(f->team, f->pool); });
+  watch->add_option("--cluster", f->cluster, "only requests placed in this cluster");
+  watch->add_option("--node", f->node, "only requests placed on this node (with --cluster)");
+  watch->add_option("--request", f->request_id, "only this request");
+  watch->add_option("--type", f->types,
+                    "only these event types (admitted, queued, denied, released, cancelled, "
+                    "preempting, preempted, reserved, pending_approval); repeatable");
+  watch->add_option("--from-revision", f->from_revision,
+                    "replay the events after this revision (a list's or the last one printed), "
+                    "then follow");
+  watch->callback([&ctx, f] { ctx.exit_code = ctx.Connect().Watch(*f); });
 }
 
 }  // namespace

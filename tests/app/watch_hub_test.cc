@@ -24,6 +24,7 @@
 
 #include "app/application.h"
 #include "core/arbitration.h"
+#include "ledger/chain.h"
 #include "store/memory/memory_store.h"
 #include "tests/app/callers.h"
 #include "tests/core/test_state.h"
@@ -52,10 +53,12 @@ struct Seen {
 // Records what the hub hands it. Thread-safe.
 class Recorder final : public WatchSubscriber {
  public:
-  void Deliver(const std::vector<WatchEventPtr>& events) override {
+  void Deliver(const WatchBatchPtr& batch) override {
     absl::MutexLock lock(&mu_);
-    for (const WatchEventPtr& e : events) {
+    ++batches_;
+    for (const WatchEventPtr& e : batch->events) {
       seen_.push_back({e->event.revision, e->event.request.id, e->event.type});
+      events_.push_back(e);
     }
   }
   void Bookmark(int64_t revision) override {
@@ -80,6 +83,14 @@ class Recorder final : public WatchSubscriber {
     absl::MutexLock lock(&mu_);
     return seen_;
   }
+  int64_t batches() const {
+    absl::MutexLock lock(&mu_);
+    return batches_;
+  }
+  std::vector<WatchEventPtr> events() const {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
   std::vector<int64_t> bookmarks() const {
     absl::MutexLock lock(&mu_);
     return bookmarks_;
@@ -103,6 +114,8 @@ class Recorder final : public WatchSubscriber {
  private:
   mutable absl::Mutex mu_;
   std::vector<Seen> seen_ ABSL_GUARDED_BY(mu_);
+  std::vector<WatchEventPtr> events_ ABSL_GUARDED_BY(mu_);
+  int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> bookmarks_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
 };
@@ -301,6 +314,81 @@ TEST_F(WatchHubTest, ARevisionOlderThanTheReplayLimitIsOutOfRange) {
   ASSERT_TRUE(probe.WaitFor([](const Recorder& x) { return x.seen_locked().size() >= 3; }));
   EXPECT_THAT(Watch(r, old - 1), StatusIs(absl::StatusCode::kOutOfRange));
   EXPECT_THAT(Watch(r, -1), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(WatchHubTest, ACommitWithoutRequestEventsDeliversNothing) {
+  Recorder& all = NewRecorder();
+  ASSERT_THAT(Watch(all, 0), IsOk());
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  app_->arbiter().Submit(
+      [](core::State& s, absl::Time now, core::ChangeSet& ch) {
+        return core::SetQuota(s, {"t", "serving", 32000}, now, ch);
+      },
+      [done](const absl::Status& status) { done->set_value(status); });
+  ASSERT_THAT(done->get_future().get(), IsOk());
+  const int64_t a = Admit("a");
+  ASSERT_TRUE(all.WaitFor([](const Recorder& x) { return !x.seen_locked().empty(); }));
+  EXPECT_EQ(all.seen().front().request_id, a);
+  EXPECT_EQ(all.batches(), 1);
+}
+
+TEST_F(WatchHubTest, AStartRevisionAheadOfTheLastCommitIsOutOfRange) {
+  Admit("a");
+  const int64_t head = store_->LedgerHead();
+  Recorder& r = NewRecorder();
+  EXPECT_THAT(Watch(r, head + 1), StatusIs(absl::StatusCode::kOutOfRange));
+  // The last commit itself, whether or not the hub has published it yet.
+  absl::StatusOr<int64_t> id = Watch(r, head);
+  ASSERT_THAT(id, IsOk());
+  const int64_t b = Admit("b");
+  ASSERT_TRUE(r.WaitFor([](const Recorder& x) { return !x.seen_locked().empty(); }));
+  EXPECT_EQ(r.seen().front().request_id, b);
+  EXPECT_EQ(r.seen().front().revision, head + 1);
+  app_->hub().Unsubscribe(*id);
+}
+
+TEST_F(WatchHubTest, AReplayFromTheStoreShowsEachRequestAsItsEventLeftIt) {
+  // A window of one event: the replay reads the ledger.
+  watch_.window_events = 1;
+  Start();
+  const int64_t start = store_->LedgerHead();
+  const int64_t a = Admit("a");
+  Release(a);
+  Admit("b");
+  Recorder& r = NewRecorder();
+  ASSERT_THAT(Watch(r, start), IsOk());
+  ASSERT_TRUE(r.WaitFor([](const Recorder& x) { return x.seen_locked().size() >= 3; }));
+  const std::vector<WatchEventPtr> events = r.events();
+  absl::StatusOr<core::CapacityRequest> now = store_->GetRequest(a);
+  ASSERT_THAT(now, IsOk());
+  ASSERT_EQ(now->state, core::RequestState::kReleased);
+
+  const core::CapacityRequest& admitted = events[0]->event.request;
+  EXPECT_EQ(events[0]->event.type, EventType::kAdmitted);
+  EXPECT_EQ(admitted.id, a);
+  EXPECT_EQ(admitted.state, core::RequestState::kAdmitted);
+  ASSERT_EQ(admitted.placements.size(), 1u);
+  EXPECT_EQ(admitted.placements[0].gpu_indices.size(), 1u);
+  EXPECT_EQ(admitted.placements[0].gpu_milli, 1000);
+  EXPECT_EQ(admitted.spec.idempotency_key, now->spec.idempotency_key);
+
+  const core::CapacityRequest& released = events[1]->event.request;
+  EXPECT_EQ(events[1]->event.type, EventType::kReleased);
+  EXPECT_EQ(released.state, core::RequestState::kReleased);
+  EXPECT_EQ(released.updated_at, now->updated_at);
+  EXPECT_EQ(events[2]->event.request.state, core::RequestState::kAdmitted);
+}
+
+TEST(LedgerPayloadTest, ParsePayloadReadsWhatPayloadWrites) {
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"a=b", "x;y"}, {"empty", ""}, {"escaped", "back\\slash\nnewline=;"}, {"plain", "v"}};
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> parsed =
+      ledger::ParsePayload(ledger::Payload(fields));
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_EQ(*parsed, fields);
+  EXPECT_THAT(ledger::ParsePayload(""), IsOk());
+  EXPECT_THAT(ledger::ParsePayload("novalue"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ledger::ParsePayload("k=v\\"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(WatchHubTest, AnIdleStreamGetsBookmarksWithTheCurrentRevision) {

@@ -141,6 +141,26 @@ def main():
         finally:
             watch.terminate()
             watch.wait(timeout=10)
+        # Resumed from just before that event, filtered to its request: the
+        # replay prints it first, with its revision.
+        rev = int(event["revision"])
+        watch = subprocess.Popen(a.base() + ["watch", "--request", str(event["request"]["id"]),
+                                             "--from-revision", str(rev - 1)],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            assert select.select([watch.stdout], [], [], 30)[0], "no replayed event"
+            line = watch.stdout.readline()
+            assert line.startswith(f"rev {rev} ") and " admitted " in line, line
+        finally:
+            watch.terminate()
+            watch.wait(timeout=10)
+        ahead = subprocess.run(a.base() + ["watch", "--from-revision", str(10**12)],
+                               capture_output=True, text=True, timeout=30)
+        assert ahead.returncode != 0 and "OUT_OF_RANGE" in ahead.stderr, ahead.stderr
+        assert "start_revision" in ahead.stderr, ahead.stderr
+        bad_type = subprocess.run(a.base() + ["watch", "--type", "bogus"], capture_output=True,
+                                  text=True, timeout=30)
+        assert bad_type.returncode == 2 and "--type" in bad_type.stderr, bad_type.stderr
 
         # ~/.config/arbiter/config.toml: endpoint, certificates and a default team.
         home = os.path.join(live.work, "home")
