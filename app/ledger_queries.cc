@@ -21,14 +21,21 @@ void LedgerQueries::ListEntries(const Caller& caller, const store::LedgerFilter&
       ctx_, [store = ctx_.store, filter] { return store->ListLedger(filter); }, std::move(reply));
 }
 
-void LedgerQueries::ListCheckpoints(const Caller& caller,
+void LedgerQueries::ListCheckpoints(const Caller& caller, int64_t after_seq, int32_t limit,
                                     Reply<std::vector<store::LedgerCheckpoint>> reply) const {
   if (absl::Status access = ctx_.access->Check(caller, "LedgerService.ListCheckpoints", {});
       !access.ok()) {
     return reply(access);
   }
+  if (after_seq < 0) return reply(absl::InvalidArgumentError("after_seq: must be >= 0"));
+  if (limit < 1 || limit > kMaxCheckpointPage) {
+    return reply(absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be in [0, ", kMaxCheckpointPage, "]")));
+  }
   RunRead<std::vector<store::LedgerCheckpoint>>(
-      ctx_, [store = ctx_.store] { return store->ListCheckpoints(); }, std::move(reply));
+      ctx_,
+      [store = ctx_.store, after_seq, limit] { return store->ListCheckpoints(after_seq, limit); },
+      std::move(reply));
 }
 
 }  // namespace arbiter::app

@@ -21,10 +21,14 @@ class LedgerQueries {
   // the field for a negative after_seq or a limit outside [1, kMaxLedgerPage].
   void ListEntries(const Caller& caller, const store::LedgerFilter& filter,
                    Reply<std::vector<ledger::Entry>> reply) const;
-  void ListCheckpoints(const Caller& caller,
+  // Checkpoints after `after_seq`, in sequence order, at most `limit`.
+  // INVALID_ARGUMENT naming the field for a negative after_seq or a limit
+  // outside [1, kMaxCheckpointPage].
+  void ListCheckpoints(const Caller& caller, int64_t after_seq, int32_t limit,
                        Reply<std::vector<store::LedgerCheckpoint>> reply) const;
 
   static constexpr int32_t kMaxLedgerPage = 5000;
+  static constexpr int32_t kMaxCheckpointPage = 10000;
 
  private:
   const Context ctx_;

@@ -47,20 +47,24 @@ grpc::ServerUnaryReactor* LedgerService::ListLedgerEntries(grpc::CallbackServerC
 }
 
 grpc::ServerUnaryReactor* LedgerService::ListCheckpoints(grpc::CallbackServerContext* ctx,
-                                                         const v1::ListCheckpointsRequest*,
+                                                         const v1::ListCheckpointsRequest* req,
                                                          v1::ListCheckpointsResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const int32_t limit = req->page_size() == 0 ? kDefaultLedgerPage : req->page_size();
   ctx_.app->ledger().ListCheckpoints(
-      CallerOf(*ctx, ctx_.insecure),
+      CallerOf(*ctx, ctx_.insecure), req->after_seq(), limit,
       Answer<std::vector<store::LedgerCheckpoint>>(
           reactor, "ListCheckpoints",
-          [resp](const std::vector<store::LedgerCheckpoint>& checkpoints) {
+          [limit, resp](const std::vector<store::LedgerCheckpoint>& checkpoints) {
             for (const store::LedgerCheckpoint& c : checkpoints) {
               v1::LedgerCheckpoint* out = resp->add_checkpoints();
               out->set_seq(c.seq);
               out->set_hash(c.hash);
               out->set_signature(c.signature);
               *out->mutable_at() = TimestampOf(c.at);
+            }
+            if (static_cast<int32_t>(checkpoints.size()) == limit) {
+              resp->set_next_after_seq(checkpoints.back().seq);
             }
           }));
   return reactor;

@@ -43,8 +43,10 @@ class LedgerReads {
   // filter.limit.
   [[nodiscard]] virtual absl::StatusOr<std::vector<ledger::Entry>> ListLedger(
       const LedgerFilter& filter) = 0;
-  // The signed checkpoints, in sequence order.
-  [[nodiscard]] virtual absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() = 0;
+  // The signed checkpoints after `after_seq`, in sequence order, at most
+  // `limit`.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints(
+      int64_t after_seq, int32_t limit) = 0;
 };
 
 }  // namespace arbiter::store

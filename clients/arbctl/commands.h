@@ -217,6 +217,9 @@ class Commands {
  private:
   void Deadline(grpc::ClientContext& ctx) const;
   int Fail(const grpc::Status& status) const;
+  // Every checkpoint, page by page, into `out`; false (after printing the
+  // error) when a page fails.
+  bool AllCheckpoints(v1::ListCheckpointsResponse* out) const;
 
   // Makes one unary call under the deadline. A follower's answer naming the
   // leader ("leader=host:port", docs/operations.md) sends the call there, up

@@ -49,6 +49,20 @@ int Commands::LedgerList(int64_t after_seq, int limit, const std::string& subjec
   return 0;
 }
 
+bool Commands::AllCheckpoints(v1::ListCheckpointsResponse* out) const {
+  v1::ListCheckpointsRequest req;
+  req.set_page_size(10000);
+  for (;;) {
+    v1::ListCheckpointsResponse page;
+    if (!Call(ledger_, &v1::LedgerService::Stub::ListCheckpoints, req, &page)) return false;
+    for (v1::LedgerCheckpoint& c : *page.mutable_checkpoints()) {
+      *out->add_checkpoints() = std::move(c);
+    }
+    if (page.next_after_seq() == 0) return true;
+    req.set_after_seq(page.next_after_seq());
+  }
+}
+
 int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_checkpoint) {
   std::string public_key;
   if (!public_key_file.empty()) {
@@ -63,10 +77,7 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
   }
   // The checkpoints first: a verification may start from one.
   v1::ListCheckpointsResponse checkpoints;
-  if (!Call(ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
-            &checkpoints)) {
-    return 1;
-  }
+  if (!AllCheckpoints(&checkpoints)) return 1;
   int64_t start_seq = 0;
   std::string start_hash = ledger::kGenesisHash;
   if (from_checkpoint == kLatestCheckpoint && checkpoints.checkpoints_size() > 0) {
@@ -159,10 +170,7 @@ int Commands::LedgerVerify(const std::string& public_key_file, int64_t from_chec
 
 int Commands::LedgerCheckpoints() {
   v1::ListCheckpointsResponse resp;
-  if (!Call(ledger_, &v1::LedgerService::Stub::ListCheckpoints, v1::ListCheckpointsRequest(),
-            &resp)) {
-    return 1;
-  }
+  if (!AllCheckpoints(&resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   Table t({"SEQ", "AT", "HASH", "SIGNATURE"});
   for (const v1::LedgerCheckpoint& c : resp.checkpoints()) {

@@ -932,9 +932,15 @@ absl::StatusOr<std::vector<ledger::Entry>> MemoryStore::ListLedger(const LedgerF
   return out;
 }
 
-absl::StatusOr<std::vector<LedgerCheckpoint>> MemoryStore::ListCheckpoints() {
+absl::StatusOr<std::vector<LedgerCheckpoint>> MemoryStore::ListCheckpoints(int64_t after_seq,
+                                                                           int32_t limit) {
   absl::MutexLock lock(&mu_);
-  return tables_->checkpoints;
+  std::vector<LedgerCheckpoint> out;
+  for (const LedgerCheckpoint& c : tables_->checkpoints) {
+    if (static_cast<int32_t>(out.size()) >= limit) break;
+    if (c.seq > after_seq) out.push_back(c);
+  }
+  return out;
 }
 
 absl::StatusOr<MetricsSnapshot> MemoryStore::LoadMetricsSnapshot() {

@@ -109,7 +109,8 @@ class MemoryStore final : public Store {
   [[nodiscard]] absl::StatusOr<std::vector<core::IdlePolicy>> ListIdlePolicies() override;
   [[nodiscard]] absl::StatusOr<std::vector<ledger::Entry>> ListLedger(
       const LedgerFilter& filter) override;
-  [[nodiscard]] absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() override;
+  [[nodiscard]] absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints(
+      int64_t after_seq, int32_t limit) override;
   [[nodiscard]] absl::Status RecordAccessDenial(const std::string& principal,
                                                 const std::string& method, const std::string& code,
                                                 const std::string& reason) override;

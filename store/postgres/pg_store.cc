@@ -619,12 +619,14 @@ absl::StatusOr<std::vector<ledger::Entry>> PgStore::ListLedger(const LedgerFilte
                         });
 }
 
-absl::StatusOr<std::vector<LedgerCheckpoint>> PgStore::ListCheckpoints() {
+absl::StatusOr<std::vector<LedgerCheckpoint>> PgStore::ListCheckpoints(int64_t after_seq,
+                                                                       int32_t limit) {
   return WithConnection(
-      "list checkpoints", [](pqxx::connection& c) -> absl::StatusOr<std::vector<LedgerCheckpoint>> {
+      "list checkpoints",
+      [after_seq, limit](pqxx::connection& c) -> absl::StatusOr<std::vector<LedgerCheckpoint>> {
         pqxx::read_transaction tx(c);
         std::vector<LedgerCheckpoint> out;
-        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectCheckpoints)) {
+        for (const pqxx::row& row : tx.exec_prepared(sql::kSelectCheckpoints, after_seq, limit)) {
           out.push_back(LedgerCheckpoint{row[0].as<int64_t>(), row[1].as<std::string>(),
                                          row[2].as<std::string>(),
                                          absl::FromUnixMicros(row[3].as<int64_t>())});

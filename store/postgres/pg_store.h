@@ -67,7 +67,8 @@ class PgStore final : public Store {
   absl::StatusOr<std::map<std::string, int64_t>> SpendBetween(absl::Time from,
                                                               absl::Time to) override;
   absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) override;
-  absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints() override;
+  absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints(int64_t after_seq,
+                                                                int32_t limit) override;
   absl::Status RecordAccessDenial(const std::string& principal, const std::string& method,
                                   const std::string& code, const std::string& reason) override;
 

@@ -326,9 +326,10 @@ constexpr Statement kStatements[] = {
      " prev_hash, hash FROM ledger WHERE seq > $1 AND ($3 = '' OR subject = $3)"
      " AND ($4 = '' OR actor = $4) AND ($5 = '' OR action = $5) ORDER BY seq LIMIT $2"},
     {kSelectLastCheckpoint, "SELECT seq FROM ledger_checkpoints ORDER BY seq DESC LIMIT 1"},
+    // $1 after seq, $2 limit.
     {kSelectCheckpoints,
      "SELECT seq, hash, signature, (extract(epoch FROM at) * 1000000)::bigint"
-     " FROM ledger_checkpoints ORDER BY seq"},
+     " FROM ledger_checkpoints WHERE seq > $1 ORDER BY seq LIMIT $2"},
     {kSelectPlacementsOf,
      "SELECT " ARBITER_PLACEMENT_COLUMNS
      " FROM placements WHERE request_id = ANY($1::bigint[]) ORDER BY request_id, member"},

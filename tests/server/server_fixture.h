@@ -13,6 +13,7 @@
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
+#include "arbiter/v1/ledger.grpc.pb.h"
 #include "server/server.h"
 #include "tests/testing/api_seed.h"
 #include "tests/testing/pg_harness.h"
@@ -41,6 +42,7 @@ class ServerTest : public ::testing::Test {
     inventory_ = v1::InventoryService::NewStub(channel);
     governance_ = v1::GovernanceService::NewStub(channel);
     allocation_ = v1::AllocationService::NewStub(channel);
+    ledger_ = v1::LedgerService::NewStub(channel);
   }
 
   void TearDown() override { server_.reset(); }
@@ -86,6 +88,7 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<v1::InventoryService::Stub> inventory_;
   std::unique_ptr<v1::GovernanceService::Stub> governance_;
   std::unique_ptr<v1::AllocationService::Stub> allocation_;
+  std::unique_ptr<v1::LedgerService::Stub> ledger_;
 };
 
 }  // namespace arbiter::server

@@ -253,6 +253,24 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
          return t->inventory_->CreatePool(&ctx, r, &resp);
        },
        Code::INVALID_ARGUMENT, "pool.reclaim_grace_seconds"},
+      {"checkpoints after a negative seq",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::ListCheckpointsRequest r;
+         r.set_after_seq(-1);
+         v1::ListCheckpointsResponse resp;
+         return t->ledger_->ListCheckpoints(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "after_seq"},
+      {"checkpoint page too large",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::ListCheckpointsRequest r;
+         r.set_page_size(10001);
+         v1::ListCheckpointsResponse resp;
+         return t->ledger_->ListCheckpoints(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "page_size"},
       {"release id zero",
        [](ServerTest* t) {
          grpc::ClientContext ctx;

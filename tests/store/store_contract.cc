@@ -603,7 +603,7 @@ TEST_P(StoreContractTest, TheLedgerIsAChainOfEveryChange) {
   EXPECT_EQ((*page)[1].seq, 5);
   ledger::Verdict paged = ledger::VerifyChain(*page, 3, (*entries)[2].hash);
   EXPECT_TRUE(paged.ok) << paged.problem;
-  EXPECT_THAT(store().ListCheckpoints(), IsOkAndHolds(IsEmpty()));  // No key.
+  EXPECT_THAT(store().ListCheckpoints(0, 1000), IsOkAndHolds(IsEmpty()));  // No key.
   auto metrics = store().LoadMetricsSnapshot();
   ASSERT_THAT(metrics, IsOk());
   EXPECT_EQ(metrics->ledger_entries, 10);
@@ -615,12 +615,12 @@ TEST_P(StoreContractTest, CheckpointsAreSignedWhenDue) {
   two.changes.emplace_back(core::Cluster{"a", ""});
   two.changes.emplace_back(core::Cluster{"b", ""});
   ASSERT_THAT(store().Commit(two, CommitContext{kFine, {}}), IsOk());
-  EXPECT_THAT(store().ListCheckpoints(), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(store().ListCheckpoints(0, 1000), IsOkAndHolds(IsEmpty()));
   core::ChangeSet more;
   more.changes.emplace_back(core::Cluster{"c", ""});
   more.changes.emplace_back(core::Cluster{"d", ""});
   ASSERT_THAT(store().Commit(more, CommitContext{kFine, {}}), IsOk());
-  auto checkpoints = store().ListCheckpoints();
+  auto checkpoints = store().ListCheckpoints(0, 1000);
   ASSERT_THAT(checkpoints, IsOk());
   ASSERT_EQ(checkpoints->size(), 1u);
   const LedgerCheckpoint& c = (*checkpoints)[0];
@@ -639,7 +639,27 @@ TEST_P(StoreContractTest, CheckpointsAreSignedWhenDue) {
   last.changes.emplace_back(core::Cluster{"e", ""});
   last.changes.emplace_back(core::Cluster{"f", ""});
   ASSERT_THAT(store().Commit(last), IsOk());
-  EXPECT_THAT(store().ListCheckpoints(), IsOkAndHolds(SizeIs(1)));
+  EXPECT_THAT(store().ListCheckpoints(0, 1000), IsOkAndHolds(SizeIs(1)));
+}
+
+TEST_P(StoreContractTest, CheckpointsArePagedBySequence) {
+  Open(ContractOptions{kPrivateKey, 1});  // A checkpoint at every commit.
+  for (const char* name : {"a", "b", "c", "d", "e"}) {
+    core::ChangeSet one;
+    one.changes.emplace_back(core::Cluster{name, ""});
+    ASSERT_THAT(store().Commit(one, CommitContext{kFine, {}}), IsOk());
+  }
+  std::vector<int64_t> seqs;
+  for (int64_t after = 0;;) {
+    auto page = store().ListCheckpoints(after, 2);
+    ASSERT_THAT(page, IsOk());
+    ASSERT_LE(page->size(), 2u);
+    for (const LedgerCheckpoint& c : *page) seqs.push_back(c.seq);
+    if (page->size() < 2) break;
+    after = page->back().seq;
+  }
+  EXPECT_THAT(seqs, ::testing::ElementsAre(1, 2, 3, 4, 5));
+  EXPECT_THAT(store().ListCheckpoints(5, 2), IsOkAndHolds(IsEmpty()));
 }
 
 TEST_P(StoreContractTest, AFencedStoreWritesNothing) {
