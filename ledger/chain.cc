@@ -68,8 +68,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParsePayload(
   std::string value;
   bool in_value = false;
   auto end_field = [&]() -> absl::Status {
-    if (!in_value)
+    if (!in_value) {
       return absl::InvalidArgumentError(absl::StrCat("payload: field \"", key, "\" has no ="));
+    }
     fields.emplace_back(std::move(key), std::move(value));
     key.clear();
     value.clear();
