@@ -139,7 +139,9 @@ class WatchTest : public ::testing::Test {
       static const std::map<std::string, int> kTypes = {
           {"request.admitted", v1::ALLOCATION_EVENT_TYPE_ADMITTED},
           {"request.released", v1::ALLOCATION_EVENT_TYPE_RELEASED},
-          {"request.queued", v1::ALLOCATION_EVENT_TYPE_QUEUED}};
+          {"request.queued", v1::ALLOCATION_EVENT_TYPE_QUEUED},
+          // Releasing a request that is still queued cancels it.
+          {"request.cancelled", v1::ALLOCATION_EVENT_TYPE_CANCELLED}};
       s.type = kTypes.count(f[2]) ? kTypes.at(f[2]) : -1;
       out.push_back(s);
     }
