@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 
 #include "core/approval.h"
+#include "core/backfill.h"
 #include "core/budget.h"
 #include "core/fingerprint.h"
 #include "core/model_sizing.h"
@@ -282,6 +283,7 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
     request.holds.clear();
     state.ReleaseHolds(request.id);
   }
+  request.planned_start = absl::InfinitePast();  // The pass plans its head anew (see HeadPlanner).
   if (!PoolAdmitsClass(state, request)) return;
   const std::vector<Flavor> flavors = FlavorsOf(state, spec);
   if (flavors.empty()) {
@@ -391,24 +393,157 @@ class PassShares {
   std::map<std::string, std::pair<int64_t, int64_t>> shares_;
 };
 
+// Whether `r`, just decided, waits for capacity alone: queued for room in
+// its pool, not for its quota, an approval, its victims or its window.
+bool WaitsForCapacity(const CapacityRequest& r) {
+  return r.state == RequestState::kQueued && r.reason_code == kReasonInsufficientCapacity &&
+         r.holds.empty() && r.spec.start_at == absl::InfinitePast();
+}
+
+// What one pass over a pool's queue does by the pool's policy
+// (Pool::queueing): under backfill it makes the first request of the pass
+// that waits for capacity the head and plans it (PlanHead), and names the
+// starved request the pass decides first; under strict it stops the pass
+// at the first request that waits for capacity. Best-effort does neither.
+class QueuePolicy {
+ public:
+  QueuePolicy(State& state, const std::string& pool, absl::Time now)
+      : state_(state), pool_(*state.FindPool(pool)), now_(now) {}
+
+  // kBackfill: the oldest request that waits for capacity and has waited
+  // longer than the pool's starvation limit, which the pass decides first
+  // so that it becomes the head; 0 when none.
+  int64_t Starved() const {
+    if (pool_.queueing != QueueingPolicy::kBackfill || pool_.starvation_limit_seconds == 0) {
+      return 0;
+    }
+    const absl::Time cutoff = now_ - absl::Seconds(pool_.starvation_limit_seconds);
+    for (int64_t id : state_.QueuedIn(pool_.name)) {  // Oldest first.
+      const CapacityRequest& r = *state_.FindLiveRequest(id);
+      if (r.created_at > cutoff) break;
+      if (r.reason_code == kReasonInsufficientCapacity && r.spec.start_at == absl::InfinitePast()) {
+        return id;
+      }
+    }
+    return 0;
+  }
+
+  // Called on `request`, decided from `before` and not yet stored. Under
+  // backfill the first request of the pass that waits for capacity becomes
+  // the head: it keeps the plan it had while that still holds (its start
+  // has not passed and its GPUs are still in the pool), or is planned anew.
+  void Consider(const CapacityRequest& before, CapacityRequest& request) {
+    if (pool_.queueing != QueueingPolicy::kBackfill || head_ != 0) return;
+    if (!WaitsForCapacity(request)) return;
+    head_ = request.id;
+    HeadPlan plan;
+    if (StillHolds(before)) {
+      plan.start = before.planned_start;
+      plan.claim = before.holds;
+    } else {
+      plan = PlanHead(state_, request, now_);
+    }
+    if (plan.claim.empty()) return;
+    request.holds = std::move(plan.claim);
+    request.planned_start = plan.start;
+    if (plan.start == absl::InfiniteFuture()) {
+      absl::StrAppend(&request.reason, "; head of the queue: ", request.holds.size(),
+                      " GPUs held for it as their open-ended work ends");
+    } else {
+      absl::StrAppend(&request.reason, "; head of the queue: planned to start by ",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", plan.start, absl::UTCTimeZone()),
+                      " on ", request.holds.size(), " GPUs held for it from then");
+    }
+  }
+
+  // Whether the pass stops after `id` was decided: under strict, when it
+  // still waits for capacity.
+  bool Stops(int64_t id) const {
+    if (pool_.queueing != QueueingPolicy::kStrict) return false;
+    const CapacityRequest* r = state_.FindLiveRequest(id);
+    return r != nullptr && WaitsForCapacity(*r);
+  }
+
+  // The head of this pass; 0 until one is found.
+  int64_t head() const { return head_; }
+
+ private:
+  bool StillHolds(const CapacityRequest& before) const {
+    if (!before.backfill_head()) return false;
+    if (before.planned_start != absl::InfiniteFuture() && before.planned_start <= now_) {
+      return false;  // Something ran past its declared end.
+    }
+    for (const GpuHold& h : before.holds) {
+      const Node* node = state_.FindNode(h.node_id);
+      if (node == nullptr || node->pool != pool_.name ||
+          h.gpu_index >= static_cast<int32_t>(node->gpus.size())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  State& state_;
+  const Pool& pool_;
+  const absl::Time now_;
+  int64_t head_ = 0;
+};
+
+// Whether the backfill head of `pool` is due to be chosen or planned again
+// by a pass that no release would start: a request has waited past the
+// starvation limit and is not the head, or the head's planned start has
+// passed (something ran past its declared end).
+bool HeadStale(State& state, const std::string& pool, absl::Time now) {
+  const int64_t head = state.HeadOf(pool);
+  if (head != 0) {
+    const absl::Time start = state.FindLiveRequest(head)->planned_start;
+    if (start != absl::InfiniteFuture() && start <= now) return true;
+  }
+  const int64_t starved = QueuePolicy(state, pool, now).Starved();
+  return starved != 0 && starved != head;
+}
+
+// Whether new request `r`, just queued, would be the head of its backfill
+// pool: it waits for capacity, and the pool has no head or `r` comes first.
+bool TakesTheHead(const State& state, const CapacityRequest& r) {
+  if (state.FindPool(r.spec.pool)->queueing != QueueingPolicy::kBackfill) return false;
+  if (!WaitsForCapacity(r)) return false;
+  const int64_t head = state.HeadOf(r.spec.pool);
+  if (head == 0) return true;
+  PassShares shares(state, r.spec.pool);
+  return shares.OrderOf(r) < shares.OrderOf(*state.FindLiveRequest(head));
+}
+
 // Re-decides queued request `id`; records it when its state or claim
 // changed, or it starts or stops waiting for victims (a decision, written
 // and ledgered), or else when only its explanation changed (in
-// `changes.explained`). Returns whether the decision left everything but
-// the request's explanation as it was: still queued, the same claim,
-// nothing else changed. REQUIRES: `id` is live and queued.
-bool Redecide(State& state, int64_t id, absl::Time now, ChangeSet& changes) {
+// `changes.explained`). A backfill head's plan (QueuePolicy::Consider) is
+// derived state, like the explanation: planning it anew is not a decision.
+// Returns whether the decision left everything but the request's
+// explanation and plan as it was: still queued, the same claim, nothing
+// else changed. REQUIRES: `id` is live and queued.
+bool Redecide(State& state, int64_t id, absl::Time now, ChangeSet& changes, QueuePolicy& policy) {
   const CapacityRequest before = *state.FindLiveRequest(id);
   CapacityRequest request = before;
   const size_t written = changes.changes.size();
+  const bool was_loosened = state.Loosened(before.spec.pool);
   Decide(state, request, now, changes);
-  const bool same_outcome = request.state == before.state && request.holds == before.holds &&
+  policy.Consider(before, request);
+  const bool planned = request.backfill_head() || before.backfill_head();
+  if (request.backfill_head() && request.holds == before.holds &&
+      request.planned_start == before.planned_start && !was_loosened) {
+    // Lifting and holding again the same plan loosens nothing.
+    state.ClearLoosened(before.spec.pool);
+  }
+  const bool same_outcome = request.state == before.state &&
+                            (planned || request.holds == before.holds) &&
                             changes.changes.size() == written;
   const bool waits_for_victims = request.reason_code == kReasonPreempting;
   const bool decided =
       !same_outcome || waits_for_victims != (before.reason_code == kReasonPreempting);
-  const bool explained =
-      request.reason_code != before.reason_code || request.reason != before.reason;
+  const bool explained = request.reason_code != before.reason_code ||
+                         request.reason != before.reason ||
+                         request.planned_start != before.planned_start;
   if (decided) request.updated_at = now;
   state.PutRequest(request);
   if (decided) {
@@ -421,8 +556,11 @@ bool Redecide(State& state, int64_t id, absl::Time now, ChangeSet& changes) {
 
 // The oracle: re-decides every queued request of `pool`, in QueueOrder.
 void AdmitQueuedByScan(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
+  if (state.QueuedIn(pool).empty()) return;
+  QueuePolicy policy(state, pool, now);
+  const int64_t starved = policy.Starved();
+  if (starved != 0) Redecide(state, starved, now, changes, policy);
   const std::set<int64_t>& queued = state.QueuedIn(pool);
-  if (queued.empty()) return;
   PassShares shares(state, pool);
   std::vector<QueueOrder> order;
   for (int64_t id : queued) order.push_back(shares.OrderOf(*state.FindLiveRequest(id)));
@@ -431,7 +569,9 @@ void AdmitQueuedByScan(State& state, const std::string& pool, absl::Time now, Ch
     const int64_t id = std::get<4>(o);
     const CapacityRequest* live = state.FindLiveRequest(id);
     if (live == nullptr || live->state != RequestState::kQueued) continue;
-    Redecide(state, id, now, changes);
+    if (id == starved && policy.head() == starved) continue;  // Decided first.
+    Redecide(state, id, now, changes, policy);
+    if (policy.Stops(id)) return;
   }
 }
 
@@ -446,6 +586,9 @@ void AdmitQueuedByScan(State& state, const std::string& pool, absl::Time now, Ch
 // per queued request.
 void AdmitQueuedGrouped(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
   if (state.requests().QueueGroupsIn(pool).empty()) return;
+  QueuePolicy policy(state, pool, now);
+  const int64_t starved = policy.Starved();
+  if (starved != 0) Redecide(state, starved, now, changes, policy);
   PassShares shares(state, pool);
   // The next member to decide of each group that is not parked, in
   // QueueOrder, with the group's key. The pass takes the first each time,
@@ -475,10 +618,13 @@ void AdmitQueuedGrouped(State& state, const std::string& pool, absl::Time now, C
     const std::string key = std::move(first->second);
     frontier.erase(first);
     const int64_t id = std::get<4>(at);
-    if (Redecide(state, id, now, changes)) {
+    const bool decided_first = id == starved && policy.head() == starved;
+    if (decided_first || Redecide(state, id, now, changes, policy)) {
+      if (policy.Stops(id)) return;
       parked.emplace(key, at);
       continue;
     }
+    if (policy.Stops(id)) return;
     // The state changed. A parked group sorts either wholly before this
     // place (a different team or priority: it is done) or, sharing all but
     // the id, around it: its members after this place decide again.
@@ -614,6 +760,8 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
     Decide(state, request, now, victims);
   }
   state.PutRequest(request);
+  // The next pass makes it the head (a pass that a cancel would skip).
+  if (TakesTheHead(state, request)) state.MarkLoosened(request.spec.pool);
   changes.changes.emplace_back(RequestWrite{request, /*is_new=*/true});
   for (Change& c : victims.changes) changes.changes.push_back(std::move(c));
   return RequestOutcome{std::move(request), /*replayed=*/false};
@@ -634,17 +782,23 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
   // Cancelling a request that holds nothing (no placements, no claim, no
   // victims vacating for it) frees nothing another request waits for, so
   // the queue is re-decided only when something loosened the pool since
-  // its last pass (State::Loosened), or by the scan, which re-decides on
-  // every event.
+  // its last pass (State::Loosened), a backfill head is due again
+  // (HeadStale), or in a strict pool (the request may have been the one
+  // the queue waited behind); the scan re-decides on every event.
+  const std::string& pool = request.spec.pool;
   const bool frees = HoldsCapacity(request.state) || !request.holds.empty() ||
-                     !state.VictimsOf(id).empty() || state.Loosened(request.spec.pool) ||
-                     state.admission() == State::Admission::kScan;
+                     !state.VictimsOf(id).empty() || state.Loosened(pool) ||
+                     state.admission() == State::Admission::kScan ||
+                     state.FindPool(pool)->queueing == QueueingPolicy::kStrict ||
+                     HeadStale(state, pool, now);
   if (HoldsCapacity(request.state)) {
     for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
     SettleCost(state, request, now);
     request.state = RequestState::kReleased;
   } else {
     request.state = RequestState::kCancelled;
+    request.holds.clear();  // Its claim or plan goes with it (PutRequest lifts them).
+    request.planned_start = absl::InfinitePast();
   }
   request.updated_at = now;
   state.PutRequest(request);

@@ -75,7 +75,17 @@ constexpr std::array<std::pair<Topology, absl::string_view>, 3> kTopologyNames =
     {Topology::kSameDomain, "same_domain"},
 }};
 
+constexpr std::array<std::pair<QueueingPolicy, absl::string_view>, 4> kQueueingNames = {{
+    {QueueingPolicy::kUnspecified, "unspecified"},
+    {QueueingPolicy::kBackfill, "backfill"},
+    {QueueingPolicy::kBestEffort, "best_effort"},
+    {QueueingPolicy::kStrict, "strict"},
+}};
+
 }  // namespace
+
+absl::string_view QueueingPolicyName(QueueingPolicy p) { return NameOf(kQueueingNames, p); }
+QueueingPolicy QueueingPolicyFromName(absl::string_view n) { return FromName(kQueueingNames, n); }
 
 absl::string_view TopologyName(Topology t) {
   for (const auto& [e, name] : kTopologyNames) {

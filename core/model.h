@@ -90,6 +90,28 @@ struct Cluster {
 };
 
 inline constexpr int64_t kDefaultReclaimGraceSeconds = 30;
+// One hour: longer than a queue pass ever takes, short enough that a gang
+// passed over by smaller work is noticed within a working day's hour.
+inline constexpr int64_t kDefaultStarvationLimitSeconds = 3600;
+
+// How a pool's queue is admitted (see AdmitQueued in core/arbitration.cc and
+// docs/queueing.md). Every policy walks the queue in the same order.
+enum class QueueingPolicy {
+  kUnspecified = 0,
+  // The head (the first request in order that waits for capacity, or one
+  // waiting longer than the starvation limit) is planned a start from the
+  // known ends of what holds the pool, and the GPUs it will take are held
+  // for it from then; work behind it is admitted only where it does not
+  // delay that start. The default.
+  kBackfill = 1,
+  // Whatever fits is admitted; a head that does not fit is passed over.
+  kBestEffort = 2,
+  // Nothing behind a head that waits for capacity is admitted.
+  kStrict = 3,
+};
+absl::string_view QueueingPolicyName(QueueingPolicy p);  // "backfill", ...
+// kUnspecified for an unknown name.
+QueueingPolicy QueueingPolicyFromName(absl::string_view name);
 
 struct Pool {
   std::string name;
@@ -101,6 +123,10 @@ struct Pool {
   std::vector<WorkloadClass> lends_to;
   // Least time a victim of preemption or reclaim gets to vacate.
   int64_t reclaim_grace_seconds = kDefaultReclaimGraceSeconds;
+  QueueingPolicy queueing = QueueingPolicy::kBackfill;
+  // kBackfill: a request queued for capacity longer than this becomes the
+  // head; 0: never (the head is always the first in order).
+  int64_t starvation_limit_seconds = kDefaultStarvationLimitSeconds;
 };
 
 // A GPU as registered (its model), plus what is allocated on it.
@@ -475,6 +501,15 @@ struct CapacityRequest {
   // declared end, or for open-ended work to the end of the month), the cost
   // actually incurred once it ends. 0 without a price.
   int64_t cost_micros = 0;
+  // The head of a backfill pool's queue (kQueued): when it is planned to
+  // start, by the known ends of what holds the pool (InfiniteFuture: once
+  // the GPUs in `holds`, held from now, drain of open-ended work), with
+  // `holds` the GPUs it will take, held from then on. InfinitePast when it
+  // is not the head. Derived state: kept in memory and streamed with the
+  // explanation, never stored; planned again after a restart.
+  absl::Time planned_start = absl::InfinitePast();
+
+  bool backfill_head() const { return planned_start != absl::InfinitePast(); }
 
   // The declared end (InfiniteFuture when open-ended or not admitted).
   absl::Time declared_end() const;

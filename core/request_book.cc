@@ -84,6 +84,11 @@ const std::set<int64_t>& RequestBook::HoldingIn(const std::string& pool) const {
   return SetOrEmpty(holding_, pool);
 }
 
+int64_t RequestBook::HeadOf(const std::string& pool) const {
+  auto it = heads_.find(pool);
+  return it == heads_.end() ? 0 : it->second;
+}
+
 const std::set<int64_t>& RequestBook::VictimsOf(int64_t preemptor) const {
   return SetOrEmpty(victims_, preemptor);
 }
@@ -118,7 +123,11 @@ void RequestBook::ForgetKeysEndedBefore(absl::Time cutoff) {
 
 void RequestBook::ClearHolds(int64_t id) {
   auto it = live_.find(id);
-  if (it != live_.end()) it->second.holds.clear();
+  if (it == live_.end()) return;
+  Unindex(it->second);  // Its admission key depends on its holds.
+  it->second.holds.clear();
+  it->second.planned_start = absl::InfinitePast();
+  Index(it->second);
 }
 
 void RequestBook::Index(const CapacityRequest& request) {
@@ -129,6 +138,7 @@ void RequestBook::Index(const CapacityRequest& request) {
     queued_[pool].insert(id);
     queue_groups_[pool][AdmissionKey(request)].insert(id);
     if (request.reason_code == kReasonPreempting) waiting_[pool].insert(id);
+    if (request.backfill_head()) heads_[pool] = id;
   }
   if (request.state == RequestState::kPreempting) {
     timers_.insert({request.preempt_deadline, id});
@@ -151,6 +161,9 @@ void RequestBook::Unindex(const CapacityRequest& old) {
       groups.erase(group);
     }
     if (old.reason_code == kReasonPreempting) waiting_[pool].erase(old.id);
+    if (auto head = heads_.find(pool); head != heads_.end() && head->second == old.id) {
+      heads_.erase(head);
+    }
   }
   if (old.state == RequestState::kPreempting) {
     timers_.erase({old.preempt_deadline, old.id});

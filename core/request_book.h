@@ -62,6 +62,9 @@ class RequestBook {
   // Ids of the requests that hold capacity (admitted or preempting) in
   // `pool`, oldest first.
   const std::set<int64_t>& HoldingIn(const std::string& pool) const;
+  // The backfill head of `pool`'s queue (CapacityRequest::planned_start);
+  // 0 when it has none.
+  int64_t HeadOf(const std::string& pool) const;
   // Ids of the PREEMPTING requests that vacate for `preemptor`.
   const std::set<int64_t>& VictimsOf(int64_t preemptor) const;
   // Timed events, earliest first: preemption deadlines, reservation starts
@@ -89,7 +92,8 @@ class RequestBook {
   // ForgetKeysEndedBefore passes its `updated_at`. The caller undoes what the copy it
   // replaces charged elsewhere before calling (see State::PutRequest).
   void Put(const CapacityRequest& request);
-  // Clears the holds of live request `id`; nothing when it is not live.
+  // Clears the holds of live request `id` (and its plan, when it is a
+  // backfill head); nothing when it is not live.
   void ClearHolds(int64_t id);
 
  private:
@@ -104,6 +108,7 @@ class RequestBook {
       queue_groups_;
   absl::flat_hash_map<std::string, std::set<int64_t>> waiting_;
   absl::flat_hash_map<std::string, std::set<int64_t>> holding_;
+  absl::flat_hash_map<std::string, int64_t> heads_;  // Pool -> backfill head.
   std::set<std::pair<absl::Time, int64_t>> timers_;
   absl::flat_hash_map<int64_t, std::set<int64_t>> victims_;  // Preemptor -> victims.
   // The idempotency keys, which a copy (State::Clone, for what-if

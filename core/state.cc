@@ -13,12 +13,18 @@ namespace {
 
 absl::Status Conflict(absl::string_view what) { return absl::FailedPreconditionError(what); }
 
-// The window a request's holds keep their GPUs for: from its start, for its
-// duration (for ever when it has none).
+// The window a request's holds keep their GPUs for: from its start (a
+// backfill head's planned start; now, for one that waits for GPUs to drain),
+// for its duration (for ever when it has none).
 std::pair<absl::Time, absl::Time> HoldWindow(const CapacityRequest& request) {
-  return {request.spec.start_at, request.spec.duration == absl::ZeroDuration()
-                                     ? absl::InfiniteFuture()
-                                     : request.spec.start_at + request.spec.duration};
+  absl::Time start = request.spec.start_at;
+  if (request.backfill_head() && request.planned_start != absl::InfiniteFuture()) {
+    start = request.planned_start;
+  }
+  if (request.spec.duration == absl::ZeroDuration() || start == absl::InfinitePast()) {
+    return {start, absl::InfiniteFuture()};
+  }
+  return {start, start + request.spec.duration};
 }
 
 }  // namespace

@@ -253,6 +253,7 @@ class State {
   const std::set<int64_t>& HoldingIn(const std::string& pool) const {
     return requests_.HoldingIn(pool);
   }
+  int64_t HeadOf(const std::string& pool) const { return requests_.HeadOf(pool); }
   const std::set<int64_t>& VictimsOf(int64_t preemptor) const {
     return requests_.VictimsOf(preemptor);
   }

@@ -167,6 +167,11 @@ absl::Status ValidatePool(const Pool& pool) {
   }
   ARBITER_RETURN_IF_ERROR(
       ValidateRange("pool.reclaim_grace_seconds", pool.reclaim_grace_seconds, 0, kMaxGraceSeconds));
+  if (pool.queueing == QueueingPolicy::kUnspecified) {
+    return Invalid("pool.queueing", "must be BACKFILL, BEST_EFFORT or STRICT");
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateRange("pool.starvation_limit_seconds",
+                                        pool.starvation_limit_seconds, 0, kMaxStarvationSeconds));
   return ValidateDescription("pool.description", pool.description);
 }
 

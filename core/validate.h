@@ -24,6 +24,8 @@ inline constexpr int64_t kMaxHostQuantity = int64_t{1} << 40;  // milli-CPU or M
 inline constexpr int64_t kMaxQuotaMilli = int64_t{1} << 50;
 inline constexpr int32_t kMaxPriority = 1000;
 inline constexpr int64_t kMaxGraceSeconds = 86'400;
+// A week: a starvation limit longer than that is a pool without one (0).
+inline constexpr int64_t kMaxStarvationSeconds = 7 * 86'400;
 inline constexpr int64_t kMaxDurationSeconds = 366 * 86'400;
 inline constexpr int64_t kMaxUnixSeconds = 4'102'444'800;  // 2100-01-01.
 

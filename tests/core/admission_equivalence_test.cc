@@ -2,7 +2,8 @@
 // two states, one re-deciding queues group by group (the default), one
 // re-deciding every queued request each time (State::Admission::kScan).
 // After every event both must hold the same requests in the same states on
-// the same GPUs. The seed is printed; rerun one with ARBITER_TEST_SEED=<seed>.
+// the same GPUs, with the same backfill head and plan, under every queueing
+// policy. The seed is printed; rerun one with ARBITER_TEST_SEED=<seed>.
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -73,6 +74,7 @@ std::string Snapshot(const State& s) {
       absl::StrAppend(&line, p.mig_profile, "@", p.mig_start);
     }
     for (const GpuHold& h : r.holds) absl::StrAppend(&line, " hold ", h.node_id, "/", h.gpu_index);
+    if (r.backfill_head()) absl::StrAppend(&line, " head from ", absl::FormatTime(r.planned_start));
   }
   std::string out;
   for (const auto& [id, line] : by_id) absl::StrAppend(&out, id, " ", line, "\n");
@@ -84,9 +86,10 @@ std::string Snapshot(const State& s) {
 // (with a failure recorded) at the first event after which the two states
 // differ. Counts the queued requests seen, to show the traces reach deep
 // queues.
-bool RunTrace(uint64_t seed, int steps, int64_t* queued_seen) {
+bool RunTrace(uint64_t seed, int steps, QueueingPolicy policy, int64_t* queued_seen) {
   std::mt19937_64 rng(seed);
-  State states[2] = {::arbiter::testing::MakeState(), ::arbiter::testing::MakeState()};
+  State states[2] = {::arbiter::testing::MakeState(64'000, policy),
+                     ::arbiter::testing::MakeState(64'000, policy)};
   states[1].set_admission(State::Admission::kScan);
   for (State& s : states) {
     ChangeSet ch;
@@ -144,7 +147,8 @@ bool RunTrace(uint64_t seed, int steps, int64_t* queued_seen) {
     const std::string grouped = Snapshot(states[0]);
     const std::string scanned = Snapshot(states[1]);
     if (grouped != scanned) {
-      ADD_FAILURE() << "seed " << seed << ", step " << step << " (" << event
+      ADD_FAILURE() << "seed " << seed << ", " << QueueingPolicyName(policy) << ", step " << step
+                    << " (" << event
                     << "): grouped admission differs from the scan\n--- grouped\n"
                     << grouped << "--- scan\n"
                     << scanned;
@@ -161,7 +165,9 @@ TEST(AdmissionEquivalenceTest, GroupedAdmitsWhatTheScanAdmitsAtTheSameMoments) {
   constexpr int kTraces = 1000;
   constexpr int kSteps = 120;
   for (int trace = 0; trace < kTraces; ++trace) {
-    if (!RunTrace(seed + trace, kSteps, &queued_seen)) break;
+    // Every policy: backfill's head and plan are chosen alike by both.
+    const auto policy = static_cast<QueueingPolicy>(1 + trace % 3);
+    if (!RunTrace(seed + trace, kSteps, policy, &queued_seen)) break;
   }
   // The traces kept queues: on average several requests queued per event.
   EXPECT_GT(queued_seen, int64_t{kTraces} * kSteps);

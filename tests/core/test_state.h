@@ -25,7 +25,10 @@ inline uint64_t TestSeed() {
 
 // A state with a catalog, cluster "c", pools "serving" and "batch", and team
 // "t" with `nominal_milli` in "serving".
-inline core::State MakeState(int64_t nominal_milli = 64'000) {
+// Pools "serving" and "batch" (queued by `batch_queueing`), team "t" with
+// `nominal_milli` on serving, three GPU models.
+inline core::State MakeState(int64_t nominal_milli = 64'000,
+                             core::QueueingPolicy batch_queueing = core::QueueingPolicy::kBackfill) {
   core::State s;
   EXPECT_TRUE(s.LoadGpuModel({"H100-80GB", 81920, 132, 700, true}).ok());
   EXPECT_TRUE(s.LoadGpuModel({"A100-40GB", 40960, 108, 400, true}).ok());
@@ -33,7 +36,9 @@ inline core::State MakeState(int64_t nominal_milli = 64'000) {
   core::ChangeSet ch;
   EXPECT_TRUE(core::CreateCluster(s, {"c", ""}, ch).ok());
   EXPECT_TRUE(core::CreatePool(s, {"serving", core::LatencyClass::kServing, ""}, ch).ok());
-  EXPECT_TRUE(core::CreatePool(s, {"batch", core::LatencyClass::kBatch, ""}, ch).ok());
+  core::Pool batch{"batch", core::LatencyClass::kBatch, ""};
+  batch.queueing = batch_queueing;
+  EXPECT_TRUE(core::CreatePool(s, batch, ch).ok());
   EXPECT_TRUE(core::CreateTeam(s, {"t", "", 1000}, ch).ok());
   EXPECT_TRUE(core::SetQuota(s, {"t", "serving", nominal_milli}, kT0, ch).ok());
   return s;
