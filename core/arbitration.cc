@@ -400,6 +400,23 @@ bool WaitsForCapacity(const CapacityRequest& r) {
          r.holds.empty() && r.spec.start_at == absl::InfinitePast();
 }
 
+// kBackfill: the oldest request of `pool` that waited for capacity when it
+// was last decided and has waited longer than the starvation limit; 0 when
+// none. Walks the queue oldest first and stops at the first request younger
+// than the limit.
+int64_t StarvedIn(const State& state, const Pool& pool, absl::Time now) {
+  if (pool.queueing != QueueingPolicy::kBackfill || pool.starvation_limit_seconds == 0) return 0;
+  const absl::Time cutoff = now - absl::Seconds(pool.starvation_limit_seconds);
+  for (int64_t id : state.QueuedIn(pool.name)) {
+    const CapacityRequest& r = *state.FindLiveRequest(id);
+    if (r.created_at > cutoff) break;
+    if (r.reason_code == kReasonInsufficientCapacity && r.spec.start_at == absl::InfinitePast()) {
+      return id;
+    }
+  }
+  return 0;
+}
+
 // What one pass over a pool's queue does by the pool's policy
 // (Pool::queueing): under backfill it makes the first request of the pass
 // that waits for capacity the head and plans it (PlanHead), and names the
@@ -407,41 +424,42 @@ bool WaitsForCapacity(const CapacityRequest& r) {
 // at the first request that waits for capacity. Best-effort does neither.
 class QueuePolicy {
  public:
+  // Under backfill, lifts the plan of the pool's head as the pass begins,
+  // so that the requests before it in order are decided without it and the
+  // head is chosen afresh; the plan is kept for reuse (Consider). The pass
+  // decides every request the lifted GPUs may let in, so lifting them does
+  // not loosen the pool.
   QueuePolicy(State& state, const std::string& pool, absl::Time now)
-      : state_(state), pool_(*state.FindPool(pool)), now_(now) {}
-
-  // kBackfill: the oldest request that waits for capacity and has waited
-  // longer than the pool's starvation limit, which the pass decides first
-  // so that it becomes the head; 0 when none.
-  int64_t Starved() const {
-    if (pool_.queueing != QueueingPolicy::kBackfill || pool_.starvation_limit_seconds == 0) {
-      return 0;
-    }
-    const absl::Time cutoff = now_ - absl::Seconds(pool_.starvation_limit_seconds);
-    for (int64_t id : state_.QueuedIn(pool_.name)) {  // Oldest first.
-      const CapacityRequest& r = *state_.FindLiveRequest(id);
-      if (r.created_at > cutoff) break;
-      if (r.reason_code == kReasonInsufficientCapacity && r.spec.start_at == absl::InfinitePast()) {
-        return id;
-      }
-    }
-    return 0;
+      : state_(state), pool_(*state.FindPool(pool)), now_(now) {
+    const int64_t head = state_.HeadOf(pool_.name);
+    if (pool_.queueing != QueueingPolicy::kBackfill || head == 0) return;
+    const bool loosened = state_.Loosened(pool_.name);
+    lifted_ = *state_.FindLiveRequest(head);
+    state_.ReleaseHolds(head);
+    if (!loosened) state_.ClearLoosened(pool_.name);
   }
+
+  // The starved request (StarvedIn), which the pass decides first so that
+  // it becomes the head; 0 when none.
+  int64_t Starved() const { return StarvedIn(state_, pool_, now_); }
 
   // Called on `request`, decided from `before` and not yet stored. Under
   // backfill the first request of the pass that waits for capacity becomes
   // the head: it keeps the plan it had while that still holds (its start
   // has not passed and its GPUs are still in the pool), or is planned anew.
-  void Consider(const CapacityRequest& before, CapacityRequest& request) {
+  void Consider(CapacityRequest& request) {
     if (pool_.queueing != QueueingPolicy::kBackfill || head_ != 0) return;
     if (!WaitsForCapacity(request)) return;
     head_ = request.id;
     HeadPlan plan;
-    if (StillHolds(before)) {
-      plan.start = before.planned_start;
-      plan.claim = before.holds;
+    if (request.id == lifted_.id && !changed_ && StillHolds(lifted_)) {
+      plan.start = lifted_.planned_start;
+      plan.claim = lifted_.holds;
     } else {
-      plan = PlanHead(state_, request, now_);
+      // Work ahead of the head may have taken its GPUs: its start is tried
+      // first, on whichever GPUs it fits then.
+      const absl::Time hint = request.id == lifted_.id ? lifted_.planned_start : absl::InfiniteFuture();
+      plan = PlanHead(state_, request, now_, hint);
     }
     if (plan.claim.empty()) return;
     request.holds = std::move(plan.claim);
@@ -457,20 +475,31 @@ class QueuePolicy {
   }
 
   // Whether the pass stops after `id` was decided: under strict, when it
-  // still waits for capacity.
-  bool Stops(int64_t id) const {
+  // still waits for capacity (it is then the pool's strict head).
+  bool Stops(int64_t id) {
     if (pool_.queueing != QueueingPolicy::kStrict) return false;
     const CapacityRequest* r = state_.FindLiveRequest(id);
-    return r != nullptr && WaitsForCapacity(*r);
+    if (r == nullptr || !WaitsForCapacity(*r)) return false;
+    state_.SetStrictHead(pool_.name, id);
+    return true;
+  }
+
+  // Told of every decision of the pass: whether it changed the state.
+  void Decided(bool changed) {
+    if (head_ == 0 && changed) changed_ = true;
   }
 
   // The head of this pass; 0 until one is found.
   int64_t head() const { return head_; }
+  // When `r` was planned to start as the pass began (its plan was lifted).
+  absl::Time PlannedBefore(const CapacityRequest& r) const {
+    return r.id == lifted_.id ? lifted_.planned_start : r.planned_start;
+  }
 
  private:
   bool StillHolds(const CapacityRequest& before) const {
     if (!before.backfill_head()) return false;
-    if (before.planned_start != absl::InfiniteFuture() && before.planned_start <= now_) {
+    if (before.planned_start != absl::InfiniteFuture() && before.planned_start < now_) {
       return false;  // Something ran past its declared end.
     }
     for (const GpuHold& h : before.holds) {
@@ -486,20 +515,22 @@ class QueuePolicy {
   State& state_;
   const Pool& pool_;
   const absl::Time now_;
+  CapacityRequest lifted_;  // The head as the pass began; id 0 when none.
   int64_t head_ = 0;
+  bool changed_ = false;  // A decision before the head's changed the state.
 };
 
 // Whether the backfill head of `pool` is due to be chosen or planned again
 // by a pass that no release would start: a request has waited past the
 // starvation limit and is not the head, or the head's planned start has
 // passed (something ran past its declared end).
-bool HeadStale(State& state, const std::string& pool, absl::Time now) {
+bool HeadStale(const State& state, const std::string& pool, absl::Time now) {
   const int64_t head = state.HeadOf(pool);
   if (head != 0) {
     const absl::Time start = state.FindLiveRequest(head)->planned_start;
-    if (start != absl::InfiniteFuture() && start <= now) return true;
+    if (start != absl::InfiniteFuture() && start < now) return true;
   }
-  const int64_t starved = QueuePolicy(state, pool, now).Starved();
+  const int64_t starved = StarvedIn(state, *state.FindPool(pool), now);
   return starved != 0 && starved != head;
 }
 
@@ -514,6 +545,39 @@ bool TakesTheHead(const State& state, const CapacityRequest& r) {
   return shares.OrderOf(r) < shares.OrderOf(*state.FindLiveRequest(head));
 }
 
+// The backfill head of new request `r`'s pool when `r` comes before it in
+// the queue order; 0 otherwise.
+int64_t HeadAfter(const State& state, const CapacityRequest& r) {
+  const int64_t head = state.HeadOf(r.spec.pool);
+  if (head == 0) return 0;
+  PassShares shares(state, r.spec.pool);
+  return shares.OrderOf(r) < shares.OrderOf(*state.FindLiveRequest(head)) ? head : 0;
+}
+
+// Whether new request `r` of a strict pool comes after the pool's strict
+// head, which still waits for capacity: it queues behind it undecided.
+bool BehindStrictHead(const State& state, const CapacityRequest& r) {
+  if (state.FindPool(r.spec.pool)->queueing != QueueingPolicy::kStrict) return false;
+  const int64_t head = state.StrictHeadOf(r.spec.pool);
+  const CapacityRequest* h = head == 0 ? nullptr : state.FindLiveRequest(head);
+  if (h == nullptr || !WaitsForCapacity(*h)) return false;
+  PassShares shares(state, r.spec.pool);
+  return shares.OrderOf(*h) < shares.OrderOf(r);
+}
+
+// Whether new request `r` of a strict pool, just decided, is the pool's
+// strict head: it waits for capacity, and the pool has none or `r` comes
+// first.
+bool TakesTheStrictHead(const State& state, const CapacityRequest& r) {
+  if (state.FindPool(r.spec.pool)->queueing != QueueingPolicy::kStrict) return false;
+  if (!WaitsForCapacity(r)) return false;
+  const int64_t head = state.StrictHeadOf(r.spec.pool);
+  const CapacityRequest* h = head == 0 ? nullptr : state.FindLiveRequest(head);
+  if (h == nullptr || !WaitsForCapacity(*h)) return true;
+  PassShares shares(state, r.spec.pool);
+  return shares.OrderOf(r) < shares.OrderOf(*h);
+}
+
 // Re-decides queued request `id`; records it when its state or claim
 // changed, or it starts or stops waiting for victims (a decision, written
 // and ledgered), or else when only its explanation changed (in
@@ -526,24 +590,18 @@ bool Redecide(State& state, int64_t id, absl::Time now, ChangeSet& changes, Queu
   const CapacityRequest before = *state.FindLiveRequest(id);
   CapacityRequest request = before;
   const size_t written = changes.changes.size();
-  const bool was_loosened = state.Loosened(before.spec.pool);
   Decide(state, request, now, changes);
-  policy.Consider(before, request);
-  const bool planned = request.backfill_head() || before.backfill_head();
-  if (request.backfill_head() && request.holds == before.holds &&
-      request.planned_start == before.planned_start && !was_loosened) {
-    // Lifting and holding again the same plan loosens nothing.
-    state.ClearLoosened(before.spec.pool);
-  }
+  policy.Consider(request);
   const bool same_outcome = request.state == before.state &&
-                            (planned || request.holds == before.holds) &&
+                            (request.backfill_head() || request.holds == before.holds) &&
                             changes.changes.size() == written;
+  policy.Decided(!same_outcome);
   const bool waits_for_victims = request.reason_code == kReasonPreempting;
   const bool decided =
       !same_outcome || waits_for_victims != (before.reason_code == kReasonPreempting);
   const bool explained = request.reason_code != before.reason_code ||
                          request.reason != before.reason ||
-                         request.planned_start != before.planned_start;
+                         request.planned_start != policy.PlannedBefore(before);
   if (decided) request.updated_at = now;
   state.PutRequest(request);
   if (decided) {
@@ -643,6 +701,7 @@ void AdmitQueuedGrouped(State& state, const std::string& pool, absl::Time now, C
 // Re-decides the queued requests of `pool` (see State::Admission).
 void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
   state.ClearLoosened(pool);
+  state.SetStrictHead(pool, 0);
   if (state.admission() == State::Admission::kScan) {
     AdmitQueuedByScan(state, pool, now, changes);
   } else {
@@ -754,16 +813,34 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   request.updated_at = now;
   // Victims of a preemption are written before the request that caused it.
   ChangeSet victims;
+  bool ahead_of_head = false;
   if (spec.start_at > now) {
     Reserve(state, request, now);
+  } else if (const int64_t head = HeadAfter(state, request); head != 0) {
+    // It comes before the backfill head: decided as a pass would, without
+    // the head's plan, which the pass below makes again.
+    state.ReleaseHolds(head);
+    ahead_of_head = true;
+    Decide(state, request, now, victims);
+  } else if (BehindStrictHead(state, request)) {
+    const int64_t head = state.StrictHeadOf(spec.pool);
+    SetOutcome(request, RequestState::kQueued, kReasonQueuedBehind,
+               absl::StrCat("pool ", spec.pool, " admits in strict order; request ", head,
+                            " waits for capacity first"));
   } else {
     Decide(state, request, now, victims);
   }
   state.PutRequest(request);
-  // The next pass makes it the head (a pass that a cancel would skip).
+  // The next pass makes it the head (a pass that a cancel would skip); a
+  // strict pool's head is known at once.
   if (TakesTheHead(state, request)) state.MarkLoosened(request.spec.pool);
+  if (TakesTheStrictHead(state, request)) state.SetStrictHead(spec.pool, request.id);
   changes.changes.emplace_back(RequestWrite{request, /*is_new=*/true});
   for (Change& c : victims.changes) changes.changes.push_back(std::move(c));
+  if (ahead_of_head) {
+    AdmitQueued(state, spec.pool, now, changes);
+    if (const CapacityRequest* live = state.FindLiveRequest(request.id)) request = *live;
+  }
   return RequestOutcome{std::move(request), /*replayed=*/false};
 }
 

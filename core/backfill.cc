@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -97,21 +98,29 @@ std::vector<Ending> HoldersByEnd(const State& state, const std::string& pool, ab
 absl::Time KnownEnd(const CapacityRequest& r, absl::Time now) {
   const absl::Time end =
       r.state == RequestState::kPreempting ? r.preempt_deadline : r.declared_end();
-  return end > now ? end : absl::InfiniteFuture();
+  return end >= now ? end : absl::InfiniteFuture();
 }
 
-HeadPlan PlanHead(State& state, const CapacityRequest& head, absl::Time now) {
+HeadPlan PlanHead(State& state, const CapacityRequest& head, absl::Time now, absl::Time hint) {
   const std::vector<Ending> holders = HoldersByEnd(state, head.spec.pool, now);
+  Trial trial(state, head);
+  HeadPlan plan;
+  if (hint != absl::InfiniteFuture() && hint >= now) {
+    size_t gone = 0;
+    while (gone < holders.size() && holders[gone].at <= hint) ++gone;
+    if (trial.Fits(holders, gone, From(hint, head.spec), &plan.claim)) {
+      plan.start = hint;
+      return plan;
+    }
+  }
   // gone[j]: how many holders are gone once the j-th distinct known end passes.
   std::vector<size_t> gone;
   for (size_t i = 0; i < holders.size() && holders[i].at != absl::InfiniteFuture(); ++i) {
     if (i + 1 == holders.size() || holders[i + 1].at != holders[i].at) gone.push_back(i + 1);
   }
-  Trial trial(state, head);
   auto fits_after = [&](size_t j, std::vector<GpuHold>* claim) {
     return trial.Fits(holders, gone[j], From(holders[gone[j] - 1].at, head.spec), claim);
   };
-  HeadPlan plan;
   if (!gone.empty() && fits_after(gone.size() - 1, nullptr)) {
     // The earliest end after which the head fits: fits with hi's, not with
     // lo's (-1: none gone, known not to fit by the caller).
@@ -134,12 +143,26 @@ HeadPlan PlanHead(State& state, const CapacityRequest& head, absl::Time now) {
   return plan;
 }
 
-bool FitsAt(State& state, const CapacityRequest& head, absl::Time at, absl::Time now) {
-  std::vector<Ending> holders = HoldersByEnd(state, head.spec.pool, now);
+bool FitsAt(State& state, const CapacityRequest& head, absl::Time at) {
+  // Every declared end counts, passed or not: work that runs past its end
+  // delays the head by itself, not by backfill.
+  std::vector<Ending> holders = HoldersByEnd(state, head.spec.pool, absl::InfinitePast());
   size_t gone = 0;
   while (gone < holders.size() && holders[gone].at <= at) ++gone;
-  Trial trial(state, head);
-  return trial.Fits(holders, gone, From(at, head.spec), nullptr);
+  // The head's own holds are lifted for the trial, and put back.
+  const CapacityRequest* live = state.FindLiveRequest(head.id);
+  const std::optional<CapacityRequest> held =
+      live != nullptr && !live->holds.empty() ? std::optional(*live) : std::nullopt;
+  const bool loosened = state.Loosened(head.spec.pool);
+  if (held.has_value()) state.ReleaseHolds(head.id);
+  bool fits = false;
+  {
+    Trial trial(state, head);
+    fits = trial.Fits(holders, gone, From(at, head.spec), nullptr);
+  }
+  if (held.has_value()) state.PutRequest(*held);
+  if (!loosened) state.ClearLoosened(head.spec.pool);
+  return fits;
 }
 
 }  // namespace arbiter::core

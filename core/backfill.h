@@ -28,13 +28,15 @@ struct HeadPlan {
   std::vector<GpuHold> claim;
 };
 
-// Plans `head`, which waits for capacity in its pool at `now`. The known
-// ends are searched in order (binary search: fitting only gets easier as
-// more ends pass); without a known end that suffices, every holder of the
-// pool is taken away and the head is placed from now. `state` is as it was
-// on return.
+// Plans `head`, which waits for capacity in its pool at `now`. A `hint`
+// (a start planned before; InfiniteFuture: none) is tried first. Then the
+// known ends are searched in order (binary search: fitting only gets easier
+// as more ends pass); without a known end that suffices, every holder of
+// the pool is taken away and the head is placed from now. `state` is as it
+// was on return.
 // REQUIRES: `head` is queued, holds nothing and its pool exists.
-HeadPlan PlanHead(State& state, const CapacityRequest& head, absl::Time now);
+HeadPlan PlanHead(State& state, const CapacityRequest& head, absl::Time now,
+                  absl::Time hint = absl::InfiniteFuture());
 
 // The known end of live request `r`, which holds capacity: its preemption
 // deadline while PREEMPTING, its declared end while ADMITTED; InfiniteFuture
@@ -42,10 +44,10 @@ HeadPlan PlanHead(State& state, const CapacityRequest& head, absl::Time now);
 absl::Time KnownEnd(const CapacityRequest& r, absl::Time now);
 
 // Whether `head` would fit its pool at `at` if every holder of the pool
-// whose known end is at or before `at` were gone. The rule that backfill
-// keeps (tests check it against every admission): nothing admitted behind
-// the head moves this answer from true to false. `state` is as it was on
-// return.
-bool FitsAt(State& state, const CapacityRequest& head, absl::Time at, absl::Time now);
+// whose known end (passed or not) is at or before `at` were gone. The rule
+// that backfill keeps (tests check it after every event): nothing admitted
+// behind the head moves this answer for its planned start from true to
+// false. `state` is as it was on return.
+bool FitsAt(State& state, const CapacityRequest& head, absl::Time at);
 
 }  // namespace arbiter::core

@@ -446,6 +446,8 @@ struct Approver {
 inline constexpr char kReasonQuotaExceeded[] = "QUOTA_EXCEEDED";
 inline constexpr char kReasonNoQuota[] = "NO_QUOTA";
 inline constexpr char kReasonInsufficientCapacity[] = "INSUFFICIENT_CAPACITY";
+// A strict pool: the request waits behind the head, which waits for capacity.
+inline constexpr char kReasonQueuedBehind[] = "QUEUED_BEHIND";
 inline constexpr char kReasonNoFeasibleNode[] = "NO_FEASIBLE_NODE";
 inline constexpr char kReasonBorrowingLimit[] = "BORROWING_LIMIT";
 inline constexpr char kReasonCohortExhausted[] = "COHORT_EXHAUSTED";

@@ -254,6 +254,19 @@ class State {
     return requests_.HoldingIn(pool);
   }
   int64_t HeadOf(const std::string& pool) const { return requests_.HeadOf(pool); }
+  // A strict pool's head: the request its last pass stopped at (it waits
+  // for capacity, and nothing behind it is admitted); 0 when none.
+  int64_t StrictHeadOf(const std::string& pool) const {
+    auto it = strict_heads_.find(pool);
+    return it == strict_heads_.end() ? 0 : it->second;
+  }
+  void SetStrictHead(const std::string& pool, int64_t id) {
+    if (id == 0) {
+      strict_heads_.erase(pool);
+    } else {
+      strict_heads_[pool] = id;
+    }
+  }
   const std::set<int64_t>& VictimsOf(int64_t preemptor) const {
     return requests_.VictimsOf(preemptor);
   }
@@ -328,6 +341,7 @@ class State {
   std::map<std::string, int64_t> measured_usage_;
   Admission admission_ = Admission::kGrouped;
   absl::flat_hash_set<std::string> loosened_;  // Pools; see Loosened.
+  absl::flat_hash_map<std::string, int64_t> strict_heads_;  // See StrictHeadOf.
 };
 
 }  // namespace arbiter::core

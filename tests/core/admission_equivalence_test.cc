@@ -2,8 +2,7 @@
 // two states, one re-deciding queues group by group (the default), one
 // re-deciding every queued request each time (State::Admission::kScan).
 // After every event both must hold the same requests in the same states on
-// the same GPUs, with the same backfill head and plan, under every queueing
-// policy. The seed is printed; rerun one with ARBITER_TEST_SEED=<seed>.
+// the same GPUs, under best-effort and strict queueing. The seed is printed; rerun one with ARBITER_TEST_SEED=<seed>.
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -165,8 +164,11 @@ TEST(AdmissionEquivalenceTest, GroupedAdmitsWhatTheScanAdmitsAtTheSameMoments) {
   constexpr int kTraces = 1000;
   constexpr int kSteps = 120;
   for (int trace = 0; trace < kTraces; ++trace) {
-    // Every policy: backfill's head and plan are chosen alike by both.
-    const auto policy = static_cast<QueueingPolicy>(1 + trace % 3);
+    // Best-effort and strict. Under backfill a pass decides the requests
+    // ahead of the head without its plan, which decisions between passes
+    // respect, so when passes run matters and the scan is no oracle:
+    // backfill is held to its own rules (tests/core/backfill_test.cc).
+    const auto policy = trace % 2 ? QueueingPolicy::kStrict : QueueingPolicy::kBestEffort;
     if (!RunTrace(seed + trace, kSteps, policy, &queued_seen)) break;
   }
   // The traces kept queues: on average several requests queued per event.
