@@ -458,7 +458,8 @@ class QueuePolicy {
     } else {
       // Work ahead of the head may have taken its GPUs: its start is tried
       // first, on whichever GPUs it fits then.
-      const absl::Time hint = request.id == lifted_.id ? lifted_.planned_start : absl::InfiniteFuture();
+      const absl::Time hint =
+          request.id == lifted_.id ? lifted_.planned_start : absl::InfiniteFuture();
       plan = PlanHead(state_, request, now_, hint);
     }
     if (plan.claim.empty()) return;
@@ -863,11 +864,10 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
   // (HeadStale), or in a strict pool (the request may have been the one
   // the queue waited behind); the scan re-decides on every event.
   const std::string& pool = request.spec.pool;
-  const bool frees = HoldsCapacity(request.state) || !request.holds.empty() ||
-                     !state.VictimsOf(id).empty() || state.Loosened(pool) ||
-                     state.admission() == State::Admission::kScan ||
-                     state.FindPool(pool)->queueing == QueueingPolicy::kStrict ||
-                     HeadStale(state, pool, now);
+  const bool frees =
+      HoldsCapacity(request.state) || !request.holds.empty() || !state.VictimsOf(id).empty() ||
+      state.Loosened(pool) || state.admission() == State::Admission::kScan ||
+      state.FindPool(pool)->queueing == QueueingPolicy::kStrict || HeadStale(state, pool, now);
   if (HoldsCapacity(request.state)) {
     for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
     SettleCost(state, request, now);

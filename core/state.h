@@ -340,7 +340,7 @@ class State {
   absl::Duration idempotency_window_ = kDefaultIdempotencyWindow;
   std::map<std::string, int64_t> measured_usage_;
   Admission admission_ = Admission::kGrouped;
-  absl::flat_hash_set<std::string> loosened_;  // Pools; see Loosened.
+  absl::flat_hash_set<std::string> loosened_;               // Pools; see Loosened.
   absl::flat_hash_map<std::string, int64_t> strict_heads_;  // See StrictHeadOf.
 };
 

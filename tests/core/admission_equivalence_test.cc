@@ -2,7 +2,8 @@
 // two states, one re-deciding queues group by group (the default), one
 // re-deciding every queued request each time (State::Admission::kScan).
 // After every event both must hold the same requests in the same states on
-// the same GPUs, under best-effort and strict queueing. The seed is printed; rerun one with ARBITER_TEST_SEED=<seed>.
+// the same GPUs, under best-effort and strict queueing. The seed is printed; rerun one with
+// ARBITER_TEST_SEED=<seed>.
 #include <cstdlib>
 #include <iostream>
 #include <random>
@@ -147,8 +148,7 @@ bool RunTrace(uint64_t seed, int steps, QueueingPolicy policy, int64_t* queued_s
     const std::string scanned = Snapshot(states[1]);
     if (grouped != scanned) {
       ADD_FAILURE() << "seed " << seed << ", " << QueueingPolicyName(policy) << ", step " << step
-                    << " (" << event
-                    << "): grouped admission differs from the scan\n--- grouped\n"
+                    << " (" << event << "): grouped admission differs from the scan\n--- grouped\n"
                     << grouped << "--- scan\n"
                     << scanned;
       return false;

@@ -6,6 +6,8 @@
 // planned start never moves later, and a request waiting past the
 // starvation limit is the head. The seed is printed; rerun one with
 // ARBITER_TEST_SEED=<seed>.
+#include "core/backfill.h"
+
 #include <iostream>
 #include <random>
 #include <string>
@@ -15,7 +17,6 @@
 #include "gtest/gtest.h"
 
 #include "core/arbitration.h"
-#include "core/backfill.h"
 #include "tests/core/test_state.h"
 
 namespace arbiter::core {
@@ -95,7 +96,8 @@ GangDay RunGangDay(QueueingPolicy policy, uint64_t seed) {
     }
     for (int i = 0; i < 2 && s.QueuedIn("batch").size() < 20; ++i) {
       const auto duration = absl::Minutes(30 + static_cast<int64_t>(rng() % 61));
-      auto out = RequestCapacity(s, Whole(absl::StrCat("s", n++), "small", 1, 1, duration), now, ch);
+      auto out =
+          RequestCapacity(s, Whole(absl::StrCat("s", n++), "small", 1, 1, duration), now, ch);
       EXPECT_TRUE(out.ok()) << out.status();
     }
     if (gang == 0 || day.admitted_at != absl::InfinitePast()) continue;
@@ -227,11 +229,10 @@ TEST(BackfillTest, NothingAdmittedBehindTheHeadDelaysItAndTheStarvedBecomeTheHea
           bool older_admitted = false;
           for (const Change& c : ch.changes) {
             const auto* w = std::get_if<RequestWrite>(&c);
-            older_admitted |= w != nullptr && w->request.state == RequestState::kAdmitted &&
-                              w->request.id < head;
+            older_admitted |=
+                w != nullptr && w->request.state == RequestState::kAdmitted && w->request.id < head;
           }
-          if (released && !preempting && !older_admitted && head == last_head &&
-              last_start > now) {
+          if (released && !preempting && !older_admitted && head == last_head && last_start > now) {
             EXPECT_LE(h.planned_start, last_start) << where << ": the plan moved later";
           }
         }

@@ -27,8 +27,8 @@ inline uint64_t TestSeed() {
 // "t" with `nominal_milli` in "serving".
 // Pools "serving" and "batch" (queued by `batch_queueing`), team "t" with
 // `nominal_milli` on serving, three GPU models.
-inline core::State MakeState(int64_t nominal_milli = 64'000,
-                             core::QueueingPolicy batch_queueing = core::QueueingPolicy::kBackfill) {
+inline core::State MakeState(int64_t nominal_milli = 64'000, core::QueueingPolicy batch_queueing =
+                                                                 core::QueueingPolicy::kBackfill) {
   core::State s;
   EXPECT_TRUE(s.LoadGpuModel({"H100-80GB", 81920, 132, 700, true}).ok());
   EXPECT_TRUE(s.LoadGpuModel({"A100-40GB", 40960, 108, 400, true}).ok());
