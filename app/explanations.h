@@ -1,4 +1,5 @@
-// Explanations: the current explanation (reason code and text) of each
+// Explanations: the current explanation (reason code and text, and for the
+// head of a backfill pool its plan: planned start and held GPUs) of each
 // queued request whose explanation changed since it was written. A queued
 // request's explanation is state, not history (core::ChangeSet::explained):
 // the store keeps the reason of its first queueing until it is decided, so
@@ -10,10 +11,12 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 #include "core/model.h"
 
@@ -24,7 +27,8 @@ class Explanations {
   // Records `request`'s explanation. REQUIRES: it is queued.
   void Set(const core::CapacityRequest& request) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    current_[request.id] = {request.reason_code, request.reason};
+    current_[request.id] = {request.reason_code, request.reason, request.planned_start,
+                            request.holds};
   }
   // Forgets request `id`'s: it was written with its explanation.
   void Erase(int64_t id) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -43,8 +47,10 @@ class Explanations {
     absl::MutexLock lock(&mu_);
     auto it = current_.find(request.id);
     if (it == current_.end()) return;
-    request.reason_code = it->second.first;
-    request.reason = it->second.second;
+    request.reason_code = it->second.reason_code;
+    request.reason = it->second.reason;
+    request.planned_start = it->second.planned_start;
+    if (it->second.planned_start != absl::InfinitePast()) request.holds = it->second.holds;
   }
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -52,8 +58,16 @@ class Explanations {
   }
 
  private:
+  // What a queued request's explanation is: its reason and, for a backfill
+  // head, its plan (derived state, never stored either).
+  struct Entry {
+    std::string reason_code;
+    std::string reason;
+    absl::Time planned_start;
+    std::vector<core::GpuHold> holds;
+  };
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<int64_t, std::pair<std::string, std::string>> current_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, Entry> current_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace arbiter::app

@@ -70,7 +70,9 @@ struct EntryOf {
     return Make("pool.create", absl::StrCat("pool/", p.name),
                 {{"latency_class", Str(core::LatencyClassName(p.latency_class))},
                  {"lends_to", absl::StrJoin(lends, ",")},
-                 {"reclaim_grace_seconds", absl::StrCat(p.reclaim_grace_seconds)}});
+                 {"reclaim_grace_seconds", absl::StrCat(p.reclaim_grace_seconds)},
+                 {"queueing", Str(core::QueueingPolicyName(p.queueing))},
+                 {"starvation_limit_seconds", absl::StrCat(p.starvation_limit_seconds)}});
   }
   Entry operator()(const core::Node& n) const {
     std::vector<std::string> models;

@@ -94,6 +94,15 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
     pool.lends_to.push_back(static_cast<core::WorkloadClass>(p.lends_to(i)));
   }
   if (p.has_reclaim_grace_seconds()) pool.reclaim_grace_seconds = p.reclaim_grace_seconds();
+  if (!v1::QueueingPolicy_IsValid(p.queueing())) {
+    return UnknownEnum("pool.queueing", p.queueing());
+  }
+  if (p.queueing() != v1::QUEUEING_POLICY_UNSPECIFIED) {
+    pool.queueing = static_cast<core::QueueingPolicy>(p.queueing());
+  }
+  if (p.has_starvation_limit_seconds()) {
+    pool.starvation_limit_seconds = p.starvation_limit_seconds();
+  }
   return pool;
 }
 
@@ -322,6 +331,8 @@ void ToProto(const core::Pool& p, v1::Pool* out) {
   out->set_description(p.description);
   for (core::WorkloadClass c : p.lends_to) out->add_lends_to(static_cast<v1::WorkloadClass>(c));
   out->set_reclaim_grace_seconds(p.reclaim_grace_seconds);
+  out->set_queueing(static_cast<v1::QueueingPolicy>(p.queueing));
+  out->set_starvation_limit_seconds(p.starvation_limit_seconds);
 }
 
 void ToProto(const core::Node& n, v1::Node* out) {
@@ -443,6 +454,9 @@ void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
   out->set_cost_micros(r.cost_micros);
   for (const std::string& a : r.approvals) out->add_approvals(a);
   for (const std::string& a : r.approvers) out->add_approvers(a);
+  if (r.backfill_head() && r.planned_start != absl::InfiniteFuture()) {
+    *out->mutable_planned_start() = TimestampOf(r.planned_start);
+  }
   if (r.approval_deadline != absl::InfinitePast()) {
     *out->mutable_approval_deadline() = TimestampOf(r.approval_deadline);
   }

@@ -100,7 +100,8 @@ int Commands::CreateCluster(const std::string& name, const std::string& descript
 }
 
 int Commands::CreatePool(const std::string& name, const std::string& latency_class,
-                         const std::vector<std::string>& lends_to, const std::string& description) {
+                         const std::vector<std::string>& lends_to, const std::string& description,
+                         const std::string& queueing, int64_t starvation_limit_seconds) {
   v1::CreatePoolRequest req;
   v1::Pool* pool = req.mutable_pool();
   pool->set_name(name);
@@ -121,6 +122,16 @@ int Commands::CreatePool(const std::string& name, const std::string& latency_cla
     }
     pool->add_lends_to(wc);
   }
+  if (!queueing.empty()) {
+    v1::QueueingPolicy q = v1::QUEUEING_POLICY_UNSPECIFIED;
+    if (!v1::QueueingPolicy_Parse("QUEUEING_POLICY_" + absl::AsciiStrToUpper(queueing), &q) ||
+        q == v1::QUEUEING_POLICY_UNSPECIFIED) {
+      std::cerr << "arbctl: --queueing must be backfill, best_effort or strict\n";
+      return 2;
+    }
+    pool->set_queueing(q);
+  }
+  if (starvation_limit_seconds >= 0) pool->set_starvation_limit_seconds(starvation_limit_seconds);
   v1::CreatePoolResponse resp;
   if (!Call(inventory_, &v1::InventoryService::Stub::CreatePool, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;

@@ -21,6 +21,8 @@ struct PoolFlags {
   std::string latency_class;
   std::vector<std::string> lends_to;
   std::string description;
+  std::string queueing;
+  int64_t starvation_limit_seconds = -1;
 };
 
 void AddModels(CLI::App& root, CliContext& ctx) {
@@ -59,9 +61,15 @@ void AddPools(CLI::App& root, CliContext& ctx) {
   create->add_option("--lends-to", f->lends_to,
                      "serving pools: workload classes it lends to, preemptibly (repeatable)");
   create->add_option("--description", f->description, "free-form description");
+  create->add_option("--queueing", f->queueing,
+                     "backfill (default), best_effort or strict: how the queue is admitted");
+  create->add_option("--starvation-limit", f->starvation_limit_seconds,
+                     "backfill: seconds a request may wait for capacity before it becomes the "
+                     "head (default 3600; 0: never)");
   create->callback([&ctx, f] {
-    ctx.exit_code =
-        ctx.Connect().CreatePool(f->name, f->latency_class, f->lends_to, f->description);
+    ctx.exit_code = ctx.Connect().CreatePool(f->name, f->latency_class, f->lends_to,
+                                             f->description, f->queueing,
+                                             f->starvation_limit_seconds);
   });
   pools->require_subcommand(1);
 }

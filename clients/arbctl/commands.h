@@ -211,8 +211,10 @@ class Commands {
   int GrantRole(const std::string& subject, const std::string& role, const std::string& scope,
                 bool revoke);
   int CreateCluster(const std::string& name, const std::string& description);
+  // `queueing` "" and `starvation_limit_seconds` < 0: the server's defaults.
   int CreatePool(const std::string& name, const std::string& latency_class,
-                 const std::vector<std::string>& lends_to, const std::string& description);
+                 const std::vector<std::string>& lends_to, const std::string& description,
+                 const std::string& queueing, int64_t starvation_limit_seconds);
 
  private:
   void Deadline(grpc::ClientContext& ctx) const;

@@ -264,6 +264,8 @@ struct Applier {
     row.description = p.description;
     row.lends_to = p.lends_to;
     row.reclaim_grace_seconds = p.reclaim_grace_seconds;
+    row.queueing = p.queueing;
+    row.starvation_limit_seconds = p.starvation_limit_seconds;
     t.pools[p.name] = std::move(row);
     return absl::OkStatus();
   }

@@ -227,6 +227,8 @@ core::Pool PoolFromRow(const pqxx::row& row) {
   p.description = row[2].as<std::string>();
   p.lends_to = ClassesFromField(row[3]);
   p.reclaim_grace_seconds = row[4].as<int64_t>();
+  p.queueing = core::QueueingPolicyFromName(row[5].as<std::string>());
+  p.starvation_limit_seconds = row[6].as<int64_t>();
   return p;
 }
 

@@ -22,8 +22,8 @@ struct Statement {
 constexpr Statement kStatements[] = {
     {kInsertCluster, "INSERT INTO clusters (name, description) VALUES ($1, $2)"},
     {kInsertPool,
-     "INSERT INTO pools (name, latency_class, description, lends_to, reclaim_grace_seconds) "
-     "VALUES ($1, $2, $3, $4::text[], $5)"},
+     "INSERT INTO pools (name, latency_class, description, lends_to, reclaim_grace_seconds, "
+     "queueing, starvation_limit_seconds) VALUES ($1, $2, $3, $4::text[], $5, $6, $7)"},
     {kInsertNode,
      "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
      "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
@@ -41,8 +41,8 @@ constexpr Statement kStatements[] = {
      "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable FROM gpu_models ORDER BY name"},
     {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
     {kSelectPools,
-     "SELECT name, latency_class, description, lends_to, reclaim_grace_seconds FROM pools "
-     "ORDER BY name"},
+     "SELECT name, latency_class, description, lends_to, reclaim_grace_seconds, queueing, "
+     "starvation_limit_seconds FROM pools ORDER BY name"},
     // $1 cluster, $2 pool ('' = any).
     {kSelectNodes,
      "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib FROM nodes "

@@ -253,6 +253,28 @@ TEST_F(ServerBadInputTest, EveryBadInputGetsItsStatusAndWritesNothing) {
          return t->inventory_->CreatePool(&ctx, r, &resp);
        },
        Code::INVALID_ARGUMENT, "pool.reclaim_grace_seconds"},
+      {"pool with an unknown queueing policy",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::CreatePoolRequest r;
+         r.mutable_pool()->set_name("p2");
+         r.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+         r.mutable_pool()->set_queueing(static_cast<v1::QueueingPolicy>(9));
+         v1::CreatePoolResponse resp;
+         return t->inventory_->CreatePool(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "pool.queueing"},
+      {"pool with a starvation limit over a week",
+       [](ServerTest* t) {
+         grpc::ClientContext ctx;
+         v1::CreatePoolRequest r;
+         r.mutable_pool()->set_name("p2");
+         r.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+         r.mutable_pool()->set_starvation_limit_seconds(8 * 86'400);
+         v1::CreatePoolResponse resp;
+         return t->inventory_->CreatePool(&ctx, r, &resp);
+       },
+       Code::INVALID_ARGUMENT, "pool.starvation_limit_seconds"},
       {"checkpoints after a negative seq",
        [](ServerTest* t) {
          grpc::ClientContext ctx;

@@ -76,6 +76,8 @@ core::State Organisation(Store& store) {
   EXPECT_THAT(core::CreatePool(s, serving, ch), IsOk());
   core::Pool batch{"batch", core::LatencyClass::kBatch, "spare"};
   batch.reclaim_grace_seconds = 45;
+  batch.queueing = core::QueueingPolicy::kStrict;
+  batch.starvation_limit_seconds = 600;
   EXPECT_THAT(core::CreatePool(s, batch, ch), IsOk());
   EXPECT_THAT(core::CreateTeam(s, {"org", "", 1000}, ch), IsOk());
   EXPECT_THAT(core::CreateTeam(s, {"t", "org", 2000}, ch), IsOk());
@@ -145,6 +147,9 @@ TEST_P(StoreContractTest, TheOrganisationLoadsBack) {
   EXPECT_EQ(loaded->FindPool("serving")->lends_to, s.FindPool("serving")->lends_to);
   EXPECT_EQ(loaded->FindPool("serving")->lends_to.size(), 2u);
   EXPECT_EQ(loaded->FindPool("batch")->reclaim_grace_seconds, 45);
+  EXPECT_EQ(loaded->FindPool("batch")->queueing, core::QueueingPolicy::kStrict);
+  EXPECT_EQ(loaded->FindPool("batch")->starvation_limit_seconds, 600);
+  EXPECT_EQ(loaded->FindPool("serving")->queueing, core::QueueingPolicy::kBackfill);
   EXPECT_EQ(loaded->FindPool("batch")->description, "spare");
   ASSERT_NE(loaded->FindTeam("t"), nullptr);
   EXPECT_EQ(loaded->FindTeam("t")->parent, "org");
