@@ -67,9 +67,8 @@ void AddPools(CLI::App& root, CliContext& ctx) {
                      "backfill: seconds a request may wait for capacity before it becomes the "
                      "head (default 3600; 0: never)");
   create->callback([&ctx, f] {
-    ctx.exit_code = ctx.Connect().CreatePool(f->name, f->latency_class, f->lends_to,
-                                             f->description, f->queueing,
-                                             f->starvation_limit_seconds);
+    ctx.exit_code = ctx.Connect().CreatePool(f->name, f->latency_class, f->lends_to, f->description,
+                                             f->queueing, f->starvation_limit_seconds);
   });
   pools->require_subcommand(1);
 }

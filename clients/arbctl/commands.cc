@@ -203,19 +203,19 @@ int Commands::ListPools() {
   if (!Call(inventory_, &v1::InventoryService::Stub::ListPools, v1::ListPoolsRequest(), &resp))
     return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
-  Table t({"POOL", "LATENCY_CLASS", "LENDS_TO", "GRACE_S", "QUEUEING", "STARVATION_S",
-           "DESCRIPTION"});
+  Table t(
+      {"POOL", "LATENCY_CLASS", "LENDS_TO", "GRACE_S", "QUEUEING", "STARVATION_S", "DESCRIPTION"});
   for (const auto& p : resp.pools()) {
     std::vector<std::string> lends;
     for (int c : p.lends_to()) {
       lends.push_back(
           Short(v1::WorkloadClass_Name(static_cast<v1::WorkloadClass>(c)), "WORKLOAD_CLASS_"));
     }
-    t.AddRow({p.name(), Short(v1::LatencyClass_Name(p.latency_class()), "LATENCY_CLASS_"),
-              lends.empty() ? "-" : absl::StrJoin(lends, ","),
-              absl::StrCat(p.reclaim_grace_seconds()),
-              absl::AsciiStrToLower(Short(v1::QueueingPolicy_Name(p.queueing()), "QUEUEING_POLICY_")),
-              absl::StrCat(p.starvation_limit_seconds()), p.description()});
+    t.AddRow(
+        {p.name(), Short(v1::LatencyClass_Name(p.latency_class()), "LATENCY_CLASS_"),
+         lends.empty() ? "-" : absl::StrJoin(lends, ","), absl::StrCat(p.reclaim_grace_seconds()),
+         absl::AsciiStrToLower(Short(v1::QueueingPolicy_Name(p.queueing()), "QUEUEING_POLICY_")),
+         absl::StrCat(p.starvation_limit_seconds()), p.description()});
   }
   PrintTable(t);
   return 0;
@@ -435,7 +435,8 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
     std::cout << "  why: " << r.reason_code() << ": " << r.reason() << "\n";
   }
   if (r.has_planned_start()) {
-    std::cout << "  planned start: " << google::protobuf::util::TimeUtil::ToString(r.planned_start())
+    std::cout << "  planned start: "
+              << google::protobuf::util::TimeUtil::ToString(r.planned_start())
               << " (head of the queue, " << r.holds_size() << " GPUs held for it from then)\n";
   }
   if (r.has_preempt_deadline() && r.state() == v1::REQUEST_STATE_PREEMPTING) {
