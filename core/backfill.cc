@@ -34,8 +34,12 @@ class Trial {
   // taken away; the GPUs it takes go to `claim` when given.
   bool Fits(const std::vector<Ending>& holders, size_t gone, const Window& window,
             std::vector<GpuHold>* claim) {
-    for (size_t i = 0; i < gone; ++i) {
-      for (const Placement& p : holders[i].request->placements) state_.ApplyPlacement(p, -1);
+    if (gone == holders.size()) {
+      EmptyPool();  // One write per node rather than one per placement.
+    } else {
+      for (size_t i = 0; i < gone; ++i) {
+        for (const Placement& p : holders[i].request->placements) state_.ApplyPlacement(p, -1);
+      }
     }
     GangPlacement placed = PlaceGang(state_, spec_, window);
     const bool fits = placed.result == FitResult::kPlaced;
@@ -60,6 +64,26 @@ class Trial {
       }
     }
     return spec;
+  }
+
+  // Takes every placement off the pool's nodes (what every holder being
+  // gone leaves): MIG layouts and the GPUs' holds stay.
+  void EmptyPool() {
+    for (const Node& saved : saved_) {
+      Node n = saved;
+      n.allocated_cpu_milli = 0;
+      n.allocated_memory_mib = 0;
+      n.class_members.fill(0);
+      for (Gpu& g : n.gpus) {
+        g.allocated_milli = 0;
+        g.allocated_memory_mib = 0;
+        g.tenants = 0;
+        g.exclusive = false;
+        g.class_tenants.fill(0);
+        for (MigInstance& inst : g.mig_layout) inst.allocated = false;
+      }
+      state_.RestoreNode(std::move(n));
+    }
   }
 
   void Restore() {
