@@ -73,6 +73,7 @@
 #include "absl/strings/strip.h"
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/chargeback.grpc.pb.h"
@@ -1413,7 +1414,9 @@ int Run(const Options& o) {
     stubs.push_back(v1::AllocationService::NewStub(channels.back()));
   }
   Shared shared(o.clients);
-  shared.run = absl::StrCat(o.seed, "-", UnixSeconds());
+  // Two runs in the same second (bench/queue-depth's fill, then its mix)
+  // must not share keys: the process id tells them apart.
+  shared.run = absl::StrCat(o.seed, "-", UnixSeconds(), "-", getpid());
   const int tight = o.realistic() ? o.tight_clients : 0;
   const int reporters = o.realistic() ? o.report_clients : 0;
   // Tallies: requesters, the approver, reporters, the watch, the agent.
