@@ -81,12 +81,13 @@ std::string Snapshot(const State& s) {
   return out;
 }
 
-// One trace: requests, releases and cancels, quota changes, nodes joining,
-// reservations starting and preemption deadlines passing. Returns false
+// One trace: requests, releases and cancels, approvals, quota changes, nodes
+// joining, reservations starting and preemption deadlines passing. Returns false
 // (with a failure recorded) at the first event after which the two states
 // differ. Counts the queued requests seen, to show the traces reach deep
 // queues.
-bool RunTrace(uint64_t seed, int steps, QueueingPolicy policy, int64_t* queued_seen) {
+bool RunTrace(uint64_t seed, int steps, QueueingPolicy policy, int64_t* queued_seen,
+              int64_t* approved) {
   std::mt19937_64 rng(seed);
   State states[2] = {::arbiter::testing::MakeState(64'000, policy),
                      ::arbiter::testing::MakeState(64'000, policy)};
@@ -107,6 +108,14 @@ bool RunTrace(uint64_t seed, int steps, QueueingPolicy policy, int64_t* queued_s
       ::arbiter::testing::AddNode(
           s, MakeNode(absl::StrCat("n", i), 4, i % 2 ? "H100-80GB" : "A100-40GB", "batch"));
     }
+    // Requests above six GPUs (the gangs of two members of four) wait for
+    // alice's approval.
+    AuthorityRule large;
+    large.pool = "batch";
+    large.action = ApprovalAction::kLarge;
+    large.approver = "alice";
+    large.threshold_milli = 6'000;
+    EXPECT_TRUE(SetAuthorityRule(s, large, ch).ok());
   }
   std::vector<int64_t> ids;
   int nodes = 3;
@@ -124,9 +133,20 @@ bool RunTrace(uint64_t seed, int steps, QueueingPolicy policy, int64_t* queued_s
       if (pick < 60 || ids.empty()) {
         event = "request";
         EXPECT_TRUE(RequestCapacity(s, spec, now, ch).ok());
-      } else if (pick < 92) {
+      } else if (pick < 88) {
         event = absl::StrCat("release ", ids[victim]);
         (void)ReleaseRequest(s, ids[victim], now, ch);
+      } else if (pick < 92) {
+        // Alice approves the oldest request waiting for her, if any.
+        event = "approve";
+        for (int64_t id : ids) {
+          const CapacityRequest* r = s.FindLiveRequest(id);
+          if (r != nullptr && r->state == RequestState::kPendingApproval) {
+            event = absl::StrCat("approve ", id);
+            EXPECT_TRUE(ApproveRequest(s, id, Approver{"alice", {}}, now, ch).ok());
+            break;
+          }
+        }
       } else if (pick < 97) {
         event = absl::StrCat("quota ", team, " ", nominal);
         EXPECT_TRUE(
@@ -143,6 +163,7 @@ bool RunTrace(uint64_t seed, int steps, QueueingPolicy policy, int64_t* queued_s
     if (event == "request") ids.push_back(states[0].next_request_id() - 1);
     if (event.rfind("release", 0) == 0) ids.erase(ids.begin() + static_cast<ptrdiff_t>(victim));
     if (event == "node") ++nodes;
+    if (event.rfind("approve ", 0) == 0) ++*approved;
     *queued_seen += static_cast<int64_t>(states[1].QueuedIn("batch").size());
     const std::string grouped = Snapshot(states[0]);
     const std::string scanned = Snapshot(states[1]);
@@ -160,7 +181,7 @@ bool RunTrace(uint64_t seed, int steps, QueueingPolicy policy, int64_t* queued_s
 TEST(AdmissionEquivalenceTest, GroupedAdmitsWhatTheScanAdmitsAtTheSameMoments) {
   const uint64_t seed = ::arbiter::testing::TestSeed();
   std::cout << "seed: " << seed << " (rerun with ARBITER_TEST_SEED=" << seed << ")" << std::endl;
-  int64_t queued_seen = 0;
+  int64_t queued_seen = 0, approved = 0;
   constexpr int kTraces = 1000;
   constexpr int kSteps = 120;
   for (int trace = 0; trace < kTraces; ++trace) {
@@ -169,12 +190,15 @@ TEST(AdmissionEquivalenceTest, GroupedAdmitsWhatTheScanAdmitsAtTheSameMoments) {
     // respect, so when passes run matters and the scan is no oracle:
     // backfill is held to its own rules (tests/core/backfill_test.cc).
     const auto policy = trace % 2 ? QueueingPolicy::kStrict : QueueingPolicy::kBestEffort;
-    if (!RunTrace(seed + trace, kSteps, policy, &queued_seen)) break;
+    if (!RunTrace(seed + trace, kSteps, policy, &queued_seen, &approved)) break;
   }
-  // The traces kept queues: on average several requests queued per event.
+  // The traces kept queues (on average several requests queued per event)
+  // and reached approvals.
   EXPECT_GT(queued_seen, int64_t{kTraces} * kSteps);
+  EXPECT_GT(approved, kTraces);
   std::cout << "mean queue length per event: "
-            << static_cast<double>(queued_seen) / (kTraces * kSteps) << "\n";
+            << static_cast<double>(queued_seen) / (kTraces * kSteps) << ", approvals " << approved
+            << "\n";
 }
 
 }  // namespace
