@@ -283,7 +283,7 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
     request.holds.clear();
     state.ReleaseHolds(request.id);
   }
-  request.planned_start = absl::InfinitePast();  // The pass plans its head anew (see HeadPlanner).
+  request.planned_start = absl::InfinitePast();  // Passes plan heads (QueuePolicy::Consider).
   if (!PoolAdmitsClass(state, request)) return;
   const std::vector<Flavor> flavors = FlavorsOf(state, spec);
   if (flavors.empty()) {
@@ -535,35 +535,32 @@ bool HeadStale(const State& state, const std::string& pool, absl::Time now) {
   return starved != 0 && starved != head;
 }
 
-// Whether new request `r`, just queued, would be the head of its backfill
-// pool: it waits for capacity, and the pool has no head or `r` comes first.
-bool TakesTheHead(const State& state, const CapacityRequest& r) {
-  if (state.FindPool(r.spec.pool)->queueing != QueueingPolicy::kBackfill) return false;
-  if (!WaitsForCapacity(r)) return false;
-  const int64_t head = state.HeadOf(r.spec.pool);
-  if (head == 0) return true;
-  PassShares shares(state, r.spec.pool);
-  return shares.OrderOf(r) < shares.OrderOf(*state.FindLiveRequest(head));
+// Whether `a` comes before `b` in their pool's queue order.
+bool ComesBefore(const State& state, const CapacityRequest& a, const CapacityRequest& b) {
+  PassShares shares(state, a.spec.pool);
+  return shares.OrderOf(a) < shares.OrderOf(b);
 }
 
 // The backfill head of new request `r`'s pool when `r` comes before it in
 // the queue order; 0 otherwise.
 int64_t HeadAfter(const State& state, const CapacityRequest& r) {
   const int64_t head = state.HeadOf(r.spec.pool);
-  if (head == 0) return 0;
-  PassShares shares(state, r.spec.pool);
-  return shares.OrderOf(r) < shares.OrderOf(*state.FindLiveRequest(head)) ? head : 0;
+  return head != 0 && ComesBefore(state, r, *state.FindLiveRequest(head)) ? head : 0;
+}
+
+// A strict pool's head while it still waits for capacity; nullptr otherwise.
+const CapacityRequest* WaitingStrictHead(const State& state, const std::string& pool) {
+  const int64_t head = state.StrictHeadOf(pool);
+  const CapacityRequest* h = head == 0 ? nullptr : state.FindLiveRequest(head);
+  return h != nullptr && WaitsForCapacity(*h) ? h : nullptr;
 }
 
 // Whether new request `r` of a strict pool comes after the pool's strict
 // head, which still waits for capacity: it queues behind it undecided.
 bool BehindStrictHead(const State& state, const CapacityRequest& r) {
   if (state.FindPool(r.spec.pool)->queueing != QueueingPolicy::kStrict) return false;
-  const int64_t head = state.StrictHeadOf(r.spec.pool);
-  const CapacityRequest* h = head == 0 ? nullptr : state.FindLiveRequest(head);
-  if (h == nullptr || !WaitsForCapacity(*h)) return false;
-  PassShares shares(state, r.spec.pool);
-  return shares.OrderOf(*h) < shares.OrderOf(r);
+  const CapacityRequest* h = WaitingStrictHead(state, r.spec.pool);
+  return h != nullptr && ComesBefore(state, *h, r);
 }
 
 // Whether new request `r` of a strict pool, just decided, is the pool's
@@ -572,11 +569,8 @@ bool BehindStrictHead(const State& state, const CapacityRequest& r) {
 bool TakesTheStrictHead(const State& state, const CapacityRequest& r) {
   if (state.FindPool(r.spec.pool)->queueing != QueueingPolicy::kStrict) return false;
   if (!WaitsForCapacity(r)) return false;
-  const int64_t head = state.StrictHeadOf(r.spec.pool);
-  const CapacityRequest* h = head == 0 ? nullptr : state.FindLiveRequest(head);
-  if (h == nullptr || !WaitsForCapacity(*h)) return true;
-  PassShares shares(state, r.spec.pool);
-  return shares.OrderOf(r) < shares.OrderOf(*h);
+  const CapacityRequest* h = WaitingStrictHead(state, r.spec.pool);
+  return h == nullptr || ComesBefore(state, r, *h);
 }
 
 // Re-decides queued request `id`; records it when its state or claim
@@ -832,9 +826,14 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
     Decide(state, request, now, victims);
   }
   state.PutRequest(request);
-  // The next pass makes it the head (a pass that a cancel would skip); a
-  // strict pool's head is known at once.
-  if (TakesTheHead(state, request)) state.MarkLoosened(request.spec.pool);
+  // A new request that waits for capacity in a backfill pool without a
+  // head is the head of the next pass, which a cancel would skip: mark the
+  // pool. (One that came before the head is planned by the pass below; one
+  // after it is not the head.) A strict pool's head is known at once.
+  if (state.FindPool(spec.pool)->queueing == QueueingPolicy::kBackfill &&
+      state.HeadOf(spec.pool) == 0 && WaitsForCapacity(request)) {
+    state.MarkLoosened(spec.pool);
+  }
   if (TakesTheStrictHead(state, request)) state.SetStrictHead(spec.pool, request.id);
   changes.changes.emplace_back(RequestWrite{request, /*is_new=*/true});
   for (Change& c : victims.changes) changes.changes.push_back(std::move(c));
