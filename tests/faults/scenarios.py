@@ -186,7 +186,15 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
                     r.start()
             probe_leader(replicas.endpoints())
             stuck = workload.resolve_unknowns(replicas.endpoints(), history)
+            # The lease may change hands between the probe and this read on
+            # a loaded machine: wait for one to be held.
             leader = replicas.leader()
+            deadline = time.monotonic() + 60
+            while leader is None and time.monotonic() < deadline:
+                probe_leader(replicas.endpoints())
+                leader = replicas.leader()
+            if leader is None:
+                raise RuntimeError("no replica holds the lease 60 s after healing")
             check = checker.Checker(dsn, history, args.arbctl, leader.endpoint, certs)
             results = check.all()
             decisions = check.decisions()
