@@ -1,7 +1,9 @@
 #include "app/allocations.h"
 
+#include <functional>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -25,6 +27,48 @@ absl::StatusOr<core::CapacityRequest> ReadRequest(const Context& ctx, int64_t id
   absl::StatusOr<core::CapacityRequest> stored = ctx.store->GetRequest(id);
   if (stored.ok()) ctx.arbiter->explanations().Overlay(*stored);
   return stored;
+}
+
+// `reply`, given the queue positions of the queued requests among
+// `requests_of(value)` first: taken on the arbiter's thread, as of what it has
+// decided (core::QueuePositions). Without a leader to ask (a follower, an
+// overloaded arbiter) the value is answered with positions 0.
+template <typename T>
+Reply<T> WithQueuePositions(const Context& ctx,
+                            std::function<std::vector<core::CapacityRequest*>(T&)> requests_of,
+                            Reply<T> reply) {
+  return [ctx, requests_of = std::move(requests_of),
+          reply = std::move(reply)](absl::StatusOr<T> value) {
+    if (!value.ok()) return reply(std::move(value));
+    auto shared = std::make_shared<T>(*std::move(value));
+    std::vector<int64_t> ids;
+    for (const core::CapacityRequest* r : requests_of(*shared)) {
+      if (r->state == core::RequestState::kQueued) ids.push_back(r->id);
+    }
+    if (ids.empty()) return reply(std::move(*shared));
+    auto positions = std::make_shared<std::vector<int64_t>>();
+    ctx.arbiter->Submit(
+        [ids = std::move(ids), positions](core::State& state, absl::Time, core::ChangeSet&) {
+          *positions = core::QueuePositions(state, ids);
+          return absl::OkStatus();
+        },
+        [shared, positions, requests_of, reply](const absl::Status& status) {
+          if (status.ok()) {
+            size_t next = 0;
+            for (core::CapacityRequest* r : requests_of(*shared)) {
+              if (r->state == core::RequestState::kQueued) r->queue_position = (*positions)[next++];
+            }
+          }
+          reply(std::move(*shared));
+        });
+  };
+}
+
+std::vector<core::CapacityRequest*> RequestOf(core::CapacityRequest& r) { return {&r}; }
+std::vector<core::CapacityRequest*> RequestsOf(store::RequestPage& page) {
+  std::vector<core::CapacityRequest*> out;
+  for (core::CapacityRequest& r : page.requests) out.push_back(&r);
+  return out;
 }
 
 }  // namespace
@@ -71,7 +115,8 @@ void Allocations::GetRequest(const Caller& caller, int64_t id,
   }
   if (id <= 0) return reply(absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", id)));
   RunRead<core::CapacityRequest>(
-      ctx_, [ctx = ctx_, id] { return ReadRequest(ctx, id); }, std::move(reply));
+      ctx_, [ctx = ctx_, id] { return ReadRequest(ctx, id); },
+      WithQueuePositions<core::CapacityRequest>(ctx_, RequestOf, std::move(reply)));
 }
 
 void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::RequestFilter> filter,
@@ -91,7 +136,7 @@ void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::Reque
         }
         return page;
       },
-      std::move(reply));
+      WithQueuePositions<store::RequestPage>(ctx_, RequestsOf, std::move(reply)));
 }
 
 void Allocations::ApproveRequest(const Caller& caller, int64_t id,

@@ -49,6 +49,7 @@ const std::vector<Rule>& Rules() {
       {"GovernanceService.CreateTeam", {Role::kTeamAdmin}, Match::kTeam},
       {"GovernanceService.ListQuotas", kReaders, Match::kAny},
       {"GovernanceService.SetQuota", {Role::kPoolAuthority}, Match::kPool},
+      {"GovernanceService.ImportOrganisation", {}, Match::kOrg},
       {"GovernanceService.ListCoexistenceRules", kReaders, Match::kAny},
       {"GovernanceService.SetCoexistenceRule", {}, Match::kOrg},
       {"GovernanceService.ListRoleBindings", {Role::kAuditor}, Match::kAny},

@@ -73,6 +73,20 @@ void Governance::SetQuota(const Caller& caller, core::Quota quota, Reply<Done> r
       std::move(reply));
 }
 
+void Governance::ImportOrganisation(const Caller& caller, core::Organisation org,
+                                    Reply<core::ImportCounts> reply) const {
+  constexpr char kMethod[] = "GovernanceService.ImportOrganisation";
+  if (absl::Status access = ctx_.access->Check(caller, kMethod, {}); !access.ok()) {
+    return reply(access);
+  }
+  RunCommand<core::ImportCounts>(
+      ctx_, caller.actor(),
+      [org = std::move(org)](core::State& state, absl::Time now, core::ChangeSet& changes) {
+        return core::ImportOrganisation(state, org, now, changes);
+      },
+      std::move(reply));
+}
+
 void Governance::ListQuotas(const Caller& caller, std::string team,
                             Reply<std::vector<store::QuotaUsage>> reply) const {
   RunListing<std::vector<store::QuotaUsage>>(

@@ -22,6 +22,7 @@
 
 #include "app/authz.h"
 #include "app/context.h"
+#include "core/arbitration.h"
 #include "core/coexistence.h"
 #include "core/model.h"
 #include "store/store.h"
@@ -45,6 +46,9 @@ class Governance {
   void CreateTeam(const Caller& caller, core::Team team, Reply<Done> reply) const;
   void ListTeams(const Caller& caller, Reply<std::vector<core::Team>> reply) const;
   void SetQuota(const Caller& caller, core::Quota quota, Reply<Done> reply) const;
+  // A whole organisation in one decision (core::ImportOrganisation).
+  void ImportOrganisation(const Caller& caller, core::Organisation org,
+                          Reply<core::ImportCounts> reply) const;
   // Quotas of `team` ("" for all) with what each team uses of them.
   void ListQuotas(const Caller& caller, std::string team,
                   Reply<std::vector<store::QuotaUsage>> reply) const;

@@ -105,7 +105,8 @@ struct Options {
   int gpus = 10'000;
   int pools = 4;
   int teams = 16;
-  int cohorts = 0;  // Teams under this many root teams; 0: each its own.
+  int cohorts = 0;      // Teams under this many root teams; 0: each its own.
+  bool import = false;  // Teams and quotas through ImportOrganisation.
   int clients = 64;
   int channels = 8;
   int threads = 2;  // Completion-queue threads driving the clients.
@@ -263,6 +264,93 @@ bool SetupGovernance(v1::GovernanceService::Stub& governance,
   return Check(chargeback.SetSlo(&ctx, req, &resp), "set SLO");
 }
 
+// The load's teams (under o.cohorts root teams, when set) and a quota for
+// each in every pool, one call each: cohort roots first, then teams and
+// quotas by many callers in parallel (quotas by 64), so that the arbiter
+// commits them in batches. Prints the time the quotas took.
+bool RegisterOneByOne(const Options& o, v1::GovernanceService::Stub& governance,
+                      const std::vector<std::string>& pools) {
+  for (int c = 0; c < o.cohorts; ++c) {
+    v1::CreateTeamRequest req;
+    req.mutable_team()->set_name(absl::StrCat("cohort-", c));
+    v1::CreateTeamResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 30'000);
+    if (!Check(governance.CreateTeam(&ctx, req, &resp), "create cohort")) return false;
+  }
+  const bool teams_made = Parallel(o.teams, [&](int t) {
+    v1::CreateTeamRequest req;
+    req.mutable_team()->set_name(absl::StrCat("team-", t));
+    if (o.cohorts > 0) req.mutable_team()->set_parent(absl::StrCat("cohort-", t % o.cohorts));
+    v1::CreateTeamResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 30'000);
+    return Check(governance.CreateTeam(&ctx, req, &resp), "create team");
+  });
+  if (!teams_made) return false;
+  const Clock::time_point quotas_start = Clock::now();
+  const int n_pools = static_cast<int>(pools.size());
+  const bool quotas_set = Parallel(
+      o.teams * n_pools,
+      [&](int i) {
+        v1::SetQuotaRequest q;
+        q.mutable_quota()->set_team(absl::StrCat("team-", i / n_pools));
+        q.mutable_quota()->set_pool(pools[i % n_pools]);
+        q.mutable_quota()->set_nominal_milli(int64_t{o.gpus} * 1000);
+        v1::SetQuotaResponse qr;
+        grpc::ClientContext qc;
+        SetDeadline(qc, 30'000);
+        return Check(governance.SetQuota(&qc, q, &qr), "set quota");
+      },
+      /*threads=*/64);
+  if (!quotas_set) return false;
+  const double quota_s = std::chrono::duration<double>(Clock::now() - quotas_start).count();
+  std::cout << "arbiter-load: set " << o.teams * n_pools << " quotas in "
+            << absl::StrFormat("%.1f", quota_s) << " s\n";
+  return true;
+}
+
+// The same organisation as RegisterOneByOne through ImportOrganisation, as
+// `arbctl org import` sends it: calls of 20,000 entries, teams first, one
+// after another. Prints the time the whole import took.
+bool ImportOrganisation(const Options& o, v1::GovernanceService::Stub& governance,
+                        const std::vector<std::string>& pools) {
+  constexpr int kChunk = 20'000;
+  const Clock::time_point start = Clock::now();
+  v1::ImportOrganisationRequest chunk;
+  auto flush = [&]() {
+    if (chunk.teams_size() + chunk.quotas_size() == 0) return true;
+    v1::ImportOrganisationResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, 120'000);
+    const bool ok = Check(governance.ImportOrganisation(&ctx, chunk, &resp), "import");
+    chunk.Clear();
+    return ok;
+  };
+  for (int c = 0; c < o.cohorts; ++c) chunk.add_teams()->set_name(absl::StrCat("cohort-", c));
+  for (int t = 0; t < o.teams; ++t) {
+    v1::Team* team = chunk.add_teams();
+    team->set_name(absl::StrCat("team-", t));
+    if (o.cohorts > 0) team->set_parent(absl::StrCat("cohort-", t % o.cohorts));
+    if (chunk.teams_size() == kChunk && !flush()) return false;
+  }
+  for (int t = 0; t < o.teams; ++t) {
+    for (const std::string& pool : pools) {
+      v1::Quota* q = chunk.add_quotas();
+      q->set_team(absl::StrCat("team-", t));
+      q->set_pool(pool);
+      q->set_nominal_milli(int64_t{o.gpus} * 1000);
+      if (chunk.teams_size() + chunk.quotas_size() == kChunk && !flush()) return false;
+    }
+  }
+  if (!flush()) return false;
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  std::cout << "arbiter-load: imported " << o.cohorts + o.teams << " teams and "
+            << o.teams * static_cast<int>(pools.size()) << " quotas in "
+            << absl::StrFormat("%.1f", took) << " s\n";
+  return true;
+}
+
 int Setup(const Options& o) {
   auto channel = Connect(o, "load", 0);
   auto inventory = v1::InventoryService::NewStub(channel);
@@ -289,45 +377,10 @@ int Setup(const Options& o) {
     SetDeadline(ctx, 30'000);
     if (!Check(inventory->CreatePool(&ctx, req, &resp), "create pool")) return 1;
   }
-  // Cohort roots first, then teams, quotas and nodes, each by many callers
-  // in parallel (quotas by 64), so that the arbiter commits them in batches.
-  for (int c = 0; c < o.cohorts; ++c) {
-    v1::CreateTeamRequest req;
-    req.mutable_team()->set_name(absl::StrCat("cohort-", c));
-    v1::CreateTeamResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(ctx, 30'000);
-    if (!Check(governance->CreateTeam(&ctx, req, &resp), "create cohort")) return 1;
+  if (!(o.import ? ImportOrganisation(o, *governance, pools)
+                 : RegisterOneByOne(o, *governance, pools))) {
+    return 1;
   }
-  const bool teams_made = Parallel(o.teams, [&](int t) {
-    v1::CreateTeamRequest req;
-    req.mutable_team()->set_name(absl::StrCat("team-", t));
-    if (o.cohorts > 0) req.mutable_team()->set_parent(absl::StrCat("cohort-", t % o.cohorts));
-    v1::CreateTeamResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(ctx, 30'000);
-    return Check(governance->CreateTeam(&ctx, req, &resp), "create team");
-  });
-  if (!teams_made) return 1;
-  const Clock::time_point quotas_start = Clock::now();
-  const int n_pools = static_cast<int>(pools.size());
-  const bool quotas_set = Parallel(
-      o.teams * n_pools,
-      [&](int i) {
-        v1::SetQuotaRequest q;
-        q.mutable_quota()->set_team(absl::StrCat("team-", i / n_pools));
-        q.mutable_quota()->set_pool(pools[i % n_pools]);
-        q.mutable_quota()->set_nominal_milli(int64_t{o.gpus} * 1000);
-        v1::SetQuotaResponse qr;
-        grpc::ClientContext qc;
-        SetDeadline(qc, 30'000);
-        return Check(governance->SetQuota(&qc, q, &qr), "set quota");
-      },
-      /*threads=*/64);
-  if (!quotas_set) return 1;
-  const double quota_s = std::chrono::duration<double>(Clock::now() - quotas_start).count();
-  std::cout << "arbiter-load: set " << o.teams * n_pools << " quotas in "
-            << absl::StrFormat("%.1f", quota_s) << " s\n";
   // The realistic mix leaves pool-hot empty: nothing asks for it.
   const int registered = o.realistic() ? nodes : 2 * nodes;
   const bool nodes_made = Parallel(registered, [&](int n) {
@@ -1591,6 +1644,9 @@ int main(int argc, char** argv) {
   setup->add_option("--teams", o.teams, "teams")->capture_default_str();
   setup->add_option("--cohorts", o.cohorts, "root teams the teams are spread under (0: none)")
       ->capture_default_str();
+  setup->add_flag("--import", o.import,
+                  "register the teams and quotas with ImportOrganisation (20,000 a call) "
+                  "instead of one call each");
   setup
       ->add_option("--mix", o.mix,
                    "also set up what the mix needs (realistic: the tight pool, "

@@ -7,8 +7,11 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 
 #include "core/approval.h"
@@ -1060,6 +1063,140 @@ absl::Status SetQuota(State& state, const Quota& quota, absl::Time now, ChangeSe
   changes.changes.emplace_back(quota);
   AdmitQueued(state, quota.pool, now, changes);
   return absl::OkStatus();
+}
+
+namespace {
+
+// `status` with its message's field prefix `from` (e.g. "quota.", as the
+// validators name fields) replaced by the entry's `to` (e.g. "quotas[3].").
+absl::Status Renamed(const absl::Status& status, absl::string_view from, absl::string_view to) {
+  absl::string_view message = status.message();
+  if (!absl::ConsumePrefix(&message, from)) return status;
+  return absl::Status(status.code(), absl::StrCat(to, message));
+}
+
+// ImportOrganisation's checks of the teams: each valid, new or unchanged,
+// given once, its parent known or given before it. Fills `created` with the
+// indexes of the teams to create.
+absl::Status CheckImportedTeams(const State& state, const std::vector<Team>& teams,
+                                std::vector<size_t>& created) {
+  absl::flat_hash_set<std::string> given;
+  for (size_t i = 0; i < teams.size(); ++i) {
+    const Team& t = teams[i];
+    const std::string entry = absl::StrCat("teams[", i, "].");
+    if (absl::Status valid = ValidateTeam(t); !valid.ok()) return Renamed(valid, "team.", entry);
+    if (!given.insert(t.name).second) {
+      return absl::AlreadyExistsError(absl::StrCat(entry, "name: '", t.name, "' is given twice"));
+    }
+    if (const Team* existing = state.FindTeam(t.name); existing != nullptr) {
+      if (*existing == t) continue;
+      return absl::AlreadyExistsError(absl::StrCat(
+          entry, "name: '", t.name, "' exists with parent '", existing->parent, "' and weight ",
+          existing->weight_milli, "; an import does not change existing teams"));
+    }
+    if (!t.parent.empty() && state.FindTeam(t.parent) == nullptr && !given.contains(t.parent)) {
+      return NotFound(absl::StrCat(entry, "parent"), "team (a parent comes before its children)",
+                      t.parent);
+    }
+    created.push_back(i);
+  }
+  return absl::OkStatus();
+}
+
+// ImportOrganisation's checks of the quotas: each valid, of a known or
+// imported team, a known pool and GPU model, given once. Fills `changed` with
+// the indexes of the quotas that differ from those in force.
+absl::Status CheckImportedQuotas(const State& state, const Organisation& org,
+                                 std::vector<size_t>& changed) {
+  absl::flat_hash_set<absl::string_view> imported_teams;
+  for (const Team& t : org.teams) imported_teams.insert(t.name);
+  absl::flat_hash_map<std::tuple<std::string, std::string, std::string>, size_t> given;
+  for (size_t i = 0; i < org.quotas.size(); ++i) {
+    const Quota& q = org.quotas[i];
+    const std::string entry = absl::StrCat("quotas[", i, "].");
+    if (absl::Status valid = ValidateQuota(q); !valid.ok()) return Renamed(valid, "quota.", entry);
+    if (state.FindTeam(q.team) == nullptr && !imported_teams.contains(q.team)) {
+      return NotFound(absl::StrCat(entry, "team"), "team", q.team);
+    }
+    if (state.FindPool(q.pool) == nullptr)
+      return NotFound(absl::StrCat(entry, "pool"), "pool", q.pool);
+    if (!q.gpu_model.empty() && state.FindGpuModel(q.gpu_model) == nullptr) {
+      return NotFound(absl::StrCat(entry, "gpu_model"), "GPU model", q.gpu_model);
+    }
+    auto [it, fresh] = given.try_emplace(std::make_tuple(q.team, q.pool, q.gpu_model), i);
+    if (!fresh) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "quotas[", i, "]: the same team, pool and GPU model as quotas[", it->second, "]"));
+    }
+    const Quota* existing = state.FindQuota(q.team, q.pool, q.gpu_model);
+    if (existing == nullptr || !(*existing == q)) changed.push_back(i);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ImportCounts> ImportOrganisation(State& state, const Organisation& org,
+                                                absl::Time now, ChangeSet& changes) {
+  const size_t entries = org.teams.size() + org.quotas.size();
+  if (entries == 0) return absl::InvalidArgumentError("teams: no teams and no quotas to import");
+  if (entries > kMaxImportEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quotas: ", entries, " teams and quotas; at most ", kMaxImportEntries, " in one import"));
+  }
+  std::vector<size_t> created;
+  ARBITER_RETURN_IF_ERROR(CheckImportedTeams(state, org.teams, created));
+  std::vector<size_t> changed;
+  ARBITER_RETURN_IF_ERROR(CheckImportedQuotas(state, org, changed));
+  // Checked: from here on nothing fails.
+  for (size_t i : created) {
+    ARBITER_RETURN_IF_ERROR(state.LoadTeam(org.teams[i]));
+    changes.changes.emplace_back(org.teams[i]);
+  }
+  std::set<std::string> pools;
+  for (size_t i : changed) {
+    ARBITER_RETURN_IF_ERROR(state.LoadQuota(org.quotas[i]));
+    changes.changes.emplace_back(org.quotas[i]);
+    pools.insert(org.quotas[i].pool);
+  }
+  for (const std::string& pool : pools) AdmitQueued(state, pool, now, changes);
+  return ImportCounts{static_cast<int64_t>(created.size()),
+                      static_cast<int64_t>(org.teams.size() - created.size()),
+                      static_cast<int64_t>(changed.size()),
+                      static_cast<int64_t>(org.quotas.size() - changed.size())};
+}
+
+std::vector<int64_t> QueuePositions(const State& state, const std::vector<int64_t>& ids) {
+  std::vector<int64_t> positions(ids.size(), 0);
+  // Pool -> (order, index into `ids`) of the queued requests asked.
+  std::map<std::string, std::vector<std::pair<QueueOrder, size_t>>> asked;
+  std::map<std::string, PassShares> shares;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const CapacityRequest* r = state.FindLiveRequest(ids[i]);
+    if (r == nullptr || r->state != RequestState::kQueued) continue;
+    auto it = shares.try_emplace(r->spec.pool, state, r->spec.pool).first;
+    asked[r->spec.pool].emplace_back(it->second.OrderOf(*r), i);
+  }
+  for (auto& [pool, targets] : asked) {
+    std::sort(targets.begin(), targets.end());
+    // ahead[j]: queued requests that come before targets[j] and after
+    // targets[j-1], summed below.
+    std::vector<int64_t> ahead(targets.size() + 1, 0);
+    PassShares& pass = shares.at(pool);
+    for (int64_t id : state.QueuedIn(pool)) {
+      const QueueOrder order = pass.OrderOf(*state.FindLiveRequest(id));
+      auto first_after = std::upper_bound(
+          targets.begin(), targets.end(), order,
+          [](const QueueOrder& o, const std::pair<QueueOrder, size_t>& t) { return o < t.first; });
+      ++ahead[first_after - targets.begin()];
+    }
+    int64_t before = 0;
+    for (size_t j = 0; j < targets.size(); ++j) {
+      before += ahead[j];
+      positions[targets[j].second] = before + 1;
+    }
+  }
+  return positions;
 }
 
 }  // namespace arbiter::core

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -145,5 +146,38 @@ absl::Status CreateTeam(State& state, const Team& team, ChangeSet& changes);
 // admits no more until it is back within its limits.
 // Errors: INVALID_ARGUMENT, NOT_FOUND (quota.team, quota.pool, quota.gpu_model).
 absl::Status SetQuota(State& state, const Quota& quota, absl::Time now, ChangeSet& changes);
+
+// A whole organisation's teams and quotas, registered at once.
+struct Organisation {
+  std::vector<Team> teams;  // A parent before its children.
+  std::vector<Quota> quotas;
+};
+// What an import changed and what it found already in force.
+struct ImportCounts {
+  int64_t teams_created = 0;
+  int64_t teams_unchanged = 0;
+  int64_t quotas_set = 0;
+  int64_t quotas_unchanged = 0;
+};
+// The most teams plus quotas one import may carry.
+inline constexpr size_t kMaxImportEntries = 50'000;
+// Creates the teams of `org` that do not exist and sets its quotas, all or
+// nothing, then admits queued work once per pool whose quotas changed. A team
+// that exists with the same parent and weight, and a quota equal to the one
+// in force, are left as they are: importing the same organisation twice
+// changes nothing. Its cost grows with the import, not with what is already
+// registered. Errors name the entry (e.g. "quotas[17].pool") and change
+// nothing: INVALID_ARGUMENT (teams[i].*, quotas[i].*; a quota given twice;
+// no entries, or more than kMaxImportEntries), ALREADY_EXISTS (teams[i].name:
+// given twice, or existing with another parent or weight), NOT_FOUND
+// (teams[i].parent, quotas[i].team, quotas[i].pool, quotas[i].gpu_model).
+absl::StatusOr<ImportCounts> ImportOrganisation(State& state, const Organisation& org,
+                                                absl::Time now, ChangeSet& changes);
+
+// The positions of requests `ids` in their pools' queue orders, the order
+// AdmitQueued decides them in (1 = first), as of `state`; 0 for an id that
+// is not a queued request. Costs O(n log k) per pool of n queued requests
+// asked k times.
+std::vector<int64_t> QueuePositions(const State& state, const std::vector<int64_t>& ids);
 
 }  // namespace arbiter::core

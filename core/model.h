@@ -188,6 +188,8 @@ struct Team {
   std::string name;
   std::string parent;  // Empty for a root.
   int64_t weight_milli = 1000;
+
+  bool operator==(const Team&) const = default;
 };
 
 // Limits meaning "no limit" (borrowing) or "all of nominal" (lending).
@@ -215,6 +217,8 @@ struct Quota {
   int64_t guaranteed_milli() const { return nominal_milli - lendable_milli(); }
   // Most the team may hold; kUnlimited when borrowing is unlimited.
   int64_t ceiling_milli() const;
+
+  bool operator==(const Quota&) const = default;
 };
 
 // A fraction of one shared GPU.
@@ -510,6 +514,10 @@ struct CapacityRequest {
   // is not the head. Derived state: kept in memory and streamed with the
   // explanation, never stored; planned again after a restart.
   absl::Time planned_start = absl::InfinitePast();
+  // kQueued: its place in its pool's queue order (1 = decided first), as the
+  // arbiter saw it when a read asked (QueuePositions); 0 when not known or
+  // not queued. Derived state, never stored.
+  int64_t queue_position = 0;
 
   bool backfill_head() const { return planned_start != absl::InfinitePast(); }
 

@@ -460,6 +460,7 @@ void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
   if (r.approval_deadline != absl::InfinitePast()) {
     *out->mutable_approval_deadline() = TimestampOf(r.approval_deadline);
   }
+  out->set_queue_position(r.queue_position);
   for (const core::GpuHold& h : r.holds) {
     v1::HeldGpu* held = out->add_holds();
     auto [cluster, node] = nodes.Get(h.node_id);

@@ -39,6 +39,27 @@ grpc::ServerUnaryReactor* GovernanceService::SetQuota(grpc::CallbackServerContex
   return reactor;
 }
 
+grpc::ServerUnaryReactor* GovernanceService::ImportOrganisation(
+    grpc::CallbackServerContext* ctx, const v1::ImportOrganisationRequest* req,
+    v1::ImportOrganisationResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  core::Organisation org;
+  org.teams.reserve(req->teams_size());
+  for (const v1::Team& t : req->teams()) org.teams.push_back(TeamFromProto(t));
+  org.quotas.reserve(req->quotas_size());
+  for (const v1::Quota& q : req->quotas()) org.quotas.push_back(QuotaFromProto(q));
+  ctx_.app->governance().ImportOrganisation(
+      CallerOf(*ctx, ctx_.insecure), std::move(org),
+      Answer<core::ImportCounts>(reactor, "ImportOrganisation",
+                                 [resp](const core::ImportCounts& counts) {
+                                   resp->set_teams_created(counts.teams_created);
+                                   resp->set_teams_unchanged(counts.teams_unchanged);
+                                   resp->set_quotas_set(counts.quotas_set);
+                                   resp->set_quotas_unchanged(counts.quotas_unchanged);
+                                 }));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* GovernanceService::ListQuotas(grpc::CallbackServerContext* ctx,
                                                         const v1::ListQuotasRequest* req,
                                                         v1::ListQuotasResponse* resp) {

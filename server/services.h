@@ -66,6 +66,9 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   grpc::ServerUnaryReactor* SetQuota(grpc::CallbackServerContext* ctx,
                                      const v1::SetQuotaRequest* req,
                                      v1::SetQuotaResponse* resp) override;
+  grpc::ServerUnaryReactor* ImportOrganisation(grpc::CallbackServerContext* ctx,
+                                               const v1::ImportOrganisationRequest* req,
+                                               v1::ImportOrganisationResponse* resp) override;
   grpc::ServerUnaryReactor* ListQuotas(grpc::CallbackServerContext* ctx,
                                        const v1::ListQuotasRequest* req,
                                        v1::ListQuotasResponse* resp) override;

@@ -434,6 +434,9 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
   if (!r.reason().empty()) {
     std::cout << "  why: " << r.reason_code() << ": " << r.reason() << "\n";
   }
+  if (r.queue_position() > 0) {
+    std::cout << "  queue position: " << r.queue_position() << " in pool " << r.pool() << "\n";
+  }
   if (r.has_planned_start()) {
     std::cout << "  planned start: "
               << google::protobuf::util::TimeUtil::ToString(r.planned_start())
@@ -495,12 +498,17 @@ int Commands::ListRequests(const std::string& team, const std::string& state, in
   v1::ListRequestsResponse resp;
   if (!Call(allocation_, &v1::AllocationService::Stub::ListRequests, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
-  Table t({"ID", "TEAM", "POOL", "STATE", "SHAPE", "GPU", "PLACEMENT / WHY"});
+  Table t({"ID", "TEAM", "POOL", "STATE", "POS", "SHAPE", "GPU", "PLACEMENT / WHY"});
   for (const auto& r : resp.requests()) {
+    std::string why = r.placements_size() > 0 ? PlacementText(r) : r.reason_code();
+    if (r.has_planned_start()) {
+      absl::StrAppend(&why, " (planned start ",
+                      google::protobuf::util::TimeUtil::ToString(r.planned_start()), ")");
+    }
     t.AddRow({absl::StrCat(r.id()), r.team(), r.pool(),
-              Short(v1::RequestState_Name(r.state()), "REQUEST_STATE_"), ShapeText(r),
-              Milli(r.total_gpu_milli()),
-              r.placements_size() > 0 ? PlacementText(r) : r.reason_code()});
+              Short(v1::RequestState_Name(r.state()), "REQUEST_STATE_"),
+              r.queue_position() > 0 ? absl::StrCat(r.queue_position()) : "-", ShapeText(r),
+              Milli(r.total_gpu_milli()), why});
   }
   PrintTable(t);
   return 0;

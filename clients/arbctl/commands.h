@@ -113,6 +113,10 @@ class Commands {
   // `lend_milli`: -1 all of nominal (the default).
   int SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli,
                const std::string& gpu_model, int64_t borrow_milli, int64_t lend_milli);
+  // Imports the teams and quotas of `path` (an ImportOrganisationRequest as
+  // protobuf JSON) in calls of at most 20,000 entries, teams first
+  // (clients/arbctl/organisation.cc).
+  int ImportOrganisation(const std::string& path);
   int ListCoexistence();
   // `isolation`: forbidden, mig_only or soft_sharing.
   int SetCoexistence(const std::string& class_a, const std::string& class_b,

@@ -1,4 +1,4 @@
-// arbctl teams | quotas | coexistence: the organisation, what each team may
+// arbctl teams | quotas | org | coexistence: the organisation, what each team may
 // use, and which workloads may share hardware. The calls are in commands.cc.
 #include <cstdint>
 #include <memory>
@@ -72,6 +72,21 @@ void AddQuotas(CLI::App& root, CliContext& ctx) {
   quotas->require_subcommand(1);
 }
 
+void AddOrganisation(CLI::App& root, CliContext& ctx) {
+  CLI::App* org = root.add_subcommand("org", "the whole organisation at once");
+  auto path = std::make_shared<std::string>();
+  CLI::App* import = org->add_subcommand(
+      "import",
+      "create the teams and set the quotas of a JSON file (ImportOrganisationRequest);\n"
+      "  teams and quotas already in force are left as they are\n"
+      "  e.g. {\"teams\":[{\"name\":\"ml\"},{\"name\":\"nlp\",\"parent\":\"ml\"}],\n"
+      "        \"quotas\":[{\"team\":\"nlp\",\"pool\":\"train\",\"nominalMilli\":8000}]}");
+  import->add_option("file", *path, "the organisation, protobuf JSON")->required();
+  import->callback([&ctx, path] { ctx.exit_code = ctx.Connect().ImportOrganisation(*path);
+});
+org->require_subcommand(1);
+}  // namespace
+
 void AddCoexistence(CLI::App& root, CliContext& ctx) {
   CLI::App* coexistence =
       root.add_subcommand("coexistence", "which workload classes may share a GPU or a node");
@@ -90,11 +105,12 @@ void AddCoexistence(CLI::App& root, CliContext& ctx) {
   });
 }
 
-}  // namespace
+}  // namespace arbiter::arbctl
 
 void RegisterGovernanceCommands(CLI::App& root, CliContext& ctx) {
   AddTeams(root, ctx);
   AddQuotas(root, ctx);
+  AddOrganisation(root, ctx);
   AddCoexistence(root, ctx);
 }
 

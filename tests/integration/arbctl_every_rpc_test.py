@@ -61,6 +61,17 @@ def main():
         a("teams", "create", "training", "--parent", "org")
         a("quotas", "set", "inference", "serving", 6000, "--borrow-milli", 0)
         a("quotas", "set", "training", "batch", 8000, "--borrow-milli", -1, "--lend-milli", 4000)
+        # A whole organisation from a file: what is in force is left as it is.
+        org = os.path.join(live.work, "org.json")
+        with open(org, "w") as f:
+            json.dump({"teams": [{"name": "training", "parent": "org"},
+                                 {"name": "research", "parent": "org"}],
+                       "quotas": [{"team": "research", "pool": "batch", "nominalMilli": 2000}]}, f)
+        out = a("org", "import", org)
+        assert out.strip() == "teams: 1 created, 1 unchanged; quotas: 1 set, 0 unchanged", out
+        again = a.json("org", "import", org)
+        assert again.get("teams_unchanged") == "2" and again.get("quotas_unchanged") == "1", again
+        assert not again.get("teams_created") and not again.get("quotas_set"), again
         a("coexistence", "set", "training", "inference", "--gpu", "forbidden", "--separate-nodes")
         a("roles", "grant", SPIFFE + "carol", "--role", "pool_authority", "--scope", "pool:batch")
         a("roles", "revoke", SPIFFE + "carol", "--role", "pool_authority", "--scope", "pool:batch")
@@ -112,10 +123,10 @@ def main():
             json.loads(a(*args, output="json"))
             yaml.safe_load(a(*args, output="yaml"))
         rows = list(csv.reader(io.StringIO(a("teams", "list", output="csv"))))
-        assert rows[0][0] == "TEAM" and {r[0] for r in rows[1:]} == {"org", "inference",
-                                                                    "training"}, rows
+        names = {"org", "inference", "training", "research"}
+        assert rows[0][0] == "TEAM" and {r[0] for r in rows[1:]} == names, rows
         teams = yaml.safe_load(a("teams", "list", output="yaml"))
-        assert {t["name"] for t in teams["teams"]} == {"org", "inference", "training"}, teams
+        assert {t["name"] for t in teams["teams"]} == names, teams
 
         a("chargeback", "show", "--from", "-2h", "--to", "+1h")
         a("chargeback", "close", "--from", "-48h", "--to", "-24h")

@@ -248,6 +248,14 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
     r.mutable_quota()->set_nominal_milli(3000 + n);
     return Unary(*s.governance, &Gov::SetQuota, r);
   };
+  calls["GovernanceService.ImportOrganisation"] = [](Stubs& s, int n) {
+    v1::ImportOrganisationRequest r;
+    v1::Quota* q = r.add_quotas();
+    q->set_team("inference");
+    q->set_pool("serving");
+    q->set_nominal_milli(3000 + n);
+    return Unary(*s.governance, &Gov::ImportOrganisation, r);
+  };
   calls["GovernanceService.ListCoexistenceRules"] = [](Stubs& s, int) {
     return Unary(*s.governance, &Gov::ListCoexistenceRules, v1::ListCoexistenceRulesRequest());
   };

@@ -1,6 +1,7 @@
 // Scheduling and governance through the API on a real server and database:
 // preemption notices and their deadlines, reservations with backfill,
-// coexistence rules, node-reported MIG placements, prices and budgets.
+// coexistence rules, node-reported MIG placements, prices and budgets,
+// queue positions on reads, and an organisation imported at once.
 #include <map>
 #include <string>
 #include <utility>
@@ -281,6 +282,90 @@ TEST_F(ServerTest, PricesAndBudgetsGovernAdmission) {
   ASSERT_TRUE(call(*governance_, &Gov::ListBudgets, v1::ListBudgetsRequest(), &budgets).ok());
   ASSERT_EQ(budgets.budgets_size(), 1);
   EXPECT_EQ(budgets.budgets(0).spent_micros(), 3'000'000);
+}
+
+// Reads give each queued request its place in the pool's decision order:
+// higher priority first, then the oldest; 0 for what is not queued.
+TEST_F(ServerTest, QueuedRequestsShowTheirPositionOnReads) {
+  SeedOrganisation();  // One node of four L4s; inference's quota is three GPUs.
+  auto whole = [&](const std::string& key, int32_t priority) {
+    v1::RequestCapacityRequest req = ValidRequest(key);
+    req.mutable_shape()->set_whole_gpus(1);
+    req.set_priority(priority);
+    v1::RequestCapacityResponse resp;
+    EXPECT_TRUE(Request(req, &resp).ok());
+    return resp.request();
+  };
+  for (const char* key : {"a", "b", "c"}) {
+    ASSERT_EQ(whole(key, 0).state(), v1::REQUEST_STATE_ADMITTED);
+  }
+  const v1::CapacityRequest old_low = whole("old-low", 0);
+  const v1::CapacityRequest high = whole("high", 5);
+  const v1::CapacityRequest new_low = whole("new-low", 0);
+  ASSERT_EQ(new_low.state(), v1::REQUEST_STATE_QUEUED);
+
+  grpc::ClientContext list_ctx;
+  v1::ListRequestsRequest list;
+  list.set_page_size(100);
+  v1::ListRequestsResponse listed;
+  ASSERT_TRUE(allocation_->ListRequests(&list_ctx, list, &listed).ok());
+  std::map<int64_t, int64_t> position;
+  for (const v1::CapacityRequest& r : listed.requests()) position[r.id()] = r.queue_position();
+  ASSERT_EQ(position.size(), 6u);
+  EXPECT_EQ(position[high.id()], 1);
+  EXPECT_EQ(position[old_low.id()], 2);
+  EXPECT_EQ(position[new_low.id()], 3);
+  for (const v1::CapacityRequest& r : listed.requests()) {
+    if (r.state() != v1::REQUEST_STATE_QUEUED) {
+      EXPECT_EQ(r.queue_position(), 0) << r.id();
+    }
+  }
+  grpc::ClientContext get_ctx;
+  v1::GetRequestRequest get;
+  get.set_id(new_low.id());
+  v1::GetRequestResponse got;
+  ASSERT_TRUE(allocation_->GetRequest(&get_ctx, get, &got).ok());
+  EXPECT_EQ(got.request().queue_position(), 3);
+}
+
+// An organisation's import is one decision: a bad entry is named and
+// nothing is written; the same import twice changes nothing.
+TEST_F(ServerTest, ImportOrganisationIsAllOrNothing) {
+  SeedOrganisation();
+  v1::ImportOrganisationRequest org;
+  v1::Team* ml = org.add_teams();
+  ml->set_name("ml");
+  v1::Team* nlp = org.add_teams();
+  nlp->set_name("nlp");
+  nlp->set_parent("ml");
+  v1::Quota* quota = org.add_quotas();
+  quota->set_team("nlp");
+  quota->set_pool("serving");
+  quota->set_nominal_milli(2000);
+  v1::ImportOrganisationRequest bad = org;
+  *bad.add_quotas() = *quota;
+  bad.mutable_quotas(1)->set_pool("nowhere");
+  auto import = [&](const v1::ImportOrganisationRequest& req, v1::ImportOrganisationResponse* r) {
+    grpc::ClientContext ctx;
+    return governance_->ImportOrganisation(&ctx, req, r);
+  };
+  const std::string before = RowCounts();
+  v1::ImportOrganisationResponse counts;
+  const grpc::Status refused = import(bad, &counts);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(refused.error_message().rfind("quotas[1].pool:", 0), 0u) << refused.error_message();
+  EXPECT_EQ(RowCounts(), before);
+
+  ASSERT_TRUE(import(org, &counts).ok());
+  EXPECT_EQ(counts.teams_created(), 2);
+  EXPECT_EQ(counts.quotas_set(), 1);
+  const std::string after = RowCounts();
+  EXPECT_NE(after, before);
+  ASSERT_TRUE(import(org, &counts).ok());
+  EXPECT_EQ(counts.teams_unchanged(), 2);
+  EXPECT_EQ(counts.quotas_unchanged(), 1);
+  EXPECT_EQ(counts.teams_created() + counts.quotas_set(), 0);
+  EXPECT_EQ(RowCounts(), after);
 }
 
 }  // namespace
