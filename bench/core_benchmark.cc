@@ -9,6 +9,7 @@
 //
 //   build/bench/core_benchmark                                  # full run
 //   build/bench/core_benchmark --benchmark_min_time=0 --benchmark_filter=gpus:1000/  # smoke
+//   build/bench/core_benchmark --benchmark_filter=QueuePositions  # a read's position cost
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -106,6 +107,35 @@ BENCHMARK(BM_Decision)
     ->Args({10'000, 0})
     ->Args({100'000, 0})
     ->Unit(benchmark::kMicrosecond);
+
+// QueuePositions as a read asks it: a full 64-GPU pool with `queued`
+// requests of the mix waiting, `asked` of them, at random, per read (1: a
+// GetRequest; 100: a page of ListRequests). Runs on the arbiter thread.
+void BM_QueuePositions(benchmark::State& bench) {
+  const auto queued = static_cast<size_t>(bench.range(0));
+  State s = mix::PoolOf(64);
+  std::mt19937_64 rng(42);
+  std::vector<int64_t> waiting;
+  for (int64_t key = 0; waiting.size() < queued; ++key) {
+    ChangeSet changes;
+    auto out = RequestCapacity(s, Spec(key, rng), kNow, changes);
+    if (out.ok() && out->request.state == RequestState::kQueued) {
+      waiting.push_back(out->request.id);
+    }
+  }
+  std::vector<int64_t> ids(static_cast<size_t>(bench.range(1)));
+  for (auto _ : bench) {
+    for (int64_t& id : ids) id = waiting[rng() % waiting.size()];
+    benchmark::DoNotOptimize(QueuePositions(s, ids));
+  }
+}
+BENCHMARK(BM_QueuePositions)
+    ->ArgNames({"queued", "asked"})
+    ->Args({1'000, 1})
+    ->Args({1'000, 100})
+    ->Args({100'000, 1})
+    ->Args({100'000, 100})
+    ->Unit(benchmark::kMillisecond);
 
 // Pricing the fraction sizes of a mix (SharePrices::Reset, run once per
 // demand epoch): the fraction mix of the openb trace's first 100% of seed 42,
