@@ -791,6 +791,7 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
     replay.replayed = true;
     return replay;
   }
+  ARBITER_RETURN_IF_ERROR(ValidateWindow(spec, now));
   CapacityRequest request;
   request.spec = spec;
   if (spec.model_profile.has_value()) {

@@ -37,7 +37,8 @@ struct RequestOutcome {
 // recorded in `changes` after the request. A known idempotency key with the
 // same body is a replay and changes nothing.
 // Errors: INVALID_ARGUMENT (bad field, fraction memory beyond every allowed
-// GPU model), NOT_FOUND (team, pool, gpu_models[i]), FAILED_PRECONDITION
+// GPU model, a start_time more than five minutes past or a window that has
+// ended: ValidateWindow), NOT_FOUND (team, pool, gpu_models[i]), FAILED_PRECONDITION
 // (idempotency key reused with a different body).
 absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
                                                absl::Time now, ChangeSet& changes);

@@ -265,6 +265,23 @@ absl::Status ValidateScheduling(const CapacityRequestSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateWindow(const CapacityRequestSpec& spec, absl::Time now) {
+  if (spec.start_at == absl::InfinitePast()) return absl::OkStatus();
+  auto at = [](absl::Time t) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+  };
+  if (spec.duration > absl::ZeroDuration() && spec.start_at + spec.duration <= now) {
+    return Invalid("start_time", absl::StrCat("the window from ", at(spec.start_at), " to ",
+                                              at(spec.start_at + spec.duration),
+                                              " has already ended (now ", at(now), ")"));
+  }
+  if (spec.start_at < now - absl::Seconds(kMaxStartSkewSeconds)) {
+    return Invalid("start_time", absl::StrCat(at(spec.start_at), " is in the past (now ", at(now),
+                                              "); give a time from now on, or none to start now"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec) {
   const absl::string_view key = spec.idempotency_key;
   if (key.empty()) return Invalid("idempotency_key", "must not be empty");

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 #include "core/model.h"
 
@@ -28,6 +29,9 @@ inline constexpr int64_t kMaxGraceSeconds = 86'400;
 inline constexpr int64_t kMaxStarvationSeconds = 7 * 86'400;
 inline constexpr int64_t kMaxDurationSeconds = 366 * 86'400;
 inline constexpr int64_t kMaxUnixSeconds = 4'102'444'800;  // 2100-01-01.
+// How far in the past a request's start_time may lie and still mean "now"
+// (the caller's clock may run behind the arbiter's).
+inline constexpr int64_t kMaxStartSkewSeconds = 300;
 
 // Validates an identifier: 1..max_length characters of [A-Za-z0-9._-],
 // starting with a letter or digit. `field` names it in the error.
@@ -43,6 +47,10 @@ inline constexpr int64_t kMaxUnixSeconds = 4'102'444'800;  // 2100-01-01.
 [[nodiscard]] absl::Status ValidatePool(const Pool& pool);
 // Validates a node registration; GPU allocation fields are ignored.
 [[nodiscard]] absl::Status ValidateNode(const Node& node);
+// Validates a request's time window against `now`: a start_time more than
+// kMaxStartSkewSeconds in the past is refused (a window is never clamped to
+// now), and so is a window that has already ended. Errors name start_time.
+[[nodiscard]] absl::Status ValidateWindow(const CapacityRequestSpec& spec, absl::Time now);
 [[nodiscard]] absl::Status ValidateTeam(const Team& team);
 [[nodiscard]] absl::Status ValidateQuota(const Quota& quota);
 [[nodiscard]] absl::Status ValidateRequestSpec(const CapacityRequestSpec& spec);

@@ -34,11 +34,11 @@ struct AuthorityFlags {
 void AddApproveAndDeny(CLI::App& root, CliContext& ctx) {
   auto id = std::make_shared<int64_t>(0);
   CLI::App* approve = root.add_subcommand("approve", "approve a request that waits for you");
-  approve->add_option("id", *id, "request id")->required();
+  approve->add_option("id", *id, "request id")->check(CLI::PositiveNumber)->required();
   approve->callback([&ctx, id] { ctx.exit_code = ctx.Connect().Approve(*id); });
   auto f = std::make_shared<DenyFlags>();
   CLI::App* deny = root.add_subcommand("deny", "refuse a request that waits for your approval");
-  deny->add_option("id", f->id, "request id")->required();
+  deny->add_option("id", f->id, "request id")->check(CLI::PositiveNumber)->required();
   deny->add_option("--reason", f->reason, "why (recorded in the ledger)")->required();
   deny->callback([&ctx, f] { ctx.exit_code = ctx.Connect().Deny(f->id, f->reason); });
 }
@@ -83,14 +83,19 @@ void AddAuthority(CLI::App& root, CliContext& ctx) {
         ->required();
     cmd->add_option("--approver", f->approver, "principal or group:NAME")->required();
     cmd->add_option("--limit-milli", f->limits.limit_milli,
-                    "largest request it may approve; -1: any");
+                    "largest request it may approve; -1: any")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--limit-seconds", f->limits.limit_seconds,
-                    "longest request it may approve; -1: any");
+                    "longest request it may approve; -1: any")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--limit-micros", f->limits.limit_micros,
-                    "dearest request (projected) it may approve; -1: any");
-    cmd->add_option("--threshold-milli", f->limits.threshold_milli, "large: requests above this");
+                    "dearest request (projected) it may approve; -1: any")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--threshold-milli", f->limits.threshold_milli, "large: requests above this")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--threshold-seconds", f->limits.threshold_seconds,
-                    "long: requests running longer than this");
+                    "long: requests running longer than this")
+        ->check(CLI::NonNegativeNumber);
     const bool remove = std::string(verb) == "remove";
     cmd->callback([&ctx, f, remove] {
       ctx.exit_code =

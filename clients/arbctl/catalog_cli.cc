@@ -63,9 +63,11 @@ void AddPools(CLI::App& root, CliContext& ctx) {
   create->add_option("--description", f->description, "free-form description");
   create->add_option("--queueing", f->queueing,
                      "backfill (default), best_effort or strict: how the queue is admitted");
-  create->add_option("--starvation-limit", f->starvation_limit_seconds,
-                     "backfill: seconds a request may wait for capacity before it becomes the "
-                     "head (default 3600; 0: never)");
+  create
+      ->add_option("--starvation-limit", f->starvation_limit_seconds,
+                   "backfill: seconds a request may wait for capacity before it becomes the "
+                   "head (default 3600; 0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{604800}));
   create->callback([&ctx, f] {
     ctx.exit_code = ctx.Connect().CreatePool(f->name, f->latency_class, f->lends_to, f->description,
                                              f->queueing, f->starvation_limit_seconds);

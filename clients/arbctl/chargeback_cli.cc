@@ -48,11 +48,15 @@ void AddSlo(CLI::App& root, CliContext& ctx) {
   set->add_option("team", f->team, "the serving team")->required();
   set->add_option("service", f->service, "the service, e.g. chat-api")->required();
   set->add_option("--pool", f->pool, "the pool it runs in")->required();
-  set->add_option("--p99-ms", f->p99_ms, "p99 latency target, ms")->required();
+  set->add_option("--p99-ms", f->p99_ms, "p99 latency target, ms")
+      ->check(CLI::PositiveNumber)
+      ->required();
   set->add_option("--window-seconds", f->window_seconds, "evaluation window")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   set->add_option("--penalty-micros-per-minute", f->penalty_micros_per_minute,
                   "cost of a minute of breach; 0: the team's reserved cost")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   set->callback([&ctx, f] {
     ctx.exit_code = ctx.Connect().SetSlo(f->team, f->service, f->pool, f->p99_ms * 1000,
@@ -73,11 +77,13 @@ void AddLatency(CLI::App& root, CliContext& ctx) {
   report->add_option("team", f->team, "the serving team")->required();
   report->add_option("service", f->service, "the service")->required();
   report->add_option("--start", f->start, "window start: RFC 3339 or -<duration>")->required();
-  report->add_option("--window-seconds", f->window_seconds,
-                     "the window's length; default: the SLO's window");
-  report->add_option("--p50-ms", f->p50_ms, "p50, ms")->required();
-  report->add_option("--p99-ms", f->p99_ms, "p99, ms")->required();
-  report->add_option("--rps", f->rps, "requests per second");
+  report
+      ->add_option("--window-seconds", f->window_seconds,
+                   "the window's length; default: the SLO's window")
+      ->check(CLI::PositiveNumber);
+  report->add_option("--p50-ms", f->p50_ms, "p50, ms")->check(CLI::PositiveNumber)->required();
+  report->add_option("--p99-ms", f->p99_ms, "p99, ms")->check(CLI::PositiveNumber)->required();
+  report->add_option("--rps", f->rps, "requests per second")->check(CLI::NonNegativeNumber);
   report->callback([&ctx, f] {
     ctx.exit_code = ctx.Connect().ReportLatency(f->team, f->service, f->start, f->window_seconds,
                                                 f->p50_ms * 1000, f->p99_ms * 1000, f->rps * 1000);

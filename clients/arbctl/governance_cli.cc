@@ -43,6 +43,7 @@ void AddTeams(CLI::App& root, CliContext& ctx) {
   create->add_option("name", f->name, "team name")->required();
   create->add_option("--parent", f->parent, "parent team (cohort)");
   create->add_option("--weight-milli", f->weight_milli, "fair-share weight, 1000 = 1")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000000}))
       ->capture_default_str();
   create->callback(
       [&ctx, f] { ctx.exit_code = ctx.Connect().CreateTeam(f->name, f->parent, f->weight_milli); });
@@ -59,12 +60,16 @@ void AddQuotas(CLI::App& root, CliContext& ctx) {
   CLI::App* set = quotas->add_subcommand("set", "set a team's nominal quota in a pool");
   set->add_option("team", f->team, "team")->required();
   set->add_option("pool", f->pool, "pool")->required();
-  set->add_option("nominal_milli", f->nominal_milli, "milli-GPU (1000 = one GPU)")->required();
+  set->add_option("nominal_milli", f->nominal_milli, "milli-GPU (1000 = one GPU)")
+      ->check(CLI::NonNegativeNumber)
+      ->required();
   set->add_option("--gpu-model", f->gpu_model, "only for this GPU model (default: all)");
   set->add_option("--borrow-milli", f->borrow_milli,
-                  "may borrow this much beyond nominal from the cohort; -1: no limit");
+                  "may borrow this much beyond nominal from the cohort; -1: no limit")
+      ->check(CLI::Range(int64_t{-1}, int64_t{int64_t{1} << 50}));
   set->add_option("--lend-milli", f->lend_milli,
-                  "lends at most this much of nominal to the cohort (default: all)");
+                  "lends at most this much of nominal to the cohort (default: all)")
+      ->check(CLI::NonNegativeNumber);
   set->callback([&ctx, f] {
     ctx.exit_code = ctx.Connect().SetQuota(f->team, f->pool, f->nominal_milli, f->gpu_model,
                                            f->borrow_milli, f->lend_milli);

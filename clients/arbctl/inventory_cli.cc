@@ -36,9 +36,15 @@ void RegisterInventoryCommands(CLI::App& root, CliContext& ctx) {
   reg->add_option("--cluster", node->cluster, "cluster")->required();
   reg->add_option("--pool", node->pool, "pool")->required();
   reg->add_option("--model", node->model, "GPU model (arbctl models list)")->required();
-  reg->add_option("--gpus", node->gpus, "GPUs on the node")->capture_default_str();
-  reg->add_option("--cpu-milli", node->cpu_milli, "host CPU, milli-cores")->capture_default_str();
-  reg->add_option("--memory-mib", node->memory_mib, "host memory, MiB")->capture_default_str();
+  reg->add_option("--gpus", node->gpus, "GPUs on the node")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}))
+      ->capture_default_str();
+  reg->add_option("--cpu-milli", node->cpu_milli, "host CPU, milli-cores")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  reg->add_option("--memory-mib", node->memory_mib, "host memory, MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   reg->add_option("--topology-domain", node->topology_domain,
                   "NVLink domain or rack (gangs may ask for one)");
   reg->add_option("--uuid", node->uuids, "GPU UUIDs in index order (repeatable)");

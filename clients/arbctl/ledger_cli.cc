@@ -30,8 +30,11 @@ void RegisterLedgerCommands(CLI::App& root, CliContext& ctx) {
   CLI::App* ledger = root.add_subcommand("ledger", "the append-only, hash-chained ledger");
   auto list_flags = std::make_shared<ListFlags>();
   CLI::App* list = ledger->add_subcommand("list", "list entries in sequence order");
-  list->add_option("--after", list_flags->after_seq, "entries after this sequence number");
-  list->add_option("--limit", list_flags->limit, "at most this many")->capture_default_str();
+  list->add_option("--after", list_flags->after_seq, "entries after this sequence number")
+      ->check(CLI::NonNegativeNumber);
+  list->add_option("--limit", list_flags->limit, "at most this many")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   list->add_option("--subject", list_flags->subject, "only this subject, e.g. request/42");
   list->callback([&ctx, list_flags] {
     ctx.exit_code =
@@ -45,8 +48,10 @@ void RegisterLedgerCommands(CLI::App& root, CliContext& ctx) {
   auto verify_flags = std::make_shared<VerifyFlags>();
   verify->add_option("--public-key", verify_flags->public_key,
                      "Ed25519 public key of the ledger (PEM) to check checkpoint signatures");
-  verify->add_option("--from-checkpoint", verify_flags->from_checkpoint,
-                     "start at the checkpoint of this seq (its signature must verify)");
+  verify
+      ->add_option("--from-checkpoint", verify_flags->from_checkpoint,
+                   "start at the checkpoint of this seq (its signature must verify)")
+      ->check(CLI::PositiveNumber);
   verify->add_flag("--from-latest-checkpoint", verify_flags->from_latest,
                    "start at the newest checkpoint (its signature must verify): what was "
                    "appended since it was signed");

@@ -35,7 +35,9 @@ void AddPrices(CLI::App& root, CliContext& ctx) {
   CLI::App* set = prices->add_subcommand("set", "add a price (from now, or --from)");
   set->add_option("model", f->model, "GPU model")->required();
   set->add_option("class", f->latency_class, "serving, batch, spot or dev")->required();
-  set->add_option("micros_per_gpu_hour", f->micros_per_gpu_hour, "1000000 = one unit")->required();
+  set->add_option("micros_per_gpu_hour", f->micros_per_gpu_hour, "1000000 = one unit")
+      ->check(CLI::NonNegativeNumber)
+      ->required();
   set->add_option("--from", f->from, "RFC 3339 time or +<duration>");
   set->callback([&ctx, f] {
     ctx.exit_code =
@@ -51,8 +53,12 @@ void AddBudgets(CLI::App& root, CliContext& ctx) {
   auto f = std::make_shared<BudgetFlags>();
   CLI::App* set = budgets->add_subcommand("set", "set a team's monthly budget");
   set->add_option("team", f->team, "team")->required();
-  set->add_option("--soft-micros", f->soft_micros, "warn beyond this")->required();
-  set->add_option("--hard-micros", f->hard_micros, "deny or ask beyond this")->required();
+  set->add_option("--soft-micros", f->soft_micros, "warn beyond this")
+      ->check(CLI::NonNegativeNumber)
+      ->required();
+  set->add_option("--hard-micros", f->hard_micros, "deny or ask beyond this")
+      ->check(CLI::NonNegativeNumber)
+      ->required();
   set->add_option("--over", f->over, "deny or approval")->capture_default_str();
   set->callback([&ctx, f] {
     ctx.exit_code = ctx.Connect().SetBudget(f->team, f->soft_micros, f->hard_micros, f->over);

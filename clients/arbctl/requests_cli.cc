@@ -32,27 +32,38 @@ void AddRequest(CLI::App& root, CliContext& ctx) {
                    "training, inference, batch_analytics or experimentation")
       ->capture_default_str();
   request->add_option("--members", req->members, "gang size (all or nothing)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
       ->capture_default_str();
-  request->add_option("--gpus", req->gpus, "whole GPUs per member");
-  request->add_option("--milli", req->milli, "fraction of one shared GPU per member, milli-GPU");
-  request->add_option("--gpu-memory-mib", req->gpu_memory_mib, "GPU memory per member (fraction)");
+  request->add_option("--gpus", req->gpus, "whole GPUs per member")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
+  request->add_option("--milli", req->milli, "fraction of one shared GPU per member, milli-GPU")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  request->add_option("--gpu-memory-mib", req->gpu_memory_mib, "GPU memory per member (fraction)")
+      ->check(CLI::PositiveNumber);
   request->add_option("--mig", req->mig_profile, "one MIG instance per member, e.g. 3g.40gb");
   request->add_option("--topology", req->topology,
                       "same-node or same-domain: keep the gang's members together");
-  request->add_option("--cpu-milli", req->cpu_milli, "host CPU per member, milli-cores");
-  request->add_option("--memory-mib", req->memory_mib, "host memory per member, MiB");
+  request->add_option("--cpu-milli", req->cpu_milli, "host CPU per member, milli-cores")
+      ->check(CLI::PositiveNumber);
+  request->add_option("--memory-mib", req->memory_mib, "host memory per member, MiB")
+      ->check(CLI::PositiveNumber);
   request->add_option("--model", req->models, "allowed GPU model (repeatable)");
   request->add_option("--key", req->key, "idempotency key; reuse it to retry safely");
   request->add_option("--description", req->description, "job name, pod or ticket");
-  request->add_option("--priority", req->priority, "-1000..1000; higher may preempt lower");
+  request->add_option("--priority", req->priority, "-1000..1000; higher may preempt lower")
+      ->check(CLI::Range(int64_t{-1000}, int64_t{1000}));
   request->add_flag(
       "--preemptible", req->preemptible,
       "may be preempted (needed to borrow, or to use a serving pool as non-inference)");
   request->add_flag("--guaranteed", req->guaranteed, "executive-sponsored: never preempted");
-  request->add_option("--checkpoint-seconds", req->checkpoint_seconds,
-                      "seconds to checkpoint and restore");
-  request->add_option("--checkpoint-every", req->checkpoint_every_seconds,
-                      "seconds between checkpoints (0: none)");
+  request
+      ->add_option("--checkpoint-seconds", req->checkpoint_seconds,
+                   "seconds to checkpoint and restore")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400}));
+  request
+      ->add_option("--checkpoint-every", req->checkpoint_every_seconds,
+                   "seconds between checkpoints (0: none)")
+      ->check(CLI::NonNegativeNumber);
   request->add_option("--start", req->start,
                       "advance reservation: RFC 3339 time or +<duration> from now, e.g. +2h");
   request->add_option("--duration", req->duration,
@@ -70,12 +81,14 @@ void AddRequests(CLI::App& root, CliContext& ctx) {
   CLI::App* list = requests->add_subcommand("list", "list requests, newest first");
   list->add_option("--team", f->team, "only this team");
   list->add_option("--state", f->state, "admitted, queued, denied, released, cancelled");
-  list->add_option("--limit", f->limit, "at most this many")->capture_default_str();
+  list->add_option("--limit", f->limit, "at most this many")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   list->callback(
       [&ctx, f] { ctx.exit_code = ctx.Connect().ListRequests(f->team, f->state, f->limit); });
   auto id = std::make_shared<int64_t>(0);
   CLI::App* get = requests->add_subcommand("get", "show one request and why it waits");
-  get->add_option("id", *id, "request id")->required();
+  get->add_option("id", *id, "request id")->check(CLI::PositiveNumber)->required();
   get->callback([&ctx, id] { ctx.exit_code = ctx.Connect().GetRequest(*id); });
   requests->require_subcommand(1);
 }
@@ -84,7 +97,7 @@ void AddRelease(CLI::App& root, CliContext& ctx) {
   auto id = std::make_shared<int64_t>(0);
   CLI::App* release =
       root.add_subcommand("release", "release an allocation (or cancel a queued request)");
-  release->add_option("id", *id, "request id")->required();
+  release->add_option("id", *id, "request id")->check(CLI::PositiveNumber)->required();
   release->callback([&ctx, id] { ctx.exit_code = ctx.Connect().Release(*id); });
 }
 
@@ -96,13 +109,15 @@ void AddWatch(CLI::App& root, CliContext& ctx) {
   watch->add_option("--pool", f->pool, "only this pool");
   watch->add_option("--cluster", f->cluster, "only requests placed in this cluster");
   watch->add_option("--node", f->node, "only requests placed on this node (with --cluster)");
-  watch->add_option("--request", f->request_id, "only this request");
+  watch->add_option("--request", f->request_id, "only this request")->check(CLI::PositiveNumber);
   watch->add_option("--type", f->types,
                     "only these event types (admitted, queued, denied, released, cancelled, "
                     "preempting, preempted, reserved, pending_approval); repeatable");
-  watch->add_option("--from-revision", f->from_revision,
-                    "replay the events after this revision (a list's or the last one printed), "
-                    "then follow");
+  watch
+      ->add_option("--from-revision", f->from_revision,
+                   "replay the events after this revision (a list's or the last one printed), "
+                   "then follow")
+      ->check(CLI::NonNegativeNumber);
   watch->callback([&ctx, f] { ctx.exit_code = ctx.Connect().Watch(*f); });
 }
 

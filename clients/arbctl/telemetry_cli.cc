@@ -17,12 +17,18 @@ void RegisterTelemetryCommands(CLI::App& root, CliContext& ctx) {
       "h100-0 --gpu 0 --util-milli 730");
   send->add_option("--cluster", sample->cluster, "cluster")->required();
   send->add_option("--node", sample->node, "node name")->required();
-  send->add_option("--gpu", sample->gpu_index, "GPU index")->capture_default_str();
+  send->add_option("--gpu", sample->gpu_index, "GPU index")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   send->add_option("--uuid", sample->uuid, "GPU UUID (instead of the index)");
-  send->add_option("--util-milli", sample->util_milli, "busy, 0..1000");
-  send->add_option("--memory-used-mib", sample->fb_used_mib, "framebuffer used, MiB");
-  send->add_option("--power-mw", sample->power_mw, "power, milliwatts");
+  send->add_option("--util-milli", sample->util_milli, "busy, 0..1000")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  send->add_option("--memory-used-mib", sample->fb_used_mib, "framebuffer used, MiB")
+      ->check(CLI::NonNegativeNumber);
+  send->add_option("--power-mw", sample->power_mw, "power, milliwatts")
+      ->check(CLI::NonNegativeNumber);
   send->add_option("--interval-seconds", sample->interval_seconds, "the reading's interval")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   send->add_option("--pod", sample->pod, "pod using the GPU");
   send->add_option("--namespace", sample->pod_namespace, "its namespace");

@@ -61,10 +61,15 @@ void AddIdle(CLI::App& root, CliContext& ctx) {
   set->add_option("class", f->workload_class, "training, inference, batch_analytics, ...")
       ->required();
   set->add_option("--under-milli", f->threshold_milli, "idle: busy under this (1000 = 100%)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))
       ->capture_default_str();
-  set->add_option("--for-seconds", f->window_seconds, "for this long")->capture_default_str();
+  set->add_option("--for-seconds", f->window_seconds, "for this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   set->add_option("--action", f->action, "report, notify or release")->required();
-  set->add_option("--notice-seconds", f->notice_seconds, "before a release")->capture_default_str();
+  set->add_option("--notice-seconds", f->notice_seconds, "before a release")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   set->callback([&ctx, f] {
     ctx.exit_code = ctx.Connect().SetIdlePolicy(f->workload_class, f->threshold_milli,
                                                 f->window_seconds, f->action, f->notice_seconds);

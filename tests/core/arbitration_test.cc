@@ -305,5 +305,38 @@ TEST(ArbitrationTest, ReleaseErrors) {
   EXPECT_EQ(s.UsedMilli("t", "serving"), 0);
 }
 
+// A window in the past is refused, naming start_time, and nothing is
+// written; a start a little in the past (clock skew) means now.
+TEST(ArbitrationTest, AWindowInThePastIsRefusedNotAdmitted) {
+  State s = MakeState();
+  AddNode(s, MakeNode("n1", 8, "H100-80GB"));
+  struct Case {
+    const char* key;
+    absl::Duration start_before_now;
+    absl::Duration duration;
+    const char* says;
+  };
+  for (const Case& c : {Case{"ended", absl::Hours(2), absl::Hours(1), "has already ended"},
+                        Case{"began", absl::Hours(2), absl::Hours(3), "is in the past"},
+                        Case{"open-ended", absl::Hours(2), absl::ZeroDuration(), "in the past"},
+                        Case{"just-ended", absl::Minutes(3), absl::Minutes(1), "ended"}}) {
+    SCOPED_TRACE(c.key);
+    CapacityRequestSpec spec = WholeSpec(c.key, 1, 1);
+    spec.start_at = kT0 - c.start_before_now;
+    spec.duration = c.duration;
+    ChangeSet changes;
+    EXPECT_THAT(RequestCapacity(s, spec, kT0, changes),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         ::testing::AllOf(StartsWith("start_time: "), HasSubstr(c.says))));
+    EXPECT_TRUE(changes.empty());
+    EXPECT_EQ(s.FindIdempotencyKey(c.key), nullptr);
+  }
+  EXPECT_EQ(s.UsedMilli("t", "serving"), 0);
+  CapacityRequestSpec skewed = WholeSpec("skewed", 1, 1);
+  skewed.start_at = kT0 - absl::Minutes(2);
+  skewed.duration = absl::Hours(1);
+  EXPECT_EQ(Decide(s, skewed).state, RequestState::kAdmitted);
+}
+
 }  // namespace
 }  // namespace arbiter::core

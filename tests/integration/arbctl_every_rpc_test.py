@@ -173,6 +173,37 @@ def main():
                                   text=True, timeout=30)
         assert bad_type.returncode == 2 and "--type" in bad_type.stderr, bad_type.stderr
 
+        # Bad values are refused naming the flag (or, for a window in the
+        # past, the server's field), and nothing is written.
+        written = (a("requests", "list", "--limit", 1000, output="csv"),
+                   a("teams", "list", output="csv"), a("inventory", "list", output="csv"))
+        req = ["request", "--team", "inference", "--pool", "serving", "--class", "inference"]
+        for args, named in [
+                (req + ["--gpus", 0], "--gpus"), (req + ["--members", 0], "--members"),
+                (req + ["--milli", 0], "--milli"), (req + ["--milli", 1001], "--milli"),
+                (req + ["--priority", 1001], "--priority"), (req + ["--cpu-milli", 0], "--cpu-milli"),
+                (req + ["--checkpoint-seconds", -1], "--checkpoint-seconds"),
+                (req + ["--start", "-2h", "--duration", "1h"], "start_time"),
+                (req + ["--start", "-2h", "--duration", "3h"], "start_time"),
+                (["teams", "create", "zero", "--weight-milli", 0], "--weight-milli"),
+                (["quotas", "set", "inference", "serving", -1], "nominal_milli"),
+                (["quotas", "set", "inference", "serving", 1000, "--borrow-milli", -2],
+                 "--borrow-milli"),
+                (["inventory", "register", "z", "--cluster", "east", "--pool", "serving",
+                  "--model", "L4", "--gpus", 0], "--gpus"),
+                (["requests", "get", 0], "id"), (["release", -1], "id"),
+                (["requests", "list", "--limit", 0], "--limit"),
+                (["telemetry", "send", "--cluster", "east", "--node", "h100-0", "--util-milli",
+                  1001], "--util-milli"),
+                (["idle", "set-policy", "training", "--action", "report", "--under-milli", 0],
+                 "--under-milli")]:
+            r = subprocess.run(a.base() + [str(x) for x in args], capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode != 0 and named in r.stderr, (args, r.returncode, r.stderr)
+        assert written == (a("requests", "list", "--limit", 1000, output="csv"),
+                           a("teams", "list", output="csv"),
+                           a("inventory", "list", output="csv")), "a refused call wrote"
+
         # ~/.config/arbiter/config.toml: endpoint, certificates and a default team.
         home = os.path.join(live.work, "home")
         os.makedirs(os.path.join(home, ".config/arbiter"))
