@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 #include "core/arbitration.h"
@@ -16,6 +17,8 @@ namespace {
 constexpr char kApprove[] = "AllocationService.ApproveRequest";
 constexpr char kDeny[] = "AllocationService.DenyRequest";
 constexpr char kRelease[] = "AllocationService.ReleaseAllocation";
+constexpr char kClaim[] = "AllocationService.ClaimAllocation";
+constexpr char kRenew[] = "AllocationService.RenewLease";
 
 core::Approver ApproverOf(const Caller& caller) {
   return core::Approver{caller.principal, caller.groups};
@@ -29,34 +32,61 @@ absl::StatusOr<core::CapacityRequest> ReadRequest(const Context& ctx, int64_t id
   return stored;
 }
 
-// `reply`, given the queue positions of the queued requests among
-// `requests_of(value)` first: taken on the arbiter's thread, as of what it has
-// decided (core::QueuePositions). Without a leader to ask (a follower, an
-// overloaded arbiter) the value is answered with positions 0.
+// What the leader's arbiter knows of a request that the store does not:
+// a queued request's position, an admitted one's claims with their last
+// renewals and when it ends unless claimed or renewed.
+struct LiveView {
+  int64_t queue_position = 0;
+  std::vector<core::Claim> claims;
+  absl::Time enforce_at = absl::InfiniteFuture();
+};
+
+// `reply`, given what the arbiter knows of the queued and admitted requests
+// among `requests_of(value)` first (LiveView, taken on its thread). Without
+// a leader to ask (a follower, an overloaded arbiter) the value is answered
+// as the store has it: positions 0, renewals at the claim.
 template <typename T>
-Reply<T> WithQueuePositions(const Context& ctx,
-                            std::function<std::vector<core::CapacityRequest*>(T&)> requests_of,
-                            Reply<T> reply) {
+Reply<T> WithLiveState(const Context& ctx,
+                       std::function<std::vector<core::CapacityRequest*>(T&)> requests_of,
+                       Reply<T> reply) {
   return [ctx, requests_of = std::move(requests_of),
           reply = std::move(reply)](absl::StatusOr<T> value) {
     if (!value.ok()) return reply(std::move(value));
     auto shared = std::make_shared<T>(*std::move(value));
-    std::vector<int64_t> ids;
+    std::vector<int64_t> queued;
+    std::vector<int64_t> admitted;
     for (const core::CapacityRequest* r : requests_of(*shared)) {
-      if (r->state == core::RequestState::kQueued) ids.push_back(r->id);
+      if (r->state == core::RequestState::kQueued) queued.push_back(r->id);
+      if (r->state == core::RequestState::kAdmitted) admitted.push_back(r->id);
     }
-    if (ids.empty()) return reply(std::move(*shared));
-    auto positions = std::make_shared<std::vector<int64_t>>();
+    if (queued.empty() && admitted.empty()) return reply(std::move(*shared));
+    auto views = std::make_shared<absl::flat_hash_map<int64_t, LiveView>>();
     ctx.arbiter->Submit(
-        [ids = std::move(ids), positions](core::State& state, absl::Time, core::ChangeSet&) {
-          *positions = core::QueuePositions(state, ids);
+        [queued = std::move(queued), admitted = std::move(admitted), views](
+            core::State& state, absl::Time, core::ChangeSet&) {
+          const std::vector<int64_t> positions = core::QueuePositions(state, queued);
+          for (size_t i = 0; i < queued.size(); ++i)
+            (*views)[queued[i]].queue_position = positions[i];
+          for (int64_t id : admitted) {
+            const core::CapacityRequest* live = state.FindLiveRequest(id);
+            if (live == nullptr || live->state != core::RequestState::kAdmitted) continue;
+            LiveView& view = (*views)[id];
+            view.claims = live->claims;
+            view.enforce_at = live->enforce_at;
+          }
           return absl::OkStatus();
         },
-        [shared, positions, requests_of, reply](const absl::Status& status) {
+        [shared, views, requests_of, reply](const absl::Status& status) {
           if (status.ok()) {
-            size_t next = 0;
             for (core::CapacityRequest* r : requests_of(*shared)) {
-              if (r->state == core::RequestState::kQueued) r->queue_position = (*positions)[next++];
+              auto it = views->find(r->id);
+              if (it == views->end()) continue;
+              if (r->state == core::RequestState::kQueued) {
+                r->queue_position = it->second.queue_position;
+              } else if (r->state == core::RequestState::kAdmitted) {
+                r->claims = it->second.claims;
+                r->enforce_at = it->second.enforce_at;
+              }
             }
           }
           reply(std::move(*shared));
@@ -116,7 +146,7 @@ void Allocations::GetRequest(const Caller& caller, int64_t id,
   if (id <= 0) return reply(absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", id)));
   RunRead<core::CapacityRequest>(
       ctx_, [ctx = ctx_, id] { return ReadRequest(ctx, id); },
-      WithQueuePositions<core::CapacityRequest>(ctx_, RequestOf, std::move(reply)));
+      WithLiveState<core::CapacityRequest>(ctx_, RequestOf, std::move(reply)));
 }
 
 void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::RequestFilter> filter,
@@ -136,7 +166,7 @@ void Allocations::ListRequests(const Caller& caller, absl::StatusOr<store::Reque
         }
         return page;
       },
-      WithQueuePositions<store::RequestPage>(ctx_, RequestsOf, std::move(reply)));
+      WithLiveState<store::RequestPage>(ctx_, RequestsOf, std::move(reply)));
 }
 
 void Allocations::ApproveRequest(const Caller& caller, int64_t id,
@@ -197,6 +227,53 @@ void Allocations::ReleaseAllocation(const Caller& caller, int64_t id,
           }
         }
         return core::ReleaseRequest(state, id, now, changes);
+      },
+      std::move(reply));
+}
+
+void Allocations::ClaimAllocation(const Caller& caller, int64_t id, std::string holder,
+                                  std::vector<int32_t> members,
+                                  Reply<core::CapacityRequest> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, kClaim, Resource{kAnyTeam, ""});
+      !access.ok()) {
+    return reply(access);
+  }
+  RunCommand<core::CapacityRequest>(
+      ctx_, caller.actor(),
+      [access = ctx_.access, caller, id, holder = std::move(holder), members = std::move(members)](
+          core::State& state, absl::Time now,
+          core::ChangeSet& changes) -> absl::StatusOr<core::CapacityRequest> {
+        if (const core::CapacityRequest* live = state.FindLiveRequest(id)) {
+          if (absl::Status on_team =
+                  access->Check(caller, kClaim, Resource{live->spec.team, live->spec.pool});
+              !on_team.ok()) {
+            return on_team;
+          }
+        }
+        return core::ClaimAllocation(state, id, holder, members, now, changes);
+      },
+      std::move(reply));
+}
+
+void Allocations::RenewLease(const Caller& caller, int64_t id, std::string holder,
+                             Reply<core::CapacityRequest> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, kRenew, Resource{kAnyTeam, ""});
+      !access.ok()) {
+    return reply(access);
+  }
+  RunCommand<core::CapacityRequest>(
+      ctx_, caller.actor(),
+      [access = ctx_.access, caller, id, holder = std::move(holder)](
+          core::State& state, absl::Time now,
+          core::ChangeSet&) -> absl::StatusOr<core::CapacityRequest> {
+        if (const core::CapacityRequest* live = state.FindLiveRequest(id)) {
+          if (absl::Status on_team =
+                  access->Check(caller, kRenew, Resource{live->spec.team, live->spec.pool});
+              !on_team.ok()) {
+            return on_team;
+          }
+        }
+        return core::RenewLease(state, id, holder, now);
       },
       std::move(reply));
 }

@@ -57,6 +57,13 @@ class Allocations {
   // learn nothing about it.
   void ReleaseAllocation(const Caller& caller, int64_t id,
                          Reply<core::CapacityRequest> reply) const;
+  // Claims members of an admitted allocation for `holder`, and renews the
+  // leases `holder` holds on one (core::ClaimAllocation, core::RenewLease),
+  // for an enforcer (agent) or the allocation's team, checked like release.
+  void ClaimAllocation(const Caller& caller, int64_t id, std::string holder,
+                       std::vector<int32_t> members, Reply<core::CapacityRequest> reply) const;
+  void RenewLease(const Caller& caller, int64_t id, std::string holder,
+                  Reply<core::CapacityRequest> reply) const;
 
   // Whether the caller may watch allocation events (WatchHub::Subscribe).
   [[nodiscard]] absl::Status CheckWatch(const Caller& caller) const;

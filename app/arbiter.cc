@@ -397,6 +397,8 @@ bool Arbiter::Reload() {
   }
   state_ = std::move(*loaded);
   state_valid_ = true;
+  // Lease renewals are not written: every lease runs from the load.
+  core::GraceLeases(state_, clock_->TimeNow());
   // The loaded state holds the stored explanations.
   explanations_.Clear();
   last_reload_ = clock_->TimeNow();

@@ -59,6 +59,13 @@ const std::vector<Rule>& Rules() {
       {"GovernanceService.RevokeRole", {Role::kTeamAdmin}, Match::kTeam},
       {"AllocationService.RequestCapacity", kTeamWriters, Match::kTeam},
       {"AllocationService.ReleaseAllocation", kTeamWriters, Match::kTeam},
+      // An enforcer (an agent identity) or the allocation's team claims it.
+      {"AllocationService.ClaimAllocation",
+       {Role::kAgent, Role::kTeamAdmin, Role::kTeamMember},
+       Match::kTeam},
+      {"AllocationService.RenewLease",
+       {Role::kAgent, Role::kTeamAdmin, Role::kTeamMember},
+       Match::kTeam},
       // Who may approve is declared by authority rules, checked by the core.
       {"AllocationService.ApproveRequest", {}, Match::kAuthenticated},
       {"AllocationService.DenyRequest", {}, Match::kAuthenticated},

@@ -576,6 +576,36 @@ bool TakesTheStrictHead(const State& state, const CapacityRequest& r) {
   return h == nullptr || ComesBefore(state, r, *h);
 }
 
+// Ends admitted `request`, whose enforcement time (State::EnforceAt) has
+// come: UNCLAIMED when members are still unclaimed past the pool's claim
+// deadline, else LEASE_EXPIRED, ended (and charged) at the last renewal of
+// the claim whose lease ran out. Its capacity returns; the caller admits
+// the pool's queue and records the request.
+void EndUnenforced(State& state, CapacityRequest& request, absl::Time now) {
+  const Pool& pool = *state.FindPool(request.spec.pool);
+  const bool unclaimed = request.claims.size() < static_cast<size_t>(request.spec.members);
+  absl::Time end = now;
+  if (unclaimed) {
+    SetOutcome(request, RequestState::kReleased, kReasonUnclaimed,
+               absl::StrCat(request.spec.members - static_cast<int32_t>(request.claims.size()),
+                            " of ", request.spec.members, " member(s) not claimed within ",
+                            pool.claim_deadline_seconds, " s of admission"));
+  } else {
+    const Claim* expired = &request.claims.front();
+    for (const Claim& c : request.claims) {
+      if (c.renewed_at < expired->renewed_at) expired = &c;
+    }
+    end = std::min(now, expired->renewed_at);
+    SetOutcome(request, RequestState::kReleased, kReasonLeaseExpired,
+               absl::StrCat("the lease of ", expired->holder, " on member ", expired->member,
+                            " was not renewed within ", pool.lease_seconds, " s"));
+  }
+  for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
+  SettleCost(state, request, end);
+  request.updated_at = end;
+  state.PutRequest(request);
+}
+
 // Re-decides queued request `id`; records it when its state or claim
 // changed, or it starts or stops waiting for victims (a decision, written
 // and ledgered), or else when only its explanation changed (in
@@ -829,6 +859,7 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   } else {
     Decide(state, request, now, victims);
   }
+  request.enforce_at = state.EnforceAt(request);
   state.PutRequest(request);
   // A new request that waits for capacity in a backfill pool without a
   // head is the head of the next pass, which a cancel would skip: mark the
@@ -989,6 +1020,8 @@ void Tick(State& state, absl::Time now, ChangeSet& changes) {
       SettleCost(state, request, now);
       request.state = RequestState::kPreempted;
       state.PutRequest(request);
+    } else if (request.state == RequestState::kAdmitted) {
+      EndUnenforced(state, request, now);
     } else if (request.state == RequestState::kPendingApproval) {
       SetOutcome(request, RequestState::kDenied, kReasonApprovalExpired,
                  absl::StrCat("no approval by ", absl::StrJoin(request.approvers, ", "),

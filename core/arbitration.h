@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +50,30 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
 // FAILED_PRECONDITION (already released, cancelled or denied).
 absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::Time now,
                                                ChangeSet& changes);
+
+// Claims members of admitted allocation `id` for the workload `holder`
+// (docs/enforcement.md): `members` (empty: all of them). A member already
+// claimed by `holder` is renewed (a claim is idempotent); a new claim is a
+// decision (written and ledgered with the request). While claimed, a
+// member's lease runs from its last renewal; in a pool with a lease, an
+// allocation whose lease runs out ends LEASE_EXPIRED, and one whose members
+// are not all claimed by the pool's claim deadline ends UNCLAIMED (Tick).
+// Errors: INVALID_ARGUMENT (id <= 0, holder, members[i] out of range or
+// given twice), NOT_FOUND (id), FAILED_PRECONDITION (not admitted, or
+// members[i] claimed by another holder, who is named).
+absl::StatusOr<CapacityRequest> ClaimAllocation(State& state, int64_t id, const std::string& holder,
+                                                const std::vector<int32_t>& members, absl::Time now,
+                                                ChangeSet& changes);
+// Renews the leases of every claim `holder` holds on request `id`. A renewal
+// is held in memory and not written (GraceLeases covers a reload).
+// Errors: as ClaimAllocation, and FAILED_PRECONDITION when `holder` holds no
+// claim on it (the holders are named).
+absl::StatusOr<CapacityRequest> RenewLease(State& state, int64_t id, const std::string& holder,
+                                           absl::Time now);
+// Renews every lease at `now`: called on a state just loaded from the store,
+// where renewals were not written, so that each lease runs a full period
+// from the load before it can expire.
+void GraceLeases(State& state, absl::Time now);
 
 // Sets the coexistence rule of a pair of classes (both orders), then admits
 // queued work it makes room for. Placements made under the old rule stay.

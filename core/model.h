@@ -127,6 +127,13 @@ struct Pool {
   // kBackfill: a request queued for capacity longer than this becomes the
   // head; 0: never (the head is always the first in order).
   int64_t starvation_limit_seconds = kDefaultStarvationLimitSeconds;
+  // Enforcement (docs/enforcement.md). An admitted allocation whose members
+  // are not all claimed this long after admission ends UNCLAIMED; 0: claims
+  // are not required.
+  int64_t claim_deadline_seconds = 0;
+  // A claim's lease: an allocation one of whose claims has not been renewed
+  // for this long ends LEASE_EXPIRED; 0: claims do not expire.
+  int64_t lease_seconds = 0;
 };
 
 // A GPU as registered (its model), plus what is allocated on it.
@@ -219,6 +226,22 @@ struct Quota {
   int64_t ceiling_milli() const;
 
   bool operator==(const Quota&) const = default;
+};
+
+// The one workload that holds a member of an admitted allocation: an
+// enforcer's claim, under a lease the enforcer renews (ClaimAllocation,
+// RenewLease).
+struct Claim {
+  int32_t member = 0;
+  // The workload's identity: "pod:<uid>", "slurm:<job>.<step>" or an opaque
+  // id (ValidateHolder).
+  std::string holder;
+  absl::Time claimed_at = absl::InfinitePast();
+  // The last renewal (claimed_at at first). Held in memory, not written: a
+  // state loaded from the store renews every lease at the load (GraceLeases).
+  absl::Time renewed_at = absl::InfinitePast();
+
+  bool operator==(const Claim&) const = default;
 };
 
 // A fraction of one shared GPU.
@@ -468,6 +491,8 @@ inline constexpr char kReasonDeniedByAuthority[] = "DENIED_BY_AUTHORITY";
 inline constexpr char kReasonApprovalExpired[] = "APPROVAL_EXPIRED";
 inline constexpr char kReasonBudgetExceeded[] = "BUDGET_EXCEEDED";
 inline constexpr char kReasonIdleReclaim[] = "IDLE_RECLAIM";
+inline constexpr char kReasonUnclaimed[] = "UNCLAIMED";
+inline constexpr char kReasonLeaseExpired[] = "LEASE_EXPIRED";
 
 // One GPU held by an advance reservation.
 struct GpuHold {
@@ -518,6 +543,12 @@ struct CapacityRequest {
   // arbiter saw it when a read asked (QueuePositions); 0 when not known or
   // not queued. Derived state, never stored.
   int64_t queue_position = 0;
+  // kAdmitted: its members' claims, by member (docs/enforcement.md).
+  std::vector<Claim> claims;
+  // kAdmitted in a pool that enforces claims: when it ends unless claimed
+  // (claim deadline) or renewed (the earliest lease); InfiniteFuture
+  // otherwise. Derived by State::PutRequest from the pool, never stored.
+  absl::Time enforce_at = absl::InfiniteFuture();
 
   bool backfill_head() const { return planned_start != absl::InfinitePast(); }
 

@@ -144,6 +144,9 @@ void RequestBook::Index(const CapacityRequest& request) {
     timers_.insert({request.preempt_deadline, id});
     victims_[request.preempted_by].insert(id);
   }
+  if (request.state == RequestState::kAdmitted && request.enforce_at != absl::InfiniteFuture()) {
+    timers_.insert({request.enforce_at, id});
+  }
   if (request.state == RequestState::kReserved) timers_.insert({request.spec.start_at, id});
   if (request.state == RequestState::kPendingApproval) {
     timers_.insert({request.approval_deadline, id});
@@ -171,6 +174,9 @@ void RequestBook::Unindex(const CapacityRequest& old) {
     if (it != victims_.end() && it->second.erase(old.id) > 0 && it->second.empty()) {
       victims_.erase(it);
     }
+  }
+  if (old.state == RequestState::kAdmitted && old.enforce_at != absl::InfiniteFuture()) {
+    timers_.erase({old.enforce_at, old.id});
   }
   if (old.state == RequestState::kReserved) timers_.erase({old.spec.start_at, old.id});
   if (old.state == RequestState::kPendingApproval) {

@@ -175,8 +175,32 @@ void State::ApplyPlacement(const Placement& p, int sign) {
 
 void State::PutRequest(const CapacityRequest& request) {
   if (const CapacityRequest* old = requests_.FindLive(request.id)) Charge(*old, -1);
-  requests_.Put(request);
+  const absl::Time enforce_at = EnforceAt(request);
+  if (enforce_at == request.enforce_at) {
+    requests_.Put(request);
+  } else {
+    CapacityRequest enforced = request;
+    enforced.enforce_at = enforce_at;
+    requests_.Put(enforced);
+  }
   if (!IsFinal(request.state)) Charge(request, +1);
+}
+
+absl::Time State::EnforceAt(const CapacityRequest& request) const {
+  if (request.state != RequestState::kAdmitted) return absl::InfiniteFuture();
+  const Pool* pool = FindPool(request.spec.pool);
+  if (pool == nullptr) return absl::InfiniteFuture();
+  absl::Time at = absl::InfiniteFuture();
+  if (pool->claim_deadline_seconds > 0 && request.admitted_at != absl::InfinitePast() &&
+      request.claims.size() < static_cast<size_t>(request.spec.members)) {
+    at = request.admitted_at + absl::Seconds(pool->claim_deadline_seconds);
+  }
+  if (pool->lease_seconds > 0) {
+    for (const Claim& c : request.claims) {
+      at = std::min(at, c.renewed_at + absl::Seconds(pool->lease_seconds));
+    }
+  }
+  return at;
 }
 
 void State::ReleaseHolds(int64_t id) {

@@ -310,7 +310,11 @@ class State {
   // quota book for what it holds and the inventory for its holds (undoing
   // what the copy it replaces charged).
   // REQUIRES: admitted placements were already applied with ApplyPlacement.
+  // Its `enforce_at` is derived here from its pool (EnforceAt).
   void PutRequest(const CapacityRequest& request);
+  // When admitted `request` ends unless claimed or renewed, by its pool's
+  // claim deadline and lease; InfiniteFuture when never.
+  absl::Time EnforceAt(const CapacityRequest& request) const;
   int64_t TakeRequestId() { return requests_.TakeId(); }
   // Lifts the holds of live request `id` (a reservation's, or the claim of a
   // request waiting for its victims) and clears them in its stored copy.

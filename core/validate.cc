@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -172,6 +173,10 @@ absl::Status ValidatePool(const Pool& pool) {
   }
   ARBITER_RETURN_IF_ERROR(ValidateRange("pool.starvation_limit_seconds",
                                         pool.starvation_limit_seconds, 0, kMaxStarvationSeconds));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("pool.claim_deadline_seconds", pool.claim_deadline_seconds,
+                                        0, kMaxGraceSeconds));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("pool.lease_seconds", pool.lease_seconds, 0, kMaxGraceSeconds));
   return ValidateDescription("pool.description", pool.description);
 }
 
@@ -260,6 +265,21 @@ absl::Status ValidateScheduling(const CapacityRequestSpec& spec) {
     const int64_t start_s = absl::ToUnixSeconds(spec.start_at);
     if (start_s <= 0 || start_s > kMaxUnixSeconds) {
       return Invalid("start_time", "must be a time after 1970 and before 2100");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateHolder(absl::string_view field, absl::string_view holder) {
+  if (holder.empty() || holder.size() > kMaxHolderLength) {
+    return Invalid(
+        field, absl::StrCat("must be 1..", kMaxHolderLength, " characters, got ", holder.size()));
+  }
+  for (char c : holder) {
+    const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                    absl::string_view("._:/@-").find(c) != absl::string_view::npos;
+    if (!ok) {
+      return Invalid(field, "may hold only letters, digits and . _ : / @ - (e.g. pod:<uid>)");
     }
   }
   return absl::OkStatus();

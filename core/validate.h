@@ -41,6 +41,11 @@ inline constexpr int64_t kMaxStartSkewSeconds = 300;
 // without control characters.
 [[nodiscard]] absl::Status ValidateDescription(absl::string_view field, absl::string_view value);
 
+// Validates a claim's holder, the identity of a workload: 1..kMaxHolderLength
+// characters of [A-Za-z0-9._:/@-], e.g. "pod:<uid>" or "slurm:1234.0".
+inline constexpr size_t kMaxHolderLength = 253;
+[[nodiscard]] absl::Status ValidateHolder(absl::string_view field, absl::string_view holder);
+
 // Validates a MIG profile name: 1..32 characters of [a-z0-9.+].
 [[nodiscard]] absl::Status ValidateMigProfileName(absl::string_view field, absl::string_view value);
 [[nodiscard]] absl::Status ValidateCluster(const Cluster& cluster);

@@ -110,6 +110,11 @@ struct EntryOf {
     if (!r.approvers.empty()) f.emplace_back("approvers", absl::StrJoin(r.approvers, ","));
     if (!r.reason.empty()) f.emplace_back("reason", r.reason);
     if (r.cost_micros != 0) f.emplace_back("cost_micros", absl::StrCat(r.cost_micros));
+    if (!r.claims.empty()) {
+      std::vector<std::string> claims;
+      for (const core::Claim& c : r.claims) claims.push_back(absl::StrCat(c.member, ":", c.holder));
+      f.emplace_back("claims", absl::StrJoin(claims, ","));
+    }
     if (r.state == core::RequestState::kPreempting || r.state == core::RequestState::kPreempted) {
       f.emplace_back("preempted_by", absl::StrCat(r.preempted_by));
       f.emplace_back("deadline_us", absl::StrCat(absl::ToUnixMicros(r.preempt_deadline)));

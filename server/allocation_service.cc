@@ -130,4 +130,27 @@ grpc::ServerUnaryReactor* AllocationService::ReleaseAllocation(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* AllocationService::ClaimAllocation(grpc::CallbackServerContext* ctx,
+                                                             const v1::ClaimAllocationRequest* req,
+                                                             v1::ClaimAllocationResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->allocations().ClaimAllocation(
+      CallerOf(*ctx, ctx_.insecure), req->id(), req->holder(),
+      std::vector<int32_t>(req->members().begin(), req->members().end()),
+      Answer<core::CapacityRequest>(reactor, "ClaimAllocation",
+                                    RequestFiller(&ctx_.app->nodes(), resp)));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AllocationService::RenewLease(grpc::CallbackServerContext* ctx,
+                                                        const v1::RenewLeaseRequest* req,
+                                                        v1::RenewLeaseResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->allocations().RenewLease(
+      CallerOf(*ctx, ctx_.insecure), req->id(), req->holder(),
+      Answer<core::CapacityRequest>(reactor, "RenewLease",
+                                    RequestFiller(&ctx_.app->nodes(), resp)));
+  return reactor;
+}
+
 }  // namespace arbiter::server

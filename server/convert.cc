@@ -103,6 +103,8 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
   if (p.has_starvation_limit_seconds()) {
     pool.starvation_limit_seconds = p.starvation_limit_seconds();
   }
+  pool.claim_deadline_seconds = p.claim_deadline_seconds();
+  pool.lease_seconds = p.lease_seconds();
   return pool;
 }
 
@@ -333,6 +335,8 @@ void ToProto(const core::Pool& p, v1::Pool* out) {
   out->set_reclaim_grace_seconds(p.reclaim_grace_seconds);
   out->set_queueing(static_cast<v1::QueueingPolicy>(p.queueing));
   out->set_starvation_limit_seconds(p.starvation_limit_seconds);
+  out->set_claim_deadline_seconds(p.claim_deadline_seconds);
+  out->set_lease_seconds(p.lease_seconds);
 }
 
 void ToProto(const core::Node& n, v1::Node* out) {
@@ -461,6 +465,16 @@ void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
     *out->mutable_approval_deadline() = TimestampOf(r.approval_deadline);
   }
   out->set_queue_position(r.queue_position);
+  for (const core::Claim& c : r.claims) {
+    v1::Claim* claim = out->add_claims();
+    claim->set_member(c.member);
+    claim->set_holder(c.holder);
+    *claim->mutable_claimed_at() = TimestampOf(c.claimed_at);
+    *claim->mutable_renewed_at() = TimestampOf(c.renewed_at);
+  }
+  if (r.state == core::RequestState::kAdmitted && r.enforce_at != absl::InfiniteFuture()) {
+    *out->mutable_enforce_at() = TimestampOf(r.enforce_at);
+  }
   for (const core::GpuHold& h : r.holds) {
     v1::HeldGpu* held = out->add_holds();
     auto [cluster, node] = nodes.Get(h.node_id);

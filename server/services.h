@@ -131,8 +131,10 @@ class AllocationService final
                   v1::AllocationService::WithCallbackMethod_ReleaseAllocation<
                       v1::AllocationService::WithCallbackMethod_ApproveRequest<
                           v1::AllocationService::WithCallbackMethod_DenyRequest<
-                              v1::AllocationService::WithRawMethod_WatchAllocations<
-                                  v1::AllocationService::Service>>>>>>> {
+                              v1::AllocationService::WithCallbackMethod_ClaimAllocation<
+                                  v1::AllocationService::WithCallbackMethod_RenewLease<
+                                      v1::AllocationService::WithRawMethod_WatchAllocations<
+                                          v1::AllocationService::Service>>>>>>>>> {
  public:
   explicit AllocationService(ServiceContext ctx) : ctx_(ctx) {}
 
@@ -154,6 +156,12 @@ class AllocationService final
   grpc::ServerUnaryReactor* ReleaseAllocation(grpc::CallbackServerContext* ctx,
                                               const v1::ReleaseAllocationRequest* req,
                                               v1::ReleaseAllocationResponse* resp) override;
+  grpc::ServerUnaryReactor* ClaimAllocation(grpc::CallbackServerContext* ctx,
+                                            const v1::ClaimAllocationRequest* req,
+                                            v1::ClaimAllocationResponse* resp) override;
+  grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* ctx,
+                                       const v1::RenewLeaseRequest* req,
+                                       v1::RenewLeaseResponse* resp) override;
 
  private:
   ServiceContext ctx_;

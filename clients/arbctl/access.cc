@@ -101,7 +101,8 @@ int Commands::CreateCluster(const std::string& name, const std::string& descript
 
 int Commands::CreatePool(const std::string& name, const std::string& latency_class,
                          const std::vector<std::string>& lends_to, const std::string& description,
-                         const std::string& queueing, int64_t starvation_limit_seconds) {
+                         const std::string& queueing, int64_t starvation_limit_seconds,
+                         int64_t claim_deadline_seconds, int64_t lease_seconds) {
   v1::CreatePoolRequest req;
   v1::Pool* pool = req.mutable_pool();
   pool->set_name(name);
@@ -132,6 +133,8 @@ int Commands::CreatePool(const std::string& name, const std::string& latency_cla
     pool->set_queueing(q);
   }
   if (starvation_limit_seconds >= 0) pool->set_starvation_limit_seconds(starvation_limit_seconds);
+  pool->set_claim_deadline_seconds(claim_deadline_seconds);
+  pool->set_lease_seconds(lease_seconds);
   v1::CreatePoolResponse resp;
   if (!Call(inventory_, &v1::InventoryService::Stub::CreatePool, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;

@@ -23,6 +23,8 @@ struct PoolFlags {
   std::string description;
   std::string queueing;
   int64_t starvation_limit_seconds = -1;
+  int64_t claim_deadline_seconds = 0;
+  int64_t lease_seconds = 0;
 };
 
 void AddModels(CLI::App& root, CliContext& ctx) {
@@ -68,9 +70,20 @@ void AddPools(CLI::App& root, CliContext& ctx) {
                    "backfill: seconds a request may wait for capacity before it becomes the "
                    "head (default 3600; 0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{604800}));
+  create
+      ->add_option("--claim-deadline", f->claim_deadline_seconds,
+                   "seconds an admitted allocation may stay unclaimed before it ends UNCLAIMED "
+                   "(default 0: claims not required)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  create
+      ->add_option("--lease", f->lease_seconds,
+                   "seconds a claim lives without a renewal before the allocation ends "
+                   "LEASE_EXPIRED (default 0: claims do not expire)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   create->callback([&ctx, f] {
     ctx.exit_code = ctx.Connect().CreatePool(f->name, f->latency_class, f->lends_to, f->description,
-                                             f->queueing, f->starvation_limit_seconds);
+                                             f->queueing, f->starvation_limit_seconds,
+                                             f->claim_deadline_seconds, f->lease_seconds);
   });
   pools->require_subcommand(1);
 }

@@ -434,6 +434,15 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
   if (!r.reason().empty()) {
     std::cout << "  why: " << r.reason_code() << ": " << r.reason() << "\n";
   }
+  for (const auto& c : r.claims()) {
+    std::cout << "  member " << c.member() << " claimed by " << c.holder() << " since "
+              << google::protobuf::util::TimeUtil::ToString(c.claimed_at()) << ", renewed "
+              << google::protobuf::util::TimeUtil::ToString(c.renewed_at()) << "\n";
+  }
+  if (r.has_enforce_at()) {
+    std::cout << "  ends at " << google::protobuf::util::TimeUtil::ToString(r.enforce_at())
+              << " unless " << (r.claims_size() < r.members() ? "claimed" : "renewed") << "\n";
+  }
   if (r.queue_position() > 0) {
     std::cout << "  queue position: " << r.queue_position() << " in pool " << r.pool() << "\n";
   }
@@ -529,6 +538,29 @@ int Commands::Release(int64_t id) {
   req.set_id(id);
   v1::ReleaseAllocationResponse resp;
   if (!Call(allocation_, &v1::AllocationService::Stub::ReleaseAllocation, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  PrintRequest(resp.request());
+  return 0;
+}
+
+int Commands::Claim(int64_t id, const std::string& holder, const std::vector<int32_t>& members) {
+  v1::ClaimAllocationRequest req;
+  req.set_id(id);
+  req.set_holder(holder);
+  for (int32_t m : members) req.add_members(m);
+  v1::ClaimAllocationResponse resp;
+  if (!Call(allocation_, &v1::AllocationService::Stub::ClaimAllocation, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  PrintRequest(resp.request());
+  return 0;
+}
+
+int Commands::Renew(int64_t id, const std::string& holder) {
+  v1::RenewLeaseRequest req;
+  req.set_id(id);
+  req.set_holder(holder);
+  v1::RenewLeaseResponse resp;
+  if (!Call(allocation_, &v1::AllocationService::Stub::RenewLease, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
   PrintRequest(resp.request());
   return 0;

@@ -125,6 +125,9 @@ class Commands {
   int ListRequests(const std::string& team, const std::string& state, int limit);
   int GetRequest(int64_t id);
   int Release(int64_t id);
+  // `members` empty: all of them.
+  int Claim(int64_t id, const std::string& holder, const std::vector<int32_t>& members);
+  int Renew(int64_t id, const std::string& holder);
   int Watch(const WatchOptions& w);
   // Approvals and authority rules (clients/arbctl/authority.cc).
   int Approve(int64_t id);
@@ -218,7 +221,8 @@ class Commands {
   // `queueing` "" and `starvation_limit_seconds` < 0: the server's defaults.
   int CreatePool(const std::string& name, const std::string& latency_class,
                  const std::vector<std::string>& lends_to, const std::string& description,
-                 const std::string& queueing, int64_t starvation_limit_seconds);
+                 const std::string& queueing, int64_t starvation_limit_seconds,
+                 int64_t claim_deadline_seconds, int64_t lease_seconds);
 
  private:
   void Deadline(grpc::ClientContext& ctx) const;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -101,6 +102,32 @@ void AddRelease(CLI::App& root, CliContext& ctx) {
   release->callback([&ctx, id] { ctx.exit_code = ctx.Connect().Release(*id); });
 }
 
+struct ClaimFlags {
+  int64_t id = 0;
+  std::string holder;
+  std::vector<int32_t> members;
+};
+
+// An enforcer's side by hand (docs/enforcement.md).
+void AddClaims(CLI::App& root, CliContext& ctx) {
+  auto f = std::make_shared<ClaimFlags>();
+  CLI::App* claim = root.add_subcommand(
+      "claim",
+      "claim an admitted allocation for one workload\n  e.g. arbctl claim 42 --holder pod:7f3a");
+  claim->add_option("id", f->id, "request id")->required()->check(CLI::PositiveNumber);
+  claim->add_option("--holder", f->holder, "the workload: pod:<uid>, slurm:<job>.<step>, ...")
+      ->required();
+  claim->add_option("--member", f->members, "only this member, 0-based (repeatable; default all)")
+      ->check(CLI::NonNegativeNumber);
+  claim->callback([&ctx, f] { ctx.exit_code = ctx.Connect().Claim(f->id, f->holder, f->members); });
+  auto r = std::make_shared<ClaimFlags>();
+  CLI::App* renew =
+      root.add_subcommand("renew", "renew the leases a holder holds on an allocation");
+  renew->add_option("id", r->id, "request id")->required()->check(CLI::PositiveNumber);
+  renew->add_option("--holder", r->holder, "the workload that holds the claims")->required();
+  renew->callback([&ctx, r] { ctx.exit_code = ctx.Connect().Renew(r->id, r->holder); });
+}
+
 void AddWatch(CLI::App& root, CliContext& ctx) {
   auto f = std::make_shared<WatchOptions>();
   CLI::App* watch = root.add_subcommand(
@@ -127,6 +154,7 @@ void RegisterRequestCommands(CLI::App& root, CliContext& ctx) {
   AddRequest(root, ctx);
   AddRequests(root, ctx);
   AddRelease(root, ctx);
+  AddClaims(root, ctx);
   AddWatch(root, ctx);
 }
 

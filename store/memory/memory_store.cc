@@ -105,6 +105,10 @@ core::CapacityRequest Persisted(const core::CapacityRequest& in) {
   r.approvers = ListColumn(in.approvers);
   r.approval_deadline = Micros(in.approval_deadline);
   r.cost_micros = in.cost_micros;
+  for (const core::Claim& c : in.claims) {
+    // As the row keeps it: renewals are not stored (core::GraceLeases).
+    r.claims.push_back(core::Claim{c.member, c.holder, Micros(c.claimed_at), Micros(c.claimed_at)});
+  }
   return r;
 }
 
@@ -266,6 +270,8 @@ struct Applier {
     row.reclaim_grace_seconds = p.reclaim_grace_seconds;
     row.queueing = p.queueing;
     row.starvation_limit_seconds = p.starvation_limit_seconds;
+    row.claim_deadline_seconds = p.claim_deadline_seconds;
+    row.lease_seconds = p.lease_seconds;
     t.pools[p.name] = std::move(row);
     return absl::OkStatus();
   }
@@ -505,6 +511,7 @@ struct Applier {
       row.approvers = p.approvers;
       row.approval_deadline = p.approval_deadline;
       row.cost_micros = p.cost_micros;
+      row.claims = Persisted(p).claims;
     }
     for (const auto& [key, p] : placements) {
       t.placements.try_emplace(key, PersistedPlacement(*p));  // ON CONFLICT DO NOTHING.

@@ -65,9 +65,9 @@ void BatchWriter::Flush(pqxx::transaction_base& tx, int64_t fencing_epoch) {
 
 void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
   // Inserts: 46 columns (statements.cc), one array each.
-  std::vector<ArrayLiteral> ins(46);
+  std::vector<ArrayLiteral> ins(47);
   // Updates: 14 columns.
-  std::vector<ArrayLiteral> upd(14);
+  std::vector<ArrayLiteral> upd(15);
   for (int64_t id : order_) {
     const Request& w = requests_.at(id);
     const core::CapacityRequest& r = *w.last;
@@ -88,6 +88,7 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
       upd[c++].Add(absl::StrJoin(r.approvers, ","));
       upd[c++].Add(rows::ToMicrosOrMin(r.approval_deadline));
       upd[c++].Add(r.cost_micros);
+      upd[c++].Add(rows::FormatClaims(r.claims));
       continue;
     }
     const core::MemberShape& shape = r.spec.shape;
@@ -139,6 +140,7 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
     ins[c++].Add(absl::StrJoin(r.approvers, ","));
     ins[c++].Add(rows::ToMicrosOrMin(r.approval_deadline));
     ins[c++].Add(r.cost_micros);
+    ins[c++].Add(rows::FormatClaims(r.claims));
   }
   for (const ArrayLiteral& a : ins) params.push_back(a.Done());
   for (const ArrayLiteral& a : upd) params.push_back(a.Done());

@@ -93,6 +93,11 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   r.approvers = SplitList(row[43].as<std::string>());
   r.approval_deadline = FromMicrosOrMin(row[44].as<int64_t>());
   r.cost_micros = row[45].as<int64_t>();
+  absl::StatusOr<std::vector<core::Claim>> claims = ParseClaims(row[46].as<std::string>());
+  if (!claims.ok()) {
+    return absl::InternalError(absl::StrCat("request ", r.id, ": ", claims.status().message()));
+  }
+  r.claims = std::move(*claims);
   if (r.state == core::RequestState::kUnspecified ||
       r.spec.workload_class == core::WorkloadClass::kUnspecified) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": unknown state or class"));
@@ -191,6 +196,34 @@ std::string FormatHolds(const std::vector<core::GpuHold>& holds) {
   return out;
 }
 
+std::string FormatClaims(const std::vector<core::Claim>& claims) {
+  std::string out;
+  for (const core::Claim& c : claims) {
+    if (!out.empty()) out += ',';
+    absl::StrAppend(&out, c.member, ":", absl::ToUnixMicros(c.claimed_at), ":", c.holder);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<core::Claim>> ParseClaims(const std::string& text) {
+  std::vector<core::Claim> out;
+  if (text.empty()) return out;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(item, absl::MaxSplits(':', 2));
+    core::Claim c;
+    int64_t micros = 0;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &c.member) ||
+        !absl::SimpleAtoi(parts[1], &micros) || parts[2].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("bad claim '", item, "'"));
+    }
+    c.holder = std::string(parts[2]);
+    c.claimed_at = absl::FromUnixMicros(micros);
+    c.renewed_at = c.claimed_at;  // Renewals are not stored (core::GraceLeases).
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<core::GpuHold>> ParseHolds(const std::string& text) {
   std::vector<core::GpuHold> out;
   if (text.empty()) return out;
@@ -229,6 +262,8 @@ core::Pool PoolFromRow(const pqxx::row& row) {
   p.reclaim_grace_seconds = row[4].as<int64_t>();
   p.queueing = core::QueueingPolicyFromName(row[5].as<std::string>());
   p.starvation_limit_seconds = row[6].as<int64_t>();
+  p.claim_deadline_seconds = row[7].as<int64_t>();
+  p.lease_seconds = row[8].as<int64_t>();
   return p;
 }
 

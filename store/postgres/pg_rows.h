@@ -51,6 +51,11 @@ absl::Time FromMicrosOrMin(int64_t micros);
 // Held GPUs as "node:gpu,node:gpu", and back (malformed entries fail).
 std::string FormatHolds(const std::vector<core::GpuHold>& holds);
 absl::StatusOr<std::vector<core::GpuHold>> ParseHolds(const std::string& text);
+// Claims as stored in requests.claims: "member:claimed_at_micros:holder",
+// comma-separated (holders hold no comma: core::ValidateHolder). Read back
+// with renewed_at = claimed_at.
+std::string FormatClaims(const std::vector<core::Claim>& claims);
+absl::StatusOr<std::vector<core::Claim>> ParseClaims(const std::string& text);
 
 // A pool's lending classes as a text array literal, and back.
 std::string ClassesLiteral(const std::vector<core::WorkloadClass>& classes);

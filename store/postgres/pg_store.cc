@@ -38,7 +38,8 @@ struct ChangeWriter {
   void operator()(const core::Pool& p) const {
     tx.exec_prepared(sql::kInsertPool, p.name, std::string(core::LatencyClassName(p.latency_class)),
                      p.description, rows::ClassesLiteral(p.lends_to), p.reclaim_grace_seconds,
-                     std::string(core::QueueingPolicyName(p.queueing)), p.starvation_limit_seconds);
+                     std::string(core::QueueingPolicyName(p.queueing)), p.starvation_limit_seconds,
+                     p.claim_deadline_seconds, p.lease_seconds);
   }
   void operator()(const core::Node& n) const {
     tx.exec_prepared(sql::kInsertNode, n.id, n.cluster, n.name, n.pool, n.topology_domain,

@@ -23,7 +23,8 @@ constexpr Statement kStatements[] = {
     {kInsertCluster, "INSERT INTO clusters (name, description) VALUES ($1, $2)"},
     {kInsertPool,
      "INSERT INTO pools (name, latency_class, description, lends_to, reclaim_grace_seconds, "
-     "queueing, starvation_limit_seconds) VALUES ($1, $2, $3, $4::text[], $5, $6, $7)"},
+     "queueing, starvation_limit_seconds, claim_deadline_seconds, lease_seconds) "
+     "VALUES ($1, $2, $3, $4::text[], $5, $6, $7, $8, $9)"},
     {kInsertNode,
      "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
      "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
@@ -42,7 +43,7 @@ constexpr Statement kStatements[] = {
     {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
     {kSelectPools,
      "SELECT name, latency_class, description, lends_to, reclaim_grace_seconds, queueing, "
-     "starvation_limit_seconds FROM pools ORDER BY name"},
+     "starvation_limit_seconds, claim_deadline_seconds, lease_seconds FROM pools ORDER BY name"},
     // $1 cluster, $2 pool ('' = any).
     {kSelectNodes,
      "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib FROM nodes "
@@ -447,13 +448,14 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                        {"approvals", T},
                                        {"approvers", T},
                                        {"approval_deadline", B, Value::kTimeOrNull},
-                                       {"cost_micros", B}};
+                                       {"cost_micros", B},
+                                       {"claims", T}};
   // The columns a decision changes, after the id; typed as in `request`.
   std::vector<Column> request_update;
   for (absl::string_view name :
        {"id", "state", "reason_code", "reason", "updated_at", "admitted_at", "quota_model",
         "preempt_deadline", "preempted_by", "holds", "approvals", "approvers", "approval_deadline",
-        "cost_micros"}) {
+        "cost_micros", "claims"}) {
     for (const Column& c : request) {
       if (name == c.name) request_update.push_back(c);
     }

@@ -104,6 +104,12 @@ def main():
                        "--key", "every-3")["request"]
         a("deny", other["id"], "--reason", "not this week", principal="carol")
         a("requests", "get", granted["id"])
+        claimed = a.json("claim", granted["id"], "--holder", "pod:every-1")["request"]
+        assert [c["holder"] for c in claimed["claims"]] == ["pod:every-1"], claimed
+        assert "claimed by pod:every-1" in a("renew", granted["id"], "--holder", "pod:every-1")
+        r = subprocess.run(a.base() + ["claim", str(granted["id"]), "--holder", "pod:other"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "claimed by pod:every-1" in r.stderr, r.stderr
         a("release", big["id"])
         a("release", granted["id"])
         a("telemetry", "send", "--cluster", "east", "--node", "h100-0", "--uuid", "GPU-aaaa-0",

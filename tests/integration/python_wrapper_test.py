@@ -127,7 +127,10 @@ def main():
             other = arb.request_capacity("training", "batch", gpus=5)
             assert carol.deny(other.id, "not this week").state == "denied"
             assert arb.get(big.id).admitted
+            call("ClaimAllocation", id=big.id, holder="pod:py-1")
+            call("RenewLease", id=big.id, holder="pod:py-1")
             assert arb.release(big.id).state == "released"
+            call("ImportOrganisation", teams=[{"name": "py-imported", "parent": "org"}])
 
             listed = list(arb.requests(team="inference", page_size=2))
             assert len(listed) == 5 and len({r.id for r in listed}) == len(listed), listed

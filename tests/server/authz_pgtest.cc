@@ -296,6 +296,18 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
     r.set_id(999'999);
     return Unary(*s.allocation, &Alloc::ReleaseAllocation, r);
   };
+  calls["AllocationService.ClaimAllocation"] = [](Stubs& s, int) {
+    v1::ClaimAllocationRequest r;
+    r.set_id(999'999);
+    r.set_holder("pod:matrix");
+    return Unary(*s.allocation, &Alloc::ClaimAllocation, r);
+  };
+  calls["AllocationService.RenewLease"] = [](Stubs& s, int) {
+    v1::RenewLeaseRequest r;
+    r.set_id(999'999);
+    r.set_holder("pod:matrix");
+    return Unary(*s.allocation, &Alloc::RenewLease, r);
+  };
   calls["AllocationService.GetRequest"] = [](Stubs& s, int) {
     v1::GetRequestRequest r;
     r.set_id(1);
@@ -519,8 +531,11 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
         "serving");
   grant("spiffe://arbiter.local/agent", v1::ROLE_AGENT, v1::SCOPE_KIND_ORG, "");
 
-  const std::set<std::string> team_writes = {"AllocationService.RequestCapacity",
-                                             "AllocationService.ReleaseAllocation"};
+  const std::set<std::string> team_writes = {
+      "AllocationService.RequestCapacity", "AllocationService.ReleaseAllocation",
+      "AllocationService.ClaimAllocation", "AllocationService.RenewLease"};
+  const std::set<std::string> enforcer = {"AllocationService.ClaimAllocation",
+                                          "AllocationService.RenewLease"};
   std::set<std::string> everything;
   for (const auto& [name, call] : Calls()) everything.insert(name);
   const std::vector<Identity> identities = {
@@ -541,7 +556,8 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
       {"authority", Code::PERMISSION_DENIED,
        Plus(Plus(kReads, {"GovernanceService.SetQuota"}), kApprovals)},
       {"agent", Code::PERMISSION_DENIED,
-       Plus({"TelemetryService.StreamSamples", "ChargebackService.ReportLatency"}, kApprovals)},
+       Plus(Plus({"TelemetryService.StreamSamples", "ChargebackService.ReportLatency"}, enforcer),
+            kApprovals)},
       {"nobody", Code::PERMISSION_DENIED, kApprovals},
       {"", Code::UNAUTHENTICATED, {}},
       {"expired", Code::UNAVAILABLE, {}},

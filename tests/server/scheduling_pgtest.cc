@@ -5,7 +5,9 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 #include "tests/server/server_fixture.h"
@@ -366,6 +368,148 @@ TEST_F(ServerTest, ImportOrganisationIsAllOrNothing) {
   EXPECT_EQ(counts.quotas_unchanged(), 1);
   EXPECT_EQ(counts.teams_created() + counts.quotas_set(), 0);
   EXPECT_EQ(RowCounts(), after);
+}
+
+// Claims and leases through the API (docs/enforcement.md), on a pool with a
+// claim deadline of 60 s and a lease of 30 s: a claim, the same claim again,
+// a stranger's claim (FAILED_PRECONDITION naming the holder), bad claims
+// (each names its field and writes nothing), a renewal, and the lease
+// running out with no call made: the allocation ends LEASE_EXPIRED at its
+// last renewal, and another allocation never claimed ends UNCLAIMED.
+TEST_F(ServerTest, ClaimsHoldUnderALeaseAndEndWithoutOne) {
+  SeedOrganisation();
+  {
+    grpc::ClientContext ctx;
+    v1::CreatePoolRequest r;
+    r.mutable_pool()->set_name("enforced");
+    r.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+    r.mutable_pool()->set_claim_deadline_seconds(60);
+    r.mutable_pool()->set_lease_seconds(30);
+    v1::CreatePoolResponse resp;
+    ASSERT_TRUE(inventory_->CreatePool(&ctx, r, &resp).ok());
+    EXPECT_EQ(resp.pool().lease_seconds(), 30);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::RegisterNodeRequest r;
+    r.mutable_node()->set_cluster("east");
+    r.mutable_node()->set_name("e1");
+    r.mutable_node()->set_pool("enforced");
+    r.mutable_node()->set_cpu_milli(64'000);
+    r.mutable_node()->set_memory_mib(512'000);
+    for (int i = 0; i < 2; ++i) {
+      v1::Gpu* gpu = r.mutable_node()->add_gpus();
+      gpu->set_index(i);
+      gpu->set_model("L4");
+    }
+    v1::RegisterNodeResponse resp;
+    ASSERT_TRUE(inventory_->RegisterNode(&ctx, r, &resp).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::SetQuotaRequest r;
+    r.mutable_quota()->set_team("inference");
+    r.mutable_quota()->set_pool("enforced");
+    r.mutable_quota()->set_nominal_milli(2000);
+    v1::SetQuotaResponse resp;
+    ASSERT_TRUE(governance_->SetQuota(&ctx, r, &resp).ok());
+  }
+  auto admit = [&](const std::string& key) {
+    v1::RequestCapacityRequest req = ValidRequest(key);
+    req.set_pool("enforced");
+    req.mutable_shape()->set_whole_gpus(1);
+    v1::RequestCapacityResponse resp;
+    EXPECT_TRUE(Request(req, &resp).ok());
+    EXPECT_EQ(resp.request().state(), v1::REQUEST_STATE_ADMITTED);
+    EXPECT_TRUE(resp.request().has_enforce_at());
+    return resp.request().id();
+  };
+  const int64_t held = admit("held");
+  const int64_t forgotten = admit("forgotten");
+  auto claim = [&](int64_t id, const std::string& holder, std::vector<int32_t> members,
+                   v1::ClaimAllocationResponse* resp) {
+    grpc::ClientContext ctx;
+    v1::ClaimAllocationRequest r;
+    r.set_id(id);
+    r.set_holder(holder);
+    for (int32_t m : members) r.add_members(m);
+    return allocation_->ClaimAllocation(&ctx, r, resp);
+  };
+  auto renew = [&](int64_t id, const std::string& holder, v1::RenewLeaseResponse* resp) {
+    grpc::ClientContext ctx;
+    v1::RenewLeaseRequest r;
+    r.set_id(id);
+    r.set_holder(holder);
+    return allocation_->RenewLease(&ctx, r, resp);
+  };
+  v1::ClaimAllocationResponse claimed;
+  ASSERT_TRUE(claim(held, "pod:7f3a", {}, &claimed).ok());
+  ASSERT_EQ(claimed.request().claims_size(), 1);
+  EXPECT_EQ(claimed.request().claims(0).holder(), "pod:7f3a");
+  EXPECT_EQ(claimed.request().enforce_at().seconds(),
+            absl::ToUnixSeconds(clock_.TimeNow() + absl::Seconds(30)));
+  ASSERT_TRUE(claim(held, "pod:7f3a", {0}, &claimed).ok());  // Idempotent.
+  const std::string before = RowCounts();
+  grpc::Status stranger = claim(held, "pod:0000", {}, &claimed);
+  EXPECT_EQ(stranger.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(stranger.error_message().find("claimed by pod:7f3a"), std::string::npos)
+      << stranger.error_message();
+  struct Bad {
+    int64_t id;
+    const char* holder;
+    std::vector<int32_t> members;
+    grpc::StatusCode code;
+    const char* field;
+  };
+  for (const Bad& b :
+       std::vector<Bad>{{0, "pod:1", {}, grpc::StatusCode::INVALID_ARGUMENT, "id:"},
+                        {held + 1000, "pod:1", {}, grpc::StatusCode::NOT_FOUND, "id:"},
+                        {held, "", {}, grpc::StatusCode::INVALID_ARGUMENT, "holder:"},
+                        {held, "pod;1", {}, grpc::StatusCode::INVALID_ARGUMENT, "holder:"},
+                        {held, "pod:1", {-1}, grpc::StatusCode::INVALID_ARGUMENT, "members[0]:"},
+                        {held, "pod:1", {1}, grpc::StatusCode::INVALID_ARGUMENT, "members[0]:"}}) {
+    SCOPED_TRACE(b.field);
+    grpc::Status status = claim(b.id, b.holder, b.members, &claimed);
+    EXPECT_EQ(status.error_code(), b.code) << status.error_message();
+    EXPECT_EQ(status.error_message().rfind(b.field, 0), 0u) << status.error_message();
+  }
+  EXPECT_EQ(RowCounts(), before);
+
+  // Renewed at +20 s: the lease runs to +50 s. The other allocation, never
+  // claimed, ends at its claim deadline (+60 s).
+  const absl::Time start = clock_.TimeNow();
+  clock_.Advance(absl::Seconds(20));
+  v1::RenewLeaseResponse renewed;
+  ASSERT_TRUE(renew(held, "pod:7f3a", &renewed).ok());
+  EXPECT_EQ(renewed.request().enforce_at().seconds(),
+            absl::ToUnixSeconds(start + absl::Seconds(50)));
+  grpc::Status not_holder = renew(held, "pod:0000", &renewed);
+  EXPECT_EQ(not_holder.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  grpc::ClientContext watch_ctx;
+  v1::WatchAllocationsRequest watch;
+  watch.set_pool("enforced");
+  auto reader = allocation_->WatchAllocations(&watch_ctx, watch);
+  clock_.Advance(absl::Seconds(45));  // +65 s: both are due.
+  std::map<int64_t, v1::CapacityRequest> ended;
+  v1::WatchAllocationsResponse event;
+  while (ended.size() < 2 && reader->Read(&event)) {
+    if (event.type() == v1::ALLOCATION_EVENT_TYPE_RELEASED)
+      ended[event.request().id()] = event.request();
+  }
+  watch_ctx.TryCancel();
+  ASSERT_EQ(ended.size(), 2u);
+  EXPECT_EQ(ended[held].reason_code(), "LEASE_EXPIRED");
+  EXPECT_EQ(ended[forgotten].reason_code(), "UNCLAIMED");
+  auto held_end = db_->QueryValue(absl::StrCat(
+      "SELECT extract(epoch FROM updated_at)::bigint FROM requests WHERE id = ", held));
+  ASSERT_THAT(held_end, IsOk());
+  EXPECT_EQ(*held_end, absl::StrCat(absl::ToUnixSeconds(start + absl::Seconds(20))));
+  // Its capacity returned: both GPUs are admitted again.
+  admit("again-1");
+  admit("again-2");
+  // A renewal of an ended allocation says so.
+  EXPECT_EQ(renew(held, "pod:7f3a", &renewed).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 }  // namespace

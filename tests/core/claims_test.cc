@@ -1,0 +1,178 @@
+// Claims and leases (docs/enforcement.md): exactly one holder per member,
+// idempotent for that holder; a lease that is not renewed ends the
+// allocation LEASE_EXPIRED, charged to its last renewal; an allocation not
+// claimed by the pool's claim deadline ends UNCLAIMED; capacity returns
+// either way, and a reload renews every lease.
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#include "core/arbitration.h"
+#include "tests/core/test_state.h"
+#include "tests/testing/status_matchers.h"
+
+namespace arbiter::core {
+namespace {
+
+using ::arbiter::testing::AddNode;
+using ::arbiter::testing::IsOk;
+using ::arbiter::testing::kT0;
+using ::arbiter::testing::MakeNode;
+using ::arbiter::testing::StatusIs;
+using ::arbiter::testing::WholeSpec;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Pool "enforced" (batch) with a claim deadline of 60 s and a lease of 30 s,
+// one node of 4 H100s, team t with quota for all of it.
+State EnforcedState() {
+  State s = ::arbiter::testing::MakeState();
+  ChangeSet ch;
+  Pool pool{"enforced", LatencyClass::kBatch, ""};
+  pool.claim_deadline_seconds = 60;
+  pool.lease_seconds = 30;
+  EXPECT_THAT(CreatePool(s, pool, ch), IsOk());
+  EXPECT_THAT(SetQuota(s, {"t", "enforced", 4000}, kT0, ch), IsOk());
+  AddNode(s, MakeNode("e1", 4, "H100-80GB", "enforced"));
+  return s;
+}
+
+CapacityRequest Admit(State& s, const char* key, int members, absl::Time at = kT0) {
+  CapacityRequestSpec spec = WholeSpec(key, members, 1);
+  spec.pool = "enforced";
+  spec.workload_class = WorkloadClass::kTraining;
+  ChangeSet ch;
+  absl::StatusOr<RequestOutcome> out = RequestCapacity(s, spec, at, ch);
+  EXPECT_THAT(out, IsOk());
+  EXPECT_EQ(out->request.state, RequestState::kAdmitted);
+  return out->request;
+}
+
+// Runs what is due at `at`; returns what changed.
+ChangeSet TickAt(State& s, absl::Time at) {
+  ChangeSet ch;
+  Tick(s, at, ch);
+  return ch;
+}
+
+TEST(ClaimsTest, OneHolderPerMemberAndIdempotentForIt) {
+  State s = EnforcedState();
+  const CapacityRequest r = Admit(s, "a", 2);
+  ChangeSet first;
+  absl::StatusOr<CapacityRequest> claimed =
+      ClaimAllocation(s, r.id, "pod:1111", {0}, kT0 + absl::Seconds(5), first);
+  ASSERT_THAT(claimed, IsOk());
+  ASSERT_EQ(claimed->claims.size(), 1u);
+  EXPECT_EQ(claimed->claims[0].holder, "pod:1111");
+  EXPECT_EQ(first.changes.size(), 1u);  // A new claim is written.
+  // The same holder again: a renewal, nothing written.
+  ChangeSet again;
+  ASSERT_THAT(ClaimAllocation(s, r.id, "pod:1111", {0}, kT0 + absl::Seconds(6), again), IsOk());
+  EXPECT_TRUE(again.empty());
+  // Another holder of the same member is refused, naming the holder.
+  ChangeSet stranger;
+  EXPECT_THAT(ClaimAllocation(s, r.id, "pod:2222", {1, 0}, kT0 + absl::Seconds(7), stranger),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       ::testing::AllOf(StartsWith("members[1]: "), HasSubstr("pod:1111"))));
+  EXPECT_TRUE(stranger.empty());
+  EXPECT_EQ(s.FindLiveRequest(r.id)->claims.size(), 1u);  // Member 1 was not taken either.
+  // The other member by another holder is fine.
+  ChangeSet second;
+  ASSERT_THAT(ClaimAllocation(s, r.id, "pod:2222", {1}, kT0 + absl::Seconds(8), second), IsOk());
+  EXPECT_EQ(s.FindLiveRequest(r.id)->claims.size(), 2u);
+}
+
+TEST(ClaimsTest, BadClaimsNameTheFieldAndChangeNothing) {
+  State s = EnforcedState();
+  const CapacityRequest r = Admit(s, "a", 2);
+  struct Case {
+    int64_t id;
+    const char* holder;
+    std::vector<int32_t> members;
+    absl::StatusCode code;
+    const char* field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {0, "pod:1", {}, absl::StatusCode::kInvalidArgument, "id:"},
+           {r.id + 100, "pod:1", {}, absl::StatusCode::kNotFound, "id:"},
+           {r.id, "", {}, absl::StatusCode::kInvalidArgument, "holder:"},
+           {r.id, "pod 1", {}, absl::StatusCode::kInvalidArgument, "holder:"},
+           {r.id, "pod:1", {2}, absl::StatusCode::kInvalidArgument, "members[0]:"},
+           {r.id, "pod:1", {-1}, absl::StatusCode::kInvalidArgument, "members[0]:"},
+           {r.id, "pod:1", {1, 1}, absl::StatusCode::kInvalidArgument, "members[1]:"}}) {
+    SCOPED_TRACE(c.field);
+    ChangeSet ch;
+    EXPECT_THAT(ClaimAllocation(s, c.id, c.holder, c.members, kT0, ch),
+                StatusIs(c.code, StartsWith(c.field)));
+    EXPECT_TRUE(ch.empty());
+  }
+  EXPECT_TRUE(s.FindLiveRequest(r.id)->claims.empty());
+  // Renewing what the holder does not hold names who does.
+  EXPECT_THAT(RenewLease(s, r.id, "pod:1", kT0),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("nobody has claimed")));
+}
+
+TEST(ClaimsTest, ALeaseNotRenewedEndsTheAllocationAtItsLastRenewal) {
+  State s = EnforcedState();
+  const CapacityRequest r = Admit(s, "a", 1);
+  ChangeSet ch;
+  ASSERT_THAT(ClaimAllocation(s, r.id, "slurm:42.0", {}, kT0 + absl::Seconds(10), ch), IsOk());
+  // Renewed at +35 s: the lease now runs to +65 s.
+  ASSERT_THAT(RenewLease(s, r.id, "slurm:42.0", kT0 + absl::Seconds(35)), IsOk());
+  EXPECT_TRUE(TickAt(s, kT0 + absl::Seconds(64)).empty());
+  ASSERT_NE(s.FindLiveRequest(r.id), nullptr);
+  ChangeSet ended = TickAt(s, kT0 + absl::Seconds(65));
+  ASSERT_EQ(ended.changes.size(), 1u);
+  const CapacityRequest& gone = std::get<RequestWrite>(ended.changes[0]).request;
+  EXPECT_EQ(gone.state, RequestState::kReleased);
+  EXPECT_EQ(gone.reason_code, kReasonLeaseExpired);
+  EXPECT_THAT(gone.reason, HasSubstr("slurm:42.0"));
+  EXPECT_EQ(gone.updated_at, kT0 + absl::Seconds(35));  // Charged to the last renewal.
+  EXPECT_EQ(s.FindLiveRequest(r.id), nullptr);
+  EXPECT_EQ(s.UsedMilli("t", "enforced"), 0);
+  // Its GPU is free again.
+  Admit(s, "b", 4, kT0 + absl::Seconds(66));
+}
+
+TEST(ClaimsTest, AnAllocationNotClaimedByTheDeadlineEnds) {
+  State s = EnforcedState();
+  const CapacityRequest r = Admit(s, "gang", 2);
+  ChangeSet ch;
+  ASSERT_THAT(ClaimAllocation(s, r.id, "pod:a", {0}, kT0 + absl::Seconds(1), ch), IsOk());
+  // Member 0 keeps renewing; member 1 is never claimed.
+  for (int t = 20; t < 60; t += 20) {
+    ASSERT_THAT(RenewLease(s, r.id, "pod:a", kT0 + absl::Seconds(t)), IsOk());
+    EXPECT_TRUE(TickAt(s, kT0 + absl::Seconds(t)).empty());
+  }
+  ChangeSet ended = TickAt(s, kT0 + absl::Seconds(60));
+  ASSERT_EQ(ended.changes.size(), 1u);
+  const CapacityRequest& gone = std::get<RequestWrite>(ended.changes[0]).request;
+  EXPECT_EQ(gone.reason_code, kReasonUnclaimed);
+  EXPECT_THAT(gone.reason, HasSubstr("1 of 2 member(s) not claimed"));
+  EXPECT_EQ(s.UsedMilli("t", "enforced"), 0);
+}
+
+TEST(ClaimsTest, PoolsWithoutEnforcementNeverEndAnAllocation) {
+  State s = EnforcedState();
+  AddNode(s, MakeNode("s1", 1, "H100-80GB"));
+  ChangeSet ch;
+  CapacityRequestSpec spec = WholeSpec("free", 1, 1);  // Pool "serving": no deadline, no lease.
+  const CapacityRequest r = RequestCapacity(s, spec, kT0, ch)->request;
+  ASSERT_THAT(ClaimAllocation(s, r.id, "pod:x", {}, kT0, ch), IsOk());
+  EXPECT_TRUE(TickAt(s, kT0 + absl::Hours(24 * 30)).empty());
+  EXPECT_EQ(s.FindLiveRequest(r.id)->state, RequestState::kAdmitted);
+}
+
+TEST(ClaimsTest, AReloadRenewsEveryLease) {
+  State s = EnforcedState();
+  const CapacityRequest r = Admit(s, "a", 1);
+  ChangeSet ch;
+  ASSERT_THAT(ClaimAllocation(s, r.id, "pod:a", {}, kT0, ch), IsOk());
+  // As if loaded at +25 s, where the renewals were not written.
+  GraceLeases(s, kT0 + absl::Seconds(25));
+  EXPECT_TRUE(TickAt(s, kT0 + absl::Seconds(40)).empty());
+  EXPECT_EQ(TickAt(s, kT0 + absl::Seconds(55)).changes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace arbiter::core
