@@ -84,6 +84,7 @@ for line in "${commands[@]}"; do
     "ledger verify"*) grep -q "^OK: .*signed by the ledger key" <<<"$out" ;;
     "prices list"*) grep -q "H100-80GB" <<<"$out" ;;
     "budgets list"*) grep -q "research" <<<"$out" ;;
+    claim*|renew*) grep -q "claimed by pod:" <<<"$out" ;;
     release*) grep -q "released" <<<"$out" ;;
   esac
 done
