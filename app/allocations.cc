@@ -94,6 +94,16 @@ Reply<T> WithLiveState(const Context& ctx,
   };
 }
 
+// The access check of `method` on live request `id`'s team and pool, made
+// on the arbiter's thread where they are known; OK when `id` is not live
+// (the core answers for it).
+absl::Status CheckOnTeam(const Access& access, const Caller& caller, const char* method,
+                         const core::State& state, int64_t id) {
+  const core::CapacityRequest* live = state.FindLiveRequest(id);
+  if (live == nullptr) return absl::OkStatus();
+  return access.Check(caller, method, Resource{live->spec.team, live->spec.pool});
+}
+
 std::vector<core::CapacityRequest*> RequestOf(core::CapacityRequest& r) { return {&r}; }
 std::vector<core::CapacityRequest*> RequestsOf(store::RequestPage& page) {
   std::vector<core::CapacityRequest*> out;
@@ -218,13 +228,9 @@ void Allocations::ReleaseAllocation(const Caller& caller, int64_t id,
       [access = ctx_.access, caller, id](
           core::State& state, absl::Time now,
           core::ChangeSet& changes) -> absl::StatusOr<core::CapacityRequest> {
-        // The request's team, known here: check that the caller may act on it.
-        if (const core::CapacityRequest* live = state.FindLiveRequest(id)) {
-          if (absl::Status on_team =
-                  access->Check(caller, kRelease, Resource{live->spec.team, live->spec.pool});
-              !on_team.ok()) {
-            return on_team;
-          }
+        if (absl::Status on_team = CheckOnTeam(*access, caller, kRelease, state, id);
+            !on_team.ok()) {
+          return on_team;
         }
         return core::ReleaseRequest(state, id, now, changes);
       },
@@ -243,12 +249,8 @@ void Allocations::ClaimAllocation(const Caller& caller, int64_t id, std::string 
       [access = ctx_.access, caller, id, holder = std::move(holder), members = std::move(members)](
           core::State& state, absl::Time now,
           core::ChangeSet& changes) -> absl::StatusOr<core::CapacityRequest> {
-        if (const core::CapacityRequest* live = state.FindLiveRequest(id)) {
-          if (absl::Status on_team =
-                  access->Check(caller, kClaim, Resource{live->spec.team, live->spec.pool});
-              !on_team.ok()) {
-            return on_team;
-          }
+        if (absl::Status on_team = CheckOnTeam(*access, caller, kClaim, state, id); !on_team.ok()) {
+          return on_team;
         }
         return core::ClaimAllocation(state, id, holder, members, now, changes);
       },
@@ -266,12 +268,8 @@ void Allocations::RenewLease(const Caller& caller, int64_t id, std::string holde
       [access = ctx_.access, caller, id, holder = std::move(holder)](
           core::State& state, absl::Time now,
           core::ChangeSet&) -> absl::StatusOr<core::CapacityRequest> {
-        if (const core::CapacityRequest* live = state.FindLiveRequest(id)) {
-          if (absl::Status on_team =
-                  access->Check(caller, kRenew, Resource{live->spec.team, live->spec.pool});
-              !on_team.ok()) {
-            return on_team;
-          }
+        if (absl::Status on_team = CheckOnTeam(*access, caller, kRenew, state, id); !on_team.ok()) {
+          return on_team;
         }
         return core::RenewLease(state, id, holder, now);
       },
