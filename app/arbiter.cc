@@ -226,8 +226,10 @@ void Arbiter::RefreshFollower() {
 }
 
 bool Arbiter::TimerDue() const {
-  return state_valid_ && !state_.timers().empty() &&
-         state_.timers().begin()->first <= clock_->TimeNow();
+  if (!state_valid_) return false;
+  const absl::Time now = clock_->TimeNow();
+  return (!state_.timers().empty() && state_.timers().begin()->first <= now) ||
+         state_.heartbeat_check_at() <= now;
 }
 
 void Arbiter::Drain() {
@@ -348,6 +350,12 @@ void Arbiter::CommitBatch(Decided& decided) {
     if (authz_ != nullptr) authz_->Apply(change);
     if (const auto* node = std::get_if<core::Node>(&change)) {
       nodes_->Put(*node);
+    } else if (const auto* node_write = std::get_if<core::NodeWrite>(&change)) {
+      if (node_write->event == core::NodeEvent::kRemove) {
+        nodes_->Remove(node_write->node);
+      } else if (node_write->event == core::NodeEvent::kUpdate) {
+        nodes_->Put(node_write->node);
+      }
     } else if (auto* write = std::get_if<core::RequestWrite>(&change)) {
       // The row holds the request's explanation as of this decision.
       explanations_.Erase(write->request.id);
@@ -403,6 +411,8 @@ bool Arbiter::Reload() {
   explanations_.Clear();
   last_reload_ = clock_->TimeNow();
   IndexNodes();
+  // Heartbeats are not written either: each node's silence counts from now.
+  core::GraceHeartbeats(state_, clock_->TimeNow());
   // A leader's streams continue only if nothing moved; a follower serves
   // none.
   absl::Status serving;
@@ -427,6 +437,7 @@ bool Arbiter::Reload() {
 void Arbiter::IndexNodes() {
   state_.set_approval_timeout(options_.approval_timeout);
   state_.set_idempotency_window(options_.idempotency_window);
+  state_.set_node_heartbeat_timeout(options_.node_heartbeat_timeout);
   for (const core::Node& n : state_.nodes()) nodes_->Put(n);
   if (authz_ != nullptr) authz_->Reset(state_);
 }

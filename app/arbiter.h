@@ -71,6 +71,9 @@ struct ArbiterOptions {
   // core::State::idempotency_window). Start-up loads the ended requests of
   // this window only. Default: 24 hours.
   absl::Duration idempotency_window = core::kDefaultIdempotencyWindow;
+  // A node whose agent heartbeats turns unreachable after this long without
+  // one (core::State::node_heartbeat_timeout); zero: never.
+  absl::Duration node_heartbeat_timeout = core::kDefaultNodeHeartbeatTimeout;
   // Called on the committer thread after each batch's commit (or failure)
   // with the batch's size and the commit's duration; must not block.
   // Default: none.

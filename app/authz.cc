@@ -44,6 +44,15 @@ const std::vector<Rule>& Rules() {
       {"InventoryService.CreateCluster", {}, Match::kOrg},
       {"InventoryService.CreatePool", {}, Match::kOrg},
       {"InventoryService.RegisterNode", {}, Match::kOrg},
+      // Node agents and controllers keep nodes current and report their
+      // state; removing one is for platform admins.
+      {"InventoryService.UpdateNode", {Role::kAgent}, Match::kAny},
+      {"InventoryService.CordonNode", {Role::kAgent}, Match::kAny},
+      {"InventoryService.UncordonNode", {Role::kAgent}, Match::kAny},
+      {"InventoryService.DrainNode", {Role::kAgent}, Match::kAny},
+      {"InventoryService.MarkNodeFailed", {Role::kAgent}, Match::kAny},
+      {"InventoryService.RemoveNode", {}, Match::kOrg},
+      {"InventoryService.NodeHeartbeat", {Role::kAgent}, Match::kAny},
       {"GovernanceService.ListTeams", kReaders, Match::kAny},
       // A team admin creates teams under its own (resource: the parent).
       {"GovernanceService.CreateTeam", {Role::kTeamAdmin}, Match::kTeam},

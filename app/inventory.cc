@@ -94,4 +94,81 @@ void Inventory::ListNodes(const Caller& caller, std::string cluster, std::string
       std::move(reply));
 }
 
+template <typename T>
+void Inventory::Command(const Caller& caller, const char* method, DecideFn<T> decide,
+                        Reply<T> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, method, {}); !access.ok()) {
+    return reply(access);
+  }
+  RunCommand<T>(ctx_, caller.actor(), std::move(decide), std::move(reply));
+}
+
+void Inventory::UpdateNode(const Caller& caller, core::Node facts, Reply<core::Node> reply) const {
+  Command<core::Node>(
+      caller, "InventoryService.UpdateNode",
+      [facts = std::move(facts)](core::State& state, absl::Time now, core::ChangeSet& changes) {
+        return core::UpdateNode(state, facts, now, changes);
+      },
+      std::move(reply));
+}
+
+void Inventory::CordonNode(const Caller& caller, core::NodeRef ref, bool cordon,
+                           Reply<core::Node> reply) const {
+  Command<core::Node>(
+      caller, cordon ? "InventoryService.CordonNode" : "InventoryService.UncordonNode",
+      [ref = std::move(ref), cordon](core::State& state, absl::Time now, core::ChangeSet& changes) {
+        return core::CordonNode(state, ref, cordon, now, changes);
+      },
+      std::move(reply));
+}
+
+void Inventory::DrainNode(const Caller& caller, core::NodeRef ref, int64_t grace_seconds,
+                          Reply<core::DrainOutcome> reply) const {
+  Command<core::DrainOutcome>(
+      caller, "InventoryService.DrainNode",
+      [ref = std::move(ref), grace_seconds](core::State& state, absl::Time now,
+                                            core::ChangeSet& changes) {
+        return core::DrainNode(state, ref, grace_seconds, now, changes);
+      },
+      std::move(reply));
+}
+
+void Inventory::MarkNodeFailed(const Caller& caller, core::NodeRef ref,
+                               absl::StatusOr<absl::Time> failed_at,
+                               Reply<core::FailOutcome> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, "InventoryService.MarkNodeFailed", {});
+      !access.ok()) {
+    return reply(access);
+  }
+  if (!failed_at.ok()) return reply(failed_at.status());
+  RunCommand<core::FailOutcome>(
+      ctx_, caller.actor(),
+      [ref = std::move(ref), at = *failed_at](core::State& state, absl::Time now,
+                                              core::ChangeSet& changes) {
+        return core::FailNode(state, ref, at, now, changes);
+      },
+      std::move(reply));
+}
+
+void Inventory::RemoveNode(const Caller& caller, core::NodeRef ref, Reply<Done> reply) const {
+  Command<Done>(
+      caller, "InventoryService.RemoveNode",
+      [ref = std::move(ref)](core::State& state, absl::Time,
+                             core::ChangeSet& changes) -> absl::StatusOr<Done> {
+        if (absl::Status st = core::RemoveNode(state, ref, changes); !st.ok()) return st;
+        return Done{};
+      },
+      std::move(reply));
+}
+
+void Inventory::NodeHeartbeat(const Caller& caller, core::NodeRef ref,
+                              Reply<core::Node> reply) const {
+  Command<core::Node>(
+      caller, "InventoryService.NodeHeartbeat",
+      [ref = std::move(ref)](core::State& state, absl::Time now, core::ChangeSet& changes) {
+        return core::NodeHeartbeat(state, ref, now, changes);
+      },
+      std::move(reply));
+}
+
 }  // namespace arbiter::app

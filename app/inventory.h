@@ -11,6 +11,7 @@
 
 #include "app/authz.h"
 #include "app/context.h"
+#include "core/arbitration.h"
 #include "core/model.h"
 
 namespace arbiter::app {
@@ -31,7 +32,26 @@ class Inventory {
   void ListNodes(const Caller& caller, std::string cluster, std::string pool,
                  Reply<std::vector<core::Node>> reply) const;
 
+  // Node lifecycle (core/nodes.cc, docs/nodes.md). Each replies with the
+  // node as the decision left it.
+  void UpdateNode(const Caller& caller, core::Node facts, Reply<core::Node> reply) const;
+  // Cordons (`cordon`) or uncordons the node.
+  void CordonNode(const Caller& caller, core::NodeRef ref, bool cordon,
+                  Reply<core::Node> reply) const;
+  void DrainNode(const Caller& caller, core::NodeRef ref, int64_t grace_seconds,
+                 Reply<core::DrainOutcome> reply) const;
+  // `failed_at`'s conversion error is answered after the access check;
+  // InfinitePast: now.
+  void MarkNodeFailed(const Caller& caller, core::NodeRef ref, absl::StatusOr<absl::Time> failed_at,
+                      Reply<core::FailOutcome> reply) const;
+  void RemoveNode(const Caller& caller, core::NodeRef ref, Reply<Done> reply) const;
+  void NodeHeartbeat(const Caller& caller, core::NodeRef ref, Reply<core::Node> reply) const;
+
  private:
+  // Checks `method`'s access, then runs `decide` as a command.
+  template <typename T>
+  void Command(const Caller& caller, const char* method, DecideFn<T> decide, Reply<T> reply) const;
+
   const Context ctx_;
 };
 

@@ -1,7 +1,8 @@
 // NodeDirectory: the names and GPUs of registered nodes, for presenting
 // placements (node id -> cluster, name) and for resolving telemetry samples
-// (node name or GPU UUID -> node id and GPU index). Nodes are never renamed
-// or removed, so entries only grow.
+// (node name or GPU UUID -> node id and GPU index). A removed node keeps its
+// id's name (its history is presented with it); its name and UUIDs resolve
+// to nothing, or to the node registered with them later.
 //
 // Thread-safe.
 #pragma once
@@ -26,10 +27,18 @@ class NodeDirectory {
     names_[node.id] = {node.cluster, node.name};
     ids_[{node.cluster, node.name}] = {node.id, static_cast<int32_t>(node.gpus.size())};
     for (const core::Gpu& g : node.gpus) {
+      ForgetUuid(node.id, g.index);
       if (g.uuid.empty()) continue;
       gpus_[g.uuid] = {node.id, g.index};
       uuids_[{node.id, g.index}] = g.uuid;
     }
+  }
+  // Forgets `node`'s name and GPU UUIDs (not its id's name).
+  void Remove(const core::Node& node) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = ids_.find({node.cluster, node.name});
+    if (it != ids_.end() && it->second.first == node.id) ids_.erase(it);
+    for (const core::Gpu& g : node.gpus) ForgetUuid(node.id, g.index);
   }
   // Returns ("", "") for an unknown id.
   std::pair<std::string, std::string> Get(int64_t id) const ABSL_LOCKS_EXCLUDED(mu_) {
@@ -63,6 +72,14 @@ class NodeDirectory {
   }
 
  private:
+  void ForgetUuid(int64_t node_id, int32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = uuids_.find({node_id, index});
+    if (it == uuids_.end()) return;
+    auto gpu = gpus_.find(it->second);
+    if (gpu != gpus_.end() && gpu->second == std::make_pair(node_id, index)) gpus_.erase(gpu);
+    uuids_.erase(it);
+  }
+
   mutable absl::Mutex mu_;
   absl::flat_hash_map<int64_t, std::pair<std::string, std::string>> names_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<std::string, std::string>, std::pair<int64_t, int32_t>> ids_

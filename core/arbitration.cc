@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 
 #include "core/approval.h"
+#include "core/arbitration_internal.h"
 #include "core/backfill.h"
 #include "core/budget.h"
 #include "core/fingerprint.h"
@@ -26,11 +27,11 @@
 #include "core/validate.h"
 
 namespace arbiter::core {
-namespace {
-
 absl::Status NotFound(absl::string_view field, absl::string_view what, absl::string_view name) {
   return absl::NotFoundError(absl::StrCat(field, ": unknown ", what, " '", name, "'"));
 }
+
+namespace {
 
 // State-dependent checks of a request: referenced entities exist, and a
 // fraction's memory fits at least one allowed GPU model.
@@ -72,12 +73,16 @@ Window RunWindow(const CapacityRequestSpec& spec, absl::Time now) {
   return w;
 }
 
+}  // namespace
+
 void SetOutcome(CapacityRequest& request, RequestState state, absl::string_view code,
                 std::string reason) {
   request.state = state;
   request.reason_code = std::string(code);
   request.reason = std::move(reason);
 }
+
+namespace {
 
 // Whether a serving pool takes `spec`'s class; sets the denial otherwise.
 bool PoolAdmitsClass(const State& state, CapacityRequest& request) {
@@ -169,6 +174,8 @@ void ChargeBudget(State& state, CapacityRequest& request, absl::Time now) {
   }
 }
 
+}  // namespace
+
 // Settles the cost of `request`, which stops holding capacity at `now`: the
 // projection charged at admission becomes the cost actually incurred.
 void SettleCost(State& state, CapacityRequest& request, absl::Time now) {
@@ -178,6 +185,8 @@ void SettleCost(State& state, CapacityRequest& request, absl::Time now) {
   state.AddSpend(request.spec.team, MonthStart(request.admitted_at), actual - request.cost_micros);
   request.cost_micros = actual;
 }
+
+namespace {
 
 // Withdraws the notices of `preemptor`'s victims that still hold capacity:
 // it no longer needs them (it was admitted otherwise, or it is gone).
@@ -606,6 +615,29 @@ void EndUnenforced(State& state, CapacityRequest& request, absl::Time now) {
   state.PutRequest(request);
 }
 
+// Ends preempting `request` whose time is up: PREEMPTED, its capacity
+// freed. Without claims under a lease that is at its deadline, charged up to
+// then; with them its enforcer neither confirmed (by releasing) nor kept the
+// lease, so it is charged up to the stalest claim's last renewal.
+void EndPreempted(State& state, CapacityRequest& request, absl::Time now) {
+  const Pool& pool = *state.FindPool(request.spec.pool);
+  absl::Time end = now;
+  if (pool.lease_seconds > 0 && !request.claims.empty()) {
+    const Claim* stalest = &request.claims.front();
+    for (const Claim& c : request.claims) {
+      if (c.renewed_at < stalest->renewed_at) stalest = &c;
+    }
+    end = std::max(std::min(now, stalest->renewed_at), request.admitted_at);
+    absl::StrAppend(&request.reason, "; not confirmed by ", stalest->holder,
+                    ", whose lease on member ", stalest->member, " ran out");
+  }
+  for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
+  SettleCost(state, request, end);
+  request.state = RequestState::kPreempted;
+  request.updated_at = end;
+  state.PutRequest(request);
+}
+
 // Re-decides queued request `id`; records it when its state or claim
 // changed, or it starts or stops waiting for victims (a decision, written
 // and ledgered), or else when only its explanation changed (in
@@ -726,6 +758,8 @@ void AdmitQueuedGrouped(State& state, const std::string& pool, absl::Time now, C
   }
 }
 
+}  // namespace
+
 // Re-decides the queued requests of `pool` (see State::Admission).
 void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes) {
   state.ClearLoosened(pool);
@@ -736,6 +770,8 @@ void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSe
     AdmitQueuedGrouped(state, pool, now, changes);
   }
 }
+
+namespace {
 
 // Holds GPUs for a request that starts later: RESERVED, or DENIED when no
 // quota could take it or the pool has no room for the window.
@@ -1010,16 +1046,14 @@ absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Appr
 }
 
 void Tick(State& state, absl::Time now, ChangeSet& changes) {
+  if (now >= state.heartbeat_check_at()) MarkUnreachable(state, now, changes);
   std::set<std::string> pools;
   while (!state.timers().empty() && state.timers().begin()->first <= now) {
     const int64_t id = state.timers().begin()->second;
     CapacityRequest request = *state.FindLiveRequest(id);
     request.updated_at = now;
     if (request.state == RequestState::kPreempting) {
-      for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
-      SettleCost(state, request, now);
-      request.state = RequestState::kPreempted;
-      state.PutRequest(request);
+      EndPreempted(state, request, now);
     } else if (request.state == RequestState::kAdmitted) {
       EndUnenforced(state, request, now);
     } else if (request.state == RequestState::kPendingApproval) {

@@ -153,7 +153,13 @@ absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Appr
 // PREEMPTED (their capacity is freed), reservations whose start has come
 // are decided as requests, and approvals not given in time deny their
 // requests; then the pools they touched admit what waits.
-// Call it whenever `now` reaches the first of state.timers().
+// A preempting allocation whose claims hold a lease (docs/enforcement.md)
+// keeps its capacity past its deadline until its enforcer confirms by
+// releasing it, or until its lease runs out (renewals stop at the
+// deadline); it is then charged up to its last renewal. Nodes whose
+// heartbeats stopped turn unreachable (MarkUnreachable).
+// Call it whenever `now` reaches the first of state.timers() or
+// state.heartbeat_check_at().
 void Tick(State& state, absl::Time now, ChangeSet& changes);
 
 // Errors: INVALID_ARGUMENT, ALREADY_EXISTS.
@@ -165,6 +171,73 @@ absl::Status CreatePool(State& state, const Pool& pool, ChangeSet& changes);
 // node.gpus[i].model), ALREADY_EXISTS.
 absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now,
                                   ChangeSet& changes);
+// --- Node lifecycle (core/nodes.cc, docs/nodes.md). A node is named by
+// cluster and name; each function returns INVALID_ARGUMENT (cluster, name)
+// or NOT_FOUND (name: no such node, or it was removed) for a bad reference.
+
+struct NodeRef {
+  std::string cluster;
+  std::string name;
+};
+
+// Replaces what may change about a node in use: its topology domain, host
+// capacity, GPU UUIDs and reported MIG placements; then admits queued work
+// it makes room for. Its pool and its GPUs' models stay.
+// Errors: INVALID_ARGUMENT (node.*), NOT_FOUND, FAILED_PRECONDITION (pool or
+// GPUs changed, host capacity below what is allocated, a MIG layout in use
+// that the reported placements no longer hold), ALREADY_EXISTS (a UUID on
+// another GPU).
+absl::StatusOr<Node> UpdateNode(State& state, const Node& facts, absl::Time now,
+                                ChangeSet& changes);
+// Cordons a node (no new placements; what runs stays) or uncordons it:
+// uncordoning also ends a drain and clears a failure, and admits queued
+// work. Repeating either is a no-op that records nothing.
+absl::StatusOr<Node> CordonNode(State& state, const NodeRef& ref, bool cordon, absl::Time now,
+                                ChangeSet& changes);
+
+struct DrainOutcome {
+  Node node;
+  std::vector<int64_t> notified;  // Requests given notice, by id.
+};
+// Cordons a node and gives every allocation on it notice to vacate within
+// `grace_seconds` (0: the pool's reclaim grace): PREEMPTING with reason
+// NODE_DRAIN, ended by its enforcer's release or by Tick (see Tick for
+// claimed allocations). A gang is noticed whole. An allocation already
+// vacating by an earlier deadline keeps it.
+// Errors: INVALID_ARGUMENT (grace_seconds outside 0..7 days), NOT_FOUND,
+// FAILED_PRECONDITION (the node has failed).
+absl::StatusOr<DrainOutcome> DrainNode(State& state, const NodeRef& ref, int64_t grace_seconds,
+                                       absl::Time now, ChangeSet& changes);
+
+struct FailOutcome {
+  Node node;
+  std::vector<int64_t> ended;  // Requests ended NODE_FAILED, by id.
+};
+// Marks a node failed at `failed_at` (InfinitePast: `now`): every allocation
+// with a member on it ends RELEASED with reason NODE_FAILED, charged up to
+// the failure (a gang ends whole: its one policy), its capacity returns and
+// the pools touched admit what waits. Nothing is placed on the node until it
+// is uncordoned. Failing a failed node is a no-op.
+// Errors: INVALID_ARGUMENT (failed_at in the future), NOT_FOUND.
+absl::StatusOr<FailOutcome> FailNode(State& state, const NodeRef& ref, absl::Time failed_at,
+                                     absl::Time now, ChangeSet& changes);
+// Removes a node that holds nothing. Its history (placements, telemetry,
+// ledger) stays; its name and GPU UUIDs may be registered again.
+// Errors: NOT_FOUND, FAILED_PRECONDITION (it holds allocations, named).
+absl::Status RemoveNode(State& state, const NodeRef& ref, ChangeSet& changes);
+// Records a heartbeat of a node's agent. The first one, and one that brings
+// an unreachable node back, is a decision (recorded, and an unreachable
+// node's pool admits what waits); the others are held in memory only.
+// A failed node stays failed. Errors: NOT_FOUND.
+absl::StatusOr<Node> NodeHeartbeat(State& state, const NodeRef& ref, absl::Time now,
+                                   ChangeSet& changes);
+// Turns healthy nodes whose last heartbeat is older than
+// state.node_heartbeat_timeout() unreachable (recorded). Called by Tick.
+void MarkUnreachable(State& state, absl::Time now, ChangeSet& changes);
+// Counts each heartbeating node's silence from `now`: called on a state
+// just loaded, where heartbeats were not written (like GraceLeases).
+void GraceHeartbeats(State& state, absl::Time now);
+
 // Errors: INVALID_ARGUMENT, NOT_FOUND (team.parent), ALREADY_EXISTS.
 absl::Status CreateTeam(State& state, const Team& team, ChangeSet& changes);
 // Creates or replaces a quota, then admits queued work it makes room for.

@@ -35,6 +35,23 @@ absl::StatusOr<const CapacityRequest*> Claimable(const State& state, int64_t id)
   return live;
 }
 
+// Live request `id` whose leases may be renewed: admitted, or preempting
+// before its deadline (its enforcer is stopping it; past the deadline only
+// a release confirms it).
+absl::StatusOr<const CapacityRequest*> Renewable(const State& state, int64_t id, absl::Time now) {
+  const CapacityRequest* live = state.FindLiveRequest(id);
+  if (live != nullptr && live->state == RequestState::kPreempting) {
+    if (now > live->preempt_deadline) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("id: request ", id, " was to vacate by ",
+                       absl::FormatTime(live->preempt_deadline, absl::UTCTimeZone()),
+                       "; release it to confirm that it has stopped"));
+    }
+    return live;
+  }
+  return Claimable(state, id);
+}
+
 const Claim* ClaimOf(const CapacityRequest& r, int32_t member) {
   for (const Claim& c : r.claims) {
     if (c.member == member) return &c;
@@ -92,7 +109,7 @@ absl::StatusOr<CapacityRequest> ClaimAllocation(State& state, int64_t id, const 
 absl::StatusOr<CapacityRequest> RenewLease(State& state, int64_t id, const std::string& holder,
                                            absl::Time now) {
   ARBITER_RETURN_IF_ERROR(ValidateHolder("holder", holder));
-  ARBITER_ASSIGN_OR_RETURN(const CapacityRequest* live, Claimable(state, id));
+  ARBITER_ASSIGN_OR_RETURN(const CapacityRequest* live, Renewable(state, id, now));
   CapacityRequest request = *live;
   bool renewed = false;
   for (Claim& c : request.claims) {

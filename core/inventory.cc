@@ -193,6 +193,65 @@ void Inventory::ApplyPlacement(const Placement& p, int sign) {
   index_.Put(it->second, node);
 }
 
+void Inventory::SetLifecycle(const Node& node) {
+  auto it = node_index_.find(node.id);
+  ARBITER_CHECK(it != node_index_.end());
+  Node& n = nodes_[it->second];
+  n.cordoned = node.cordoned;
+  n.health = node.health;
+  n.drain_deadline = node.drain_deadline;
+  n.failed_at = node.failed_at;
+  n.last_heartbeat = node.last_heartbeat;
+  index_.Put(it->second, n);
+}
+
+void Inventory::UpdateFacts(const Node& node) {
+  auto it = node_index_.find(node.id);
+  ARBITER_CHECK(it != node_index_.end());
+  Node& n = nodes_[it->second];
+  ARBITER_CHECK(node.gpus.size() == n.gpus.size());
+  ARBITER_CHECK(node.cpu_milli >= n.allocated_cpu_milli &&
+                node.memory_mib >= n.allocated_memory_mib);
+  n.topology_domain = node.topology_domain;
+  n.cpu_milli = node.cpu_milli;
+  n.memory_mib = node.memory_mib;
+  for (size_t i = 0; i < n.gpus.size(); ++i) {
+    Gpu& gpu = n.gpus[i];
+    ARBITER_CHECK(gpu.model == node.gpus[i].model);
+    if (gpu.uuid != node.gpus[i].uuid) {
+      if (!gpu.uuid.empty()) gpu_by_uuid_.erase(gpu.uuid);
+      gpu.uuid = node.gpus[i].uuid;
+      if (!gpu.uuid.empty()) gpu_by_uuid_[gpu.uuid] = {n.id, gpu.index};
+    }
+    gpu.reported_mig = node.gpus[i].reported_mig;
+    gpu.mig_profiles.clear();
+    if (!gpu.reported_mig.empty()) {
+      absl::StatusOr<std::vector<MigProfile>> offered = ApplyReportedPlacements(
+          FindGpuModel(gpu.model)->mig_profiles, gpu.reported_mig, "reported_mig");
+      ARBITER_CHECK(offered.ok());
+      gpu.mig_profiles = std::move(*offered);
+    }
+  }
+  index_.Put(it->second, n);
+}
+
+void Inventory::RemoveNode(int64_t id) {
+  auto it = node_index_.find(id);
+  ARBITER_CHECK(it != node_index_.end());
+  const size_t position = it->second;
+  Node& n = nodes_[position];
+  ARBITER_CHECK(!n.busy());
+  n.removed = true;
+  std::vector<size_t>& pool = pool_nodes_[n.pool];
+  pool.erase(std::remove(pool.begin(), pool.end(), position), pool.end());
+  node_by_name_.erase({n.cluster, n.name});
+  for (const Gpu& gpu : n.gpus) {
+    if (!gpu.uuid.empty()) gpu_by_uuid_.erase(gpu.uuid);
+  }
+  node_index_.erase(it);
+  index_.Put(position, n);
+}
+
 void Inventory::RestoreNode(Node node) {
   auto it = node_index_.find(node.id);
   ARBITER_CHECK(it != node_index_.end());

@@ -65,6 +65,18 @@ class Inventory {
   // layout as it is (an empty MIG GPU keeps its layout until reused).
   // REQUIRES: the placement fits (charging) or was charged (freeing).
   void ApplyPlacement(const Placement& p, int sign);
+  // Sets node `id`'s lifecycle (cordoned, health, drain deadline, failure
+  // time, last heartbeat) to `node`'s, and re-indexes it. REQUIRES: it exists.
+  void SetLifecycle(const Node& node);
+  // Sets node `id`'s facts that may change while it is in use: topology
+  // domain, host capacity, GPU UUIDs and reported MIG placements (with the
+  // MIG profiles they offer). REQUIRES: it exists, `node` has its GPUs'
+  // models in the same order, its host capacity covers what is allocated,
+  // and the reports were validated (core::ApplyReportedPlacements).
+  void UpdateFacts(const Node& node);
+  // Takes node `id` out of its pool, the index and every lookup; its slot in
+  // nodes() stays, marked removed. REQUIRES: it exists and holds nothing.
+  void RemoveNode(int64_t id);
   // Puts back a node copied before a failed gang placement.
   // REQUIRES: a node with `node.id` exists.
   void RestoreNode(Node node);

@@ -15,6 +15,7 @@ void InventoryIndex::Put(size_t position, const Node& node) {
   Entries& e = entries_[position];
   if (!e.pool.empty()) Erase(e);
   e = Entries();
+  if (!node.schedulable()) return;  // Nothing new goes there.
   e.pool = node.pool;
   int64_t free_milli = 0;
   bool mixed = false;

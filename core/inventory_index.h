@@ -51,7 +51,8 @@ class InventoryIndex {
   using KeySet = absl::btree_set<Key>;
 
   // Indexes node `position` (in State::nodes()) as `node` now is, replacing
-  // what was indexed for it before.
+  // what was indexed for it before. A node that is not schedulable (cordoned,
+  // unreachable, failed, removed) is indexed nowhere.
   void Put(size_t position, const Node& node);
 
   // Node positions that may host one member of `spec` in its pool, best fit

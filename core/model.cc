@@ -82,7 +82,35 @@ constexpr std::array<std::pair<QueueingPolicy, absl::string_view>, 4> kQueueingN
     {QueueingPolicy::kStrict, "strict"},
 }};
 
+constexpr std::array<std::pair<NodeHealth, absl::string_view>, 3> kHealthNames = {{
+    {NodeHealth::kHealthy, "healthy"},
+    {NodeHealth::kUnreachable, "unreachable"},
+    {NodeHealth::kFailed, "failed"},
+}};
+
+constexpr std::array<std::pair<NodeEvent, absl::string_view>, 8> kNodeEventNames = {{
+    {NodeEvent::kUpdate, "update"},
+    {NodeEvent::kCordon, "cordon"},
+    {NodeEvent::kUncordon, "uncordon"},
+    {NodeEvent::kDrain, "drain"},
+    {NodeEvent::kFail, "fail"},
+    {NodeEvent::kUnreachable, "unreachable"},
+    {NodeEvent::kReachable, "reachable"},
+    {NodeEvent::kRemove, "remove"},
+}};
+
 }  // namespace
+
+absl::string_view NodeHealthName(NodeHealth h) { return NameOf(kHealthNames, h); }
+
+NodeHealth NodeHealthFromName(absl::string_view name) {
+  for (const auto& [e, n] : kHealthNames) {
+    if (n == name) return e;
+  }
+  return NodeHealth::kHealthy;
+}
+
+absl::string_view NodeEventName(NodeEvent e) { return NameOf(kNodeEventNames, e); }
 
 absl::string_view QueueingPolicyName(QueueingPolicy p) { return NameOf(kQueueingNames, p); }
 QueueingPolicy QueueingPolicyFromName(absl::string_view n) { return FromName(kQueueingNames, n); }

@@ -173,6 +173,24 @@ struct Gpu {
   }
 };
 
+// Whether a node can run work, as the arbiter last learned it
+// (docs/nodes.md).
+enum class NodeHealth {
+  kHealthy = 0,
+  // Its agent's heartbeats stopped for longer than the heartbeat timeout;
+  // its allocations stand (their leases decide), nothing new is placed.
+  kUnreachable = 1,
+  // Marked failed by an operator or a controller: its allocations ended
+  // NODE_FAILED at `failed_at`; nothing is placed until it is uncordoned.
+  kFailed = 2,
+};
+// A heartbeating node turns unreachable after this long without a heartbeat
+// (arbiterd --node_heartbeat_timeout).
+inline constexpr absl::Duration kDefaultNodeHeartbeatTimeout = absl::Seconds(60);
+
+absl::string_view NodeHealthName(NodeHealth h);         // "healthy", ...
+NodeHealth NodeHealthFromName(absl::string_view name);  // kHealthy if unknown.
+
 struct Node {
   int64_t id = 0;  // Assigned by the arbiter; stable across restarts.
   std::string cluster;
@@ -181,6 +199,20 @@ struct Node {
   std::string topology_domain;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
+  // Lifecycle. A cordoned node takes no new placements; a draining one is
+  // cordoned and its allocations have notice to vacate by `drain_deadline`
+  // (InfinitePast: not draining).
+  bool cordoned = false;
+  NodeHealth health = NodeHealth::kHealthy;
+  absl::Time drain_deadline = absl::InfinitePast();
+  absl::Time failed_at = absl::InfinitePast();  // kFailed: when it failed.
+  // The last heartbeat of its agent; InfinitePast for a node no agent
+  // heartbeats for (it never turns unreachable). Durable only as "has
+  // heartbeats": a new leader counts each such node's time from its start.
+  absl::Time last_heartbeat = absl::InfinitePast();
+  // Removed nodes keep their slot in State::nodes() until the next reload
+  // and are in no pool, index or lookup.
+  bool removed = false;
   int64_t allocated_cpu_milli = 0;
   int64_t allocated_memory_mib = 0;
   std::vector<Gpu> gpus;
@@ -189,6 +221,35 @@ struct Node {
 
   int64_t free_cpu_milli() const { return cpu_milli - allocated_cpu_milli; }
   int64_t free_memory_mib() const { return memory_mib - allocated_memory_mib; }
+  // Whether new work may be placed here.
+  bool schedulable() const { return !removed && !cordoned && health == NodeHealth::kHealthy; }
+  bool draining() const { return drain_deadline != absl::InfinitePast(); }
+  // Whether anything is allocated on it.
+  bool busy() const {
+    if (allocated_cpu_milli > 0 || allocated_memory_mib > 0) return true;
+    for (const Gpu& g : gpus) {
+      if (!g.empty()) return true;
+    }
+    return false;
+  }
+};
+
+// A change to a registered node (a registration itself is a Node change).
+enum class NodeEvent {
+  kUpdate = 0,  // Topology domain, host capacity, GPU UUIDs and MIG reports.
+  kCordon = 1,
+  kUncordon = 2,  // Also clears a drain and a failure.
+  kDrain = 3,
+  kFail = 4,
+  kUnreachable = 5,  // Heartbeats stopped.
+  kReachable = 6,    // Heartbeats again (or the first one).
+  kRemove = 7,
+};
+absl::string_view NodeEventName(NodeEvent e);  // "update", "cordon", ...
+
+struct NodeWrite {
+  Node node;  // The node after the event.
+  NodeEvent event = NodeEvent::kUpdate;
 };
 
 struct Team {
@@ -493,6 +554,8 @@ inline constexpr char kReasonBudgetExceeded[] = "BUDGET_EXCEEDED";
 inline constexpr char kReasonIdleReclaim[] = "IDLE_RECLAIM";
 inline constexpr char kReasonUnclaimed[] = "UNCLAIMED";
 inline constexpr char kReasonLeaseExpired[] = "LEASE_EXPIRED";
+inline constexpr char kReasonNodeDrain[] = "NODE_DRAIN";
+inline constexpr char kReasonNodeFailed[] = "NODE_FAILED";
 
 // One GPU held by an advance reservation.
 struct GpuHold {

@@ -1,9 +1,18 @@
 #include "core/request_book.h"
 
+#include <algorithm>
+
 #include "core/fingerprint.h"
 
 namespace arbiter::core {
 namespace {
+
+// When a preempting request's timer fires: its deadline, or its lease's end
+// when State::EnforceAt put that later (`enforce_at`).
+absl::Time PreemptingUntil(const CapacityRequest& r) {
+  return r.enforce_at == absl::InfiniteFuture() ? r.preempt_deadline
+                                                : std::max(r.preempt_deadline, r.enforce_at);
+}
 
 template <typename Map, typename Key>
 const std::set<int64_t>& SetOrEmpty(const Map& map, const Key& key) {
@@ -141,7 +150,7 @@ void RequestBook::Index(const CapacityRequest& request) {
     if (request.backfill_head()) heads_[pool] = id;
   }
   if (request.state == RequestState::kPreempting) {
-    timers_.insert({request.preempt_deadline, id});
+    timers_.insert({PreemptingUntil(request), id});
     victims_[request.preempted_by].insert(id);
   }
   if (request.state == RequestState::kAdmitted && request.enforce_at != absl::InfiniteFuture()) {
@@ -169,7 +178,7 @@ void RequestBook::Unindex(const CapacityRequest& old) {
     }
   }
   if (old.state == RequestState::kPreempting) {
-    timers_.erase({old.preempt_deadline, old.id});
+    timers_.erase({PreemptingUntil(old), old.id});
     auto it = victims_.find(old.preempted_by);
     if (it != victims_.end() && it->second.erase(old.id) > 0 && it->second.empty()) {
       victims_.erase(it);

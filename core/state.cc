@@ -187,8 +187,21 @@ void State::PutRequest(const CapacityRequest& request) {
 }
 
 absl::Time State::EnforceAt(const CapacityRequest& request) const {
-  if (request.state != RequestState::kAdmitted) return absl::InfiniteFuture();
   const Pool* pool = FindPool(request.spec.pool);
+  if (request.state == RequestState::kPreempting) {
+    // Held past the deadline while a claim's lease runs (renewals stop at
+    // the deadline, so at most one lease past it).
+    absl::Time at = request.preempt_deadline;
+    if (pool != nullptr && pool->lease_seconds > 0 && !request.claims.empty()) {
+      absl::Time lease_end = absl::InfiniteFuture();
+      for (const Claim& c : request.claims) {
+        lease_end = std::min(lease_end, c.renewed_at + absl::Seconds(pool->lease_seconds));
+      }
+      at = std::max(at, lease_end);
+    }
+    return at;
+  }
+  if (request.state != RequestState::kAdmitted) return absl::InfiniteFuture();
   if (pool == nullptr) return absl::InfiniteFuture();
   absl::Time at = absl::InfiniteFuture();
   if (pool->claim_deadline_seconds > 0 && request.admitted_at != absl::InfinitePast() &&

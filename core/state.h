@@ -55,7 +55,7 @@ namespace arbiter::core {
 // Cluster, Pool, Node, Team, Price, IncidentWrite,
 // ExternalityCharge and PeriodClose are inserts; Quota, ClassRule, Budget,
 // Slo and IdlePolicy are upserts.
-using Change = std::variant<Cluster, Pool, Node, Team, Quota, RequestWrite, ClassRule,
+using Change = std::variant<Cluster, Pool, Node, NodeWrite, Team, Quota, RequestWrite, ClassRule,
                             RoleBindingWrite, AuthorityRuleWrite, Price, Budget, DelegationWrite,
                             Slo, IncidentWrite, ExternalityCharge, PeriodClose, IdlePolicy>;
 
@@ -306,6 +306,20 @@ class State {
   void MarkLoosened(const std::string& pool) { loosened_.insert(pool); }
   void ClearLoosened(const std::string& pool) { loosened_.erase(pool); }
   void RestoreNode(Node node) { inventory_.RestoreNode(std::move(node)); }
+  // Node lifecycle (core/nodes.cc); see the Inventory methods of the same
+  // names. Freeing capacity is not among them: a node that turns
+  // schedulable again has its pool's queue re-decided by the caller.
+  void SetNodeLifecycle(const Node& node) { inventory_.SetLifecycle(node); }
+  void UpdateNodeFacts(const Node& node) { inventory_.UpdateFacts(node); }
+  void RemoveNode(int64_t id) { inventory_.RemoveNode(id); }
+  // Nodes whose agent heartbeats turn unreachable after this long without
+  // one; zero: never.
+  absl::Duration node_heartbeat_timeout() const { return node_heartbeat_timeout_; }
+  void set_node_heartbeat_timeout(absl::Duration d) { node_heartbeat_timeout_ = d; }
+  // No node can turn unreachable before this time (a lower bound, kept by
+  // core/nodes.cc); Tick looks for unreachable nodes once it has come.
+  absl::Time heartbeat_check_at() const { return heartbeat_check_at_; }
+  void set_heartbeat_check_at(absl::Time t) { heartbeat_check_at_ = t; }
   // Stores a new or changed request: updates the request book, charges the
   // quota book for what it holds and the inventory for its holds (undoing
   // what the copy it replaces charged).
@@ -342,6 +356,8 @@ class State {
   ChargebackRecords chargeback_;
   absl::Duration approval_timeout_ = absl::Hours(24);
   absl::Duration idempotency_window_ = kDefaultIdempotencyWindow;
+  absl::Duration node_heartbeat_timeout_ = kDefaultNodeHeartbeatTimeout;
+  absl::Time heartbeat_check_at_ = absl::InfiniteFuture();
   std::map<std::string, int64_t> measured_usage_;
   Admission admission_ = Admission::kGrouped;
   absl::flat_hash_set<std::string> loosened_;               // Pools; see Loosened.

@@ -61,12 +61,16 @@ bool IsCleanUtf8(absl::string_view s) {
   return true;
 }
 
+}  // namespace
+
 absl::Status ValidateRange(absl::string_view field, int64_t value, int64_t min, int64_t max) {
   if (value < min || value > max) {
     return Invalid(field, absl::StrCat("must be in [", min, ", ", max, "], got ", value));
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::Status ValidateShape(const MemberShape& shape) {
   if (shape.is_whole()) {

@@ -37,6 +37,10 @@ inline constexpr int64_t kMaxStartSkewSeconds = 300;
 // starting with a letter or digit. `field` names it in the error.
 [[nodiscard]] absl::Status ValidateName(absl::string_view field, absl::string_view value,
                                         size_t max_length = kMaxNameLength);
+// INVALID_ARGUMENT "<field>: must be in [min, max], got v" unless
+// min <= value <= max.
+[[nodiscard]] absl::Status ValidateRange(absl::string_view field, int64_t value, int64_t min,
+                                         int64_t max);
 // Validates free text: at most kMaxDescriptionLength bytes of valid UTF-8
 // without control characters.
 [[nodiscard]] absl::Status ValidateDescription(absl::string_view field, absl::string_view value);

@@ -85,6 +85,31 @@ struct EntryOf {
                  {"memory_mib", absl::StrCat(n.memory_mib)},
                  {"topology_domain", n.topology_domain}});
   }
+  Entry operator()(const core::NodeWrite& w) const {
+    const core::Node& n = w.node;
+    Fields f = {{"id", absl::StrCat(n.id)}};
+    switch (w.event) {
+      case core::NodeEvent::kUpdate:
+        f.push_back({"cpu_milli", absl::StrCat(n.cpu_milli)});
+        f.push_back({"memory_mib", absl::StrCat(n.memory_mib)});
+        f.push_back({"topology_domain", n.topology_domain});
+        break;
+      case core::NodeEvent::kDrain:
+        f.push_back({"drain_deadline_us", absl::StrCat(absl::ToUnixMicros(n.drain_deadline))});
+        break;
+      case core::NodeEvent::kFail:
+        f.push_back({"failed_at_us", absl::StrCat(absl::ToUnixMicros(n.failed_at))});
+        break;
+      case core::NodeEvent::kReachable:
+      case core::NodeEvent::kUnreachable:
+        f.push_back({"last_heartbeat_us", absl::StrCat(absl::ToUnixMicros(n.last_heartbeat))});
+        break;
+      default:
+        break;
+    }
+    return Make(absl::StrCat("node.", core::NodeEventName(w.event)),
+                absl::StrCat("node/", n.cluster, "/", n.name), std::move(f));
+  }
   Entry operator()(const core::Team& t) const {
     return Make("team.create", absl::StrCat("team/", t.name),
                 {{"parent", t.parent}, {"weight_milli", absl::StrCat(t.weight_milli)}});

@@ -339,6 +339,14 @@ void ToProto(const core::Pool& p, v1::Pool* out) {
   out->set_lease_seconds(p.lease_seconds);
 }
 
+v1::NodeState NodeStateOf(const core::Node& n) {
+  if (n.health == core::NodeHealth::kFailed) return v1::NODE_STATE_FAILED;
+  if (n.health == core::NodeHealth::kUnreachable) return v1::NODE_STATE_UNREACHABLE;
+  if (n.draining() && n.busy()) return v1::NODE_STATE_DRAINING;
+  if (n.cordoned) return v1::NODE_STATE_CORDONED;
+  return v1::NODE_STATE_READY;
+}
+
 void ToProto(const core::Node& n, v1::Node* out) {
   out->set_cluster(n.cluster);
   out->set_name(n.name);
@@ -361,6 +369,10 @@ void ToProto(const core::Node& n, v1::Node* out) {
       for (int32_t s : r.start_slots) report->add_start_slots(s);
     }
   }
+  out->set_state(NodeStateOf(n));
+  if (n.draining()) *out->mutable_drain_deadline() = TimestampOf(n.drain_deadline);
+  if (n.failed_at != absl::InfinitePast()) *out->mutable_failed_at() = TimestampOf(n.failed_at);
+  out->set_heartbeats(n.last_heartbeat != absl::InfinitePast());
 }
 
 void ToProto(const core::Team& t, v1::Team* out) {

@@ -61,6 +61,8 @@ void ToProto(const core::GpuModel& m, v1::GpuModel* out);
 void ToProto(const core::Cluster& c, v1::Cluster* out);
 void ToProto(const core::Pool& p, v1::Pool* out);
 void ToProto(const core::Node& n, v1::Node* out);
+// The lifecycle state a node reads as (proto NodeState).
+v1::NodeState NodeStateOf(const core::Node& n);
 void ToProto(const core::Team& t, v1::Team* out);
 void ToProto(const core::Quota& q, v1::Quota* out);
 void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,

@@ -86,4 +86,95 @@ grpc::ServerUnaryReactor* InventoryService::ListNodes(grpc::CallbackServerContex
   return reactor;
 }
 
+namespace {
+
+core::NodeRef RefOf(const std::string& cluster, const std::string& name) {
+  return core::NodeRef{cluster, name};
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* InventoryService::UpdateNode(grpc::CallbackServerContext* ctx,
+                                                       const v1::UpdateNodeRequest* req,
+                                                       v1::UpdateNodeResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->inventory().UpdateNode(
+      CallerOf(*ctx, ctx_.insecure), NodeFromProto(req->node()),
+      Answer<core::Node>(reactor, "UpdateNode",
+                         [resp](const core::Node& node) { ToProto(node, resp->mutable_node()); }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InventoryService::CordonNode(grpc::CallbackServerContext* ctx,
+                                                       const v1::CordonNodeRequest* req,
+                                                       v1::CordonNodeResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->inventory().CordonNode(
+      CallerOf(*ctx, ctx_.insecure), RefOf(req->cluster(), req->name()), /*cordon=*/true,
+      Answer<core::Node>(reactor, "CordonNode",
+                         [resp](const core::Node& node) { ToProto(node, resp->mutable_node()); }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InventoryService::UncordonNode(grpc::CallbackServerContext* ctx,
+                                                         const v1::UncordonNodeRequest* req,
+                                                         v1::UncordonNodeResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->inventory().CordonNode(
+      CallerOf(*ctx, ctx_.insecure), RefOf(req->cluster(), req->name()), /*cordon=*/false,
+      Answer<core::Node>(reactor, "UncordonNode",
+                         [resp](const core::Node& node) { ToProto(node, resp->mutable_node()); }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InventoryService::DrainNode(grpc::CallbackServerContext* ctx,
+                                                      const v1::DrainNodeRequest* req,
+                                                      v1::DrainNodeResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->inventory().DrainNode(
+      CallerOf(*ctx, ctx_.insecure), RefOf(req->cluster(), req->name()), req->grace_seconds(),
+      Answer<core::DrainOutcome>(reactor, "DrainNode", [resp](const core::DrainOutcome& out) {
+        ToProto(out.node, resp->mutable_node());
+        for (int64_t id : out.notified) resp->add_notified_request_ids(id);
+      }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InventoryService::MarkNodeFailed(grpc::CallbackServerContext* ctx,
+                                                           const v1::MarkNodeFailedRequest* req,
+                                                           v1::MarkNodeFailedResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<absl::Time> failed_at = req->has_failed_at()
+                                             ? TimeFromProto(true, req->failed_at(), "failed_at")
+                                             : absl::StatusOr<absl::Time>(absl::InfinitePast());
+  ctx_.app->inventory().MarkNodeFailed(
+      CallerOf(*ctx, ctx_.insecure), RefOf(req->cluster(), req->name()), std::move(failed_at),
+      Answer<core::FailOutcome>(reactor, "MarkNodeFailed", [resp](const core::FailOutcome& out) {
+        ToProto(out.node, resp->mutable_node());
+        for (int64_t id : out.ended) resp->add_ended_request_ids(id);
+      }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InventoryService::RemoveNode(grpc::CallbackServerContext* ctx,
+                                                       const v1::RemoveNodeRequest* req,
+                                                       v1::RemoveNodeResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->inventory().RemoveNode(
+      CallerOf(*ctx, ctx_.insecure), RefOf(req->cluster(), req->name()),
+      Answer<app::Done>(reactor, "RemoveNode", [](const app::Done&) {}));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InventoryService::NodeHeartbeat(grpc::CallbackServerContext* ctx,
+                                                          const v1::NodeHeartbeatRequest* req,
+                                                          v1::NodeHeartbeatResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->inventory().NodeHeartbeat(
+      CallerOf(*ctx, ctx_.insecure), RefOf(req->cluster(), req->name()),
+      Answer<core::Node>(reactor, "NodeHeartbeat",
+                         [resp](const core::Node& node) { ToProto(node, resp->mutable_node()); }));
+  return reactor;
+}
+
 }  // namespace arbiter::server

@@ -186,6 +186,12 @@ int main(int argc, char** argv) {
                    "how long a request's idempotency key is remembered after the request "
                    "ended; past it, the key starts a new request")
       ->capture_default_str();
+  std::string node_heartbeat_timeout = "60s";
+  serve_cmd
+      ->add_option("--node-heartbeat-timeout", node_heartbeat_timeout,
+                   "a node whose agent heartbeats turns unreachable after this long without "
+                   "one (no new placements); 0s: never")
+      ->capture_default_str();
   serve_cmd
       ->add_option("--checkpoint-every", options.checkpoint_every,
                    "sign a ledger checkpoint every this many entries")
@@ -284,6 +290,8 @@ int main(int argc, char** argv) {
                          &options.arbiter.approval_timeout, /*positive=*/true) ||
       !ParseDurationFlag("--idempotency-window", idempotency_window, kZero, "a positive duration",
                          &options.arbiter.idempotency_window, /*positive=*/true) ||
+      !ParseDurationFlag("--node-heartbeat-timeout", node_heartbeat_timeout, kZero, "a duration",
+                         &options.arbiter.node_heartbeat_timeout) ||
       !ParseDurationFlag("--rollup-every", rollup_every, kZero, "a duration",
                          &options.telemetry.rollup_every) ||
       !ParseDurationFlag("--rollup-settle", rollup_settle, kZero, "a duration",

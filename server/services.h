@@ -48,6 +48,27 @@ class InventoryService final : public v1::InventoryService::CallbackService {
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* ctx,
                                       const v1::ListNodesRequest* req,
                                       v1::ListNodesResponse* resp) override;
+  grpc::ServerUnaryReactor* UpdateNode(grpc::CallbackServerContext* ctx,
+                                       const v1::UpdateNodeRequest* req,
+                                       v1::UpdateNodeResponse* resp) override;
+  grpc::ServerUnaryReactor* CordonNode(grpc::CallbackServerContext* ctx,
+                                       const v1::CordonNodeRequest* req,
+                                       v1::CordonNodeResponse* resp) override;
+  grpc::ServerUnaryReactor* UncordonNode(grpc::CallbackServerContext* ctx,
+                                         const v1::UncordonNodeRequest* req,
+                                         v1::UncordonNodeResponse* resp) override;
+  grpc::ServerUnaryReactor* DrainNode(grpc::CallbackServerContext* ctx,
+                                      const v1::DrainNodeRequest* req,
+                                      v1::DrainNodeResponse* resp) override;
+  grpc::ServerUnaryReactor* MarkNodeFailed(grpc::CallbackServerContext* ctx,
+                                           const v1::MarkNodeFailedRequest* req,
+                                           v1::MarkNodeFailedResponse* resp) override;
+  grpc::ServerUnaryReactor* RemoveNode(grpc::CallbackServerContext* ctx,
+                                       const v1::RemoveNodeRequest* req,
+                                       v1::RemoveNodeResponse* resp) override;
+  grpc::ServerUnaryReactor* NodeHeartbeat(grpc::CallbackServerContext* ctx,
+                                          const v1::NodeHeartbeatRequest* req,
+                                          v1::NodeHeartbeatResponse* resp) override;
 
  private:
   ServiceContext ctx_;

@@ -228,8 +228,8 @@ int Commands::ListInventory(const std::string& cluster, const std::string& pool)
   v1::ListNodesResponse resp;
   if (!Call(inventory_, &v1::InventoryService::Stub::ListNodes, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
-  Table t(
-      {"CLUSTER", "NODE", "POOL", "GPUS", "MODEL", "ALLOCATED_GPU", "FREE_WHOLE_GPUS", "MIG_GPUS"});
+  Table t({"CLUSTER", "NODE", "POOL", "STATE", "GPUS", "MODEL", "ALLOCATED_GPU", "FREE_WHOLE_GPUS",
+           "MIG_GPUS"});
   for (const auto& n : resp.nodes()) {
     int64_t allocated = 0;
     int free_whole = 0;
@@ -239,9 +239,9 @@ int Commands::ListInventory(const std::string& cluster, const std::string& pool)
       if (g.allocated_milli() == 0) ++free_whole;
       if (g.mig_instances_size() > 0) ++partitioned;
     }
-    t.AddRow({n.cluster(), n.name(), n.pool(), absl::StrCat(n.gpus_size()),
-              n.gpus_size() > 0 ? n.gpus(0).model() : "", Milli(allocated),
-              absl::StrCat(free_whole), absl::StrCat(partitioned)});
+    t.AddRow({n.cluster(), n.name(), n.pool(), NodeStateWord(n.state()),
+              absl::StrCat(n.gpus_size()), n.gpus_size() > 0 ? n.gpus(0).model() : "",
+              Milli(allocated), absl::StrCat(free_whole), absl::StrCat(partitioned)});
   }
   PrintTable(t);
   return 0;

@@ -28,6 +28,9 @@ namespace v1 = ::arbiter::v1;
 // "+2h", "-90m"); false when it is neither.
 bool ParseWhen(const std::string& text, absl::Time* out);
 
+// "ready", "cordoned", "draining", "unreachable" or "failed" (nodes.cc).
+const char* NodeStateWord(v1::NodeState s);
+
 struct GlobalOptions {
   std::string endpoint = "127.0.0.1:50051";  // Env ARBITER_ENDPOINT.
   // table (for people), json (the proto3 JSON mapping), yaml (the same
@@ -106,6 +109,16 @@ class Commands {
     std::vector<std::string> uuids;  // Per GPU index, optional.
   };
   int RegisterNode(const NodeOptions& node);
+  // Node lifecycle (nodes.cc): `n` names the node; UpdateNode sends all of
+  // its facts.
+  int UpdateNode(const NodeOptions& n);
+  int CordonNode(const std::string& cluster, const std::string& name, bool cordon);
+  int DrainNode(const std::string& cluster, const std::string& name, int64_t grace_seconds);
+  // `failed_at`: ParseWhen's text; "" for now.
+  int MarkNodeFailed(const std::string& cluster, const std::string& name,
+                     const std::string& failed_at);
+  int RemoveNode(const std::string& cluster, const std::string& name);
+  int NodeHeartbeat(const std::string& cluster, const std::string& name);
   int ListTeams();
   int CreateTeam(const std::string& name, const std::string& parent, int64_t weight_milli);
   int ListQuotas(const std::string& team);

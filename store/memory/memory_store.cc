@@ -152,6 +152,13 @@ struct MemoryStore::Tables {
     int64_t id = 0;
     std::string cluster, name, pool, topology_domain;
     int64_t cpu_milli = 0, memory_mib = 0;
+    // Lifecycle, as the nodes table keeps it (times at microseconds).
+    bool cordoned = false;
+    core::NodeHealth health = core::NodeHealth::kHealthy;
+    absl::Time drain_deadline = absl::InfinitePast();
+    absl::Time failed_at = absl::InfinitePast();
+    absl::Time last_heartbeat = absl::InfinitePast();
+    bool removed = false;
   };
   struct Gpu {
     std::string model;
@@ -278,7 +285,7 @@ struct Applier {
   absl::Status operator()(const core::Node& n) {
     if (t.nodes.contains(n.id)) return Duplicate(absl::StrCat("node id ", n.id));
     for (const auto& [id, row] : t.nodes) {
-      if (row.cluster == n.cluster && row.name == n.name) {
+      if (!row.removed && row.cluster == n.cluster && row.name == n.name) {
         return Duplicate(absl::StrCat("node ", n.cluster, "/", n.name));
       }
     }
@@ -299,6 +306,44 @@ struct Applier {
       t.gpus[{n.id, g.index}] =
           Tables::Gpu{g.model, "", core::FormatMigReports(g.reported_mig), g.uuid};
     }
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const core::NodeWrite& w) {
+    const core::Node& n = w.node;
+    auto it = t.nodes.find(n.id);
+    if (it == t.nodes.end() || it->second.removed) {
+      return Missing(absl::StrCat("node id ", n.id));
+    }
+    Tables::Node& row = it->second;
+    if (w.event == core::NodeEvent::kRemove) {
+      row.removed = true;
+      for (auto g = t.gpus.lower_bound({n.id, INT32_MIN});
+           g != t.gpus.end() && g->first.first == n.id; ++g) {
+        g->second.uuid.clear();
+      }
+      return absl::OkStatus();
+    }
+    if (w.event == core::NodeEvent::kUpdate) {
+      for (const core::Gpu& g : n.gpus) {
+        auto gpu = t.gpus.find({n.id, g.index});
+        if (gpu == t.gpus.end()) return Missing(absl::StrCat("gpu ", n.id, "/", g.index));
+        for (const auto& [key, other] : t.gpus) {
+          if (!g.uuid.empty() && other.uuid == g.uuid && key != gpu->first) {
+            return Duplicate(absl::StrCat("gpu uuid ", g.uuid));
+          }
+        }
+        gpu->second.uuid = g.uuid;
+        gpu->second.mig_placements = core::FormatMigReports(g.reported_mig);
+      }
+      row.topology_domain = n.topology_domain;
+      row.cpu_milli = n.cpu_milli;
+      row.memory_mib = n.memory_mib;
+    }
+    row.cordoned = n.cordoned;
+    row.health = n.health;
+    row.drain_deadline = Micros(n.drain_deadline);
+    row.failed_at = Micros(n.failed_at);
+    row.last_heartbeat = Micros(n.last_heartbeat);
     return absl::OkStatus();
   }
   absl::Status operator()(const core::Team& team) {
@@ -556,7 +601,9 @@ absl::Status LoadCatalogAndInventory(const Tables& t, core::State& state) {
   for (const auto& [name, c] : t.clusters) ARBITER_RETURN_IF_ERROR(state.LoadCluster(c));
   for (const auto& [name, p] : t.pools) ARBITER_RETURN_IF_ERROR(state.LoadPool(p));
   std::vector<const Tables::Node*> nodes;
-  for (const auto& [id, n] : t.nodes) nodes.push_back(&n);
+  for (const auto& [id, n] : t.nodes) {
+    if (!n.removed) nodes.push_back(&n);
+  }
   std::sort(nodes.begin(), nodes.end(), [](const Tables::Node* a, const Tables::Node* b) {
     return std::tie(a->cluster, a->name) < std::tie(b->cluster, b->name);
   });
@@ -569,6 +616,11 @@ absl::Status LoadCatalogAndInventory(const Tables& t, core::State& state) {
     n.topology_domain = row->topology_domain;
     n.cpu_milli = row->cpu_milli;
     n.memory_mib = row->memory_mib;
+    n.cordoned = row->cordoned;
+    n.health = row->health;
+    n.drain_deadline = row->drain_deadline;
+    n.failed_at = row->failed_at;
+    n.last_heartbeat = row->last_heartbeat;
     for (auto it = t.gpus.lower_bound({n.id, INT32_MIN});
          it != t.gpus.end() && it->first.first == n.id; ++it) {
       core::Gpu g;

@@ -32,6 +32,7 @@ std::string StateName(RequestState s) { return std::string(core::RequestStateNam
 struct ChangeWriter {
   pqxx::transaction_base& tx;
   BatchWriter& batch;
+  absl::Time at;  // When the changes were decided.
   void operator()(const core::Cluster& c) const {
     tx.exec_prepared(sql::kInsertCluster, c.name, c.description);
   }
@@ -48,6 +49,25 @@ struct ChangeWriter {
       tx.exec_prepared(sql::kInsertGpu, n.id, g.index, g.model,
                        core::FormatMigReports(g.reported_mig), g.uuid);
     }
+  }
+  void operator()(const core::NodeWrite& w) const {
+    const core::Node& n = w.node;
+    if (w.event == core::NodeEvent::kRemove) {
+      tx.exec_prepared(sql::kRemoveNode, n.id, rows::ToMicros(at));
+      tx.exec_prepared(sql::kClearGpuUuids, n.id);
+      return;
+    }
+    if (w.event == core::NodeEvent::kUpdate) {
+      tx.exec_prepared(sql::kUpdateNodeFacts, n.id, n.topology_domain, n.cpu_milli, n.memory_mib);
+      for (const core::Gpu& g : n.gpus) {
+        tx.exec_prepared(sql::kUpdateGpuFacts, n.id, g.index, g.uuid,
+                         core::FormatMigReports(g.reported_mig));
+      }
+    }
+    tx.exec_prepared(sql::kUpdateNodeLifecycle, n.id, n.cordoned,
+                     std::string(core::NodeHealthName(n.health)),
+                     rows::ToMicrosOrMin(n.drain_deadline), rows::ToMicrosOrMin(n.failed_at),
+                     rows::ToMicrosOrMin(n.last_heartbeat));
   }
   void operator()(const core::Team& t) const {
     tx.exec_prepared(sql::kInsertTeam, t.name, t.parent, t.weight_milli);
@@ -188,6 +208,11 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
     n.topology_domain = row[4].as<std::string>();
     n.cpu_milli = row[5].as<int64_t>();
     n.memory_mib = row[6].as<int64_t>();
+    n.cordoned = row[7].as<bool>();
+    n.health = core::NodeHealthFromName(row[8].as<std::string>());
+    n.drain_deadline = rows::FromMicrosOrMin(row[9].as<int64_t>());
+    n.failed_at = rows::FromMicrosOrMin(row[10].as<int64_t>());
+    n.last_heartbeat = rows::FromMicrosOrMin(row[11].as<int64_t>());
     n.gpus = std::move(gpus[n.id]);
     ARBITER_RETURN_IF_ERROR(state.LoadNode(std::move(n)));
   }
@@ -411,7 +436,7 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
       [](const core::Change& c) { return std::holds_alternative<core::RequestWrite>(c); });
   auto write = [&](pqxx::transaction_base& tx) -> absl::Status {
     BatchWriter batch;
-    ChangeWriter writer{tx, batch};
+    ChangeWriter writer{tx, batch, context.at};
     for (const core::Change& change : changes.changes) std::visit(writer, change);
     for (const ledger::Entry& e : entries) batch.Add(e);
     if (checkpoint.has_value()) {

@@ -13,6 +13,10 @@ namespace {
 
 // Timestamps travel as integer microseconds since the Unix epoch.
 #define TS(n) "('epoch'::timestamptz + $" #n "::bigint * interval '1 microsecond')"
+// An optional time: INT64_MIN (rows::ToMicrosOrMin of InfinitePast) is NULL.
+#define OPT_TS(n) "(CASE WHEN $" #n "::bigint = -9223372036854775808 THEN NULL ELSE " TS(n) " END)"
+#define OPT_MICROS(column) \
+  "COALESCE((extract(epoch FROM " column ") * 1000000)::bigint, -9223372036854775808)"
 
 struct Statement {
   const char* name;
@@ -46,13 +50,26 @@ constexpr Statement kStatements[] = {
      "starvation_limit_seconds, claim_deadline_seconds, lease_seconds FROM pools ORDER BY name"},
     // $1 cluster, $2 pool ('' = any).
     {kSelectNodes,
-     "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib FROM nodes "
-     "WHERE ($1 = '' OR cluster = $1) AND ($2 = '' OR pool = $2) ORDER BY cluster, name"},
+     "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib, cordoned, "
+     "health, " OPT_MICROS("drain_deadline") ", " OPT_MICROS("failed_at") ", " OPT_MICROS(
+         "last_heartbeat") " FROM nodes "
+                           "WHERE removed_at IS NULL AND ($1 = '' OR cluster = $1) "
+                           "AND ($2 = '' OR pool = $2) ORDER BY cluster, name"},
     {kSelectGpus,
      "SELECT g.node_id, g.gpu_index, g.model, g.mig_layout, g.mig_placements, g.uuid FROM gpus g "
      "JOIN nodes n ON n.id = g.node_id "
-     "WHERE ($1 = '' OR n.cluster = $1) AND ($2 = '' OR n.pool = $2) "
+     "WHERE n.removed_at IS NULL AND ($1 = '' OR n.cluster = $1) AND ($2 = '' OR n.pool = $2) "
      "ORDER BY g.node_id, g.gpu_index"},
+    // $1 id; $4..$6 optional times (OPT_TS).
+    {kUpdateNodeLifecycle,
+     "UPDATE nodes SET cordoned = $2, health = $3, drain_deadline = " OPT_TS(
+         4) ", failed_at = " OPT_TS(5) ", last_heartbeat = " OPT_TS(6) " WHERE id = $1"},
+    {kUpdateNodeFacts,
+     "UPDATE nodes SET topology_domain = $2, cpu_milli = $3, memory_mib = $4 WHERE id = $1"},
+    {kUpdateGpuFacts,
+     "UPDATE gpus SET uuid = $3, mig_placements = $4 WHERE node_id = $1 AND gpu_index = $2"},
+    {kRemoveNode, "UPDATE nodes SET removed_at = " TS(2) " WHERE id = $1 AND removed_at IS NULL"},
+    {kClearGpuUuids, "UPDATE gpus SET uuid = '' WHERE node_id = $1"},
     // Parents before children, so that the cohort tree loads in one pass.
     {kSelectTeams,
      "WITH RECURSIVE tree AS ("

@@ -33,6 +33,11 @@ inline constexpr const char* kInsertCluster = "insert_cluster";
 inline constexpr const char* kInsertPool = "insert_pool";
 inline constexpr const char* kInsertNode = "insert_node";
 inline constexpr const char* kInsertGpu = "insert_gpu";
+inline constexpr const char* kUpdateNodeLifecycle = "update_node_lifecycle";
+inline constexpr const char* kUpdateNodeFacts = "update_node_facts";
+inline constexpr const char* kUpdateGpuFacts = "update_gpu_facts";
+inline constexpr const char* kRemoveNode = "remove_node";
+inline constexpr const char* kClearGpuUuids = "clear_gpu_uuids";
 inline constexpr const char* kInsertTeam = "insert_team";
 inline constexpr const char* kUpsertQuota = "upsert_quota";
 // Multi-row statements: each parameter is an array with one element per row

@@ -174,5 +174,79 @@ TEST(ClaimsTest, AReloadRenewsEveryLease) {
   EXPECT_EQ(TickAt(s, kT0 + absl::Seconds(55)).changes.size(), 1u);
 }
 
+// A preemptible allocation of all 4 GPUs, claimed by "pod:low", and a
+// priority-10 request for one GPU that preempts it (the pool's grace: 30 s).
+struct Preemption {
+  State s = EnforcedState();
+  CapacityRequest low;
+  CapacityRequest urgent;
+
+  Preemption() {
+    CapacityRequestSpec spec = WholeSpec("low", 4, 1);
+    spec.pool = "enforced";
+    spec.workload_class = WorkloadClass::kTraining;
+    spec.preemptible = true;
+    ChangeSet ch;
+    low = RequestCapacity(s, spec, kT0, ch)->request;
+    EXPECT_THAT(ClaimAllocation(s, low.id, "pod:low", {}, kT0, ch), IsOk());
+    CapacityRequestSpec hi = WholeSpec("urgent", 1, 1);
+    hi.pool = "enforced";
+    hi.workload_class = WorkloadClass::kTraining;
+    hi.priority = 10;
+    urgent = RequestCapacity(s, hi, kT0 + absl::Seconds(10), ch)->request;
+    EXPECT_EQ(urgent.state, RequestState::kQueued);
+    EXPECT_EQ(s.FindLiveRequest(low.id)->state, RequestState::kPreempting);
+    EXPECT_EQ(s.FindLiveRequest(low.id)->preempt_deadline, kT0 + absl::Seconds(40));
+  }
+};
+
+TEST(ClaimsTest, APreemptionConfirmedByReleaseGivesTheCapacityAtOnce) {
+  Preemption p;
+  ChangeSet ch;
+  ASSERT_THAT(ReleaseRequest(p.s, p.low.id, kT0 + absl::Seconds(20), ch), IsOk());
+  EXPECT_EQ(p.s.FindLiveRequest(p.urgent.id)->state, RequestState::kAdmitted);
+}
+
+TEST(ClaimsTest, AClaimedVictimHoldsItsCapacityUntilItsLeaseEndsUnconfirmed) {
+  Preemption p;
+  // The enforcer renews while it stops the workload, up to the deadline.
+  ASSERT_THAT(RenewLease(p.s, p.low.id, "pod:low", kT0 + absl::Seconds(35)), IsOk());
+  // Past the deadline the capacity is still the victim's: only a release or
+  // the lease's end hands it over.
+  EXPECT_TRUE(TickAt(p.s, kT0 + absl::Seconds(40)).empty());
+  EXPECT_EQ(p.s.FindLiveRequest(p.low.id)->state, RequestState::kPreempting);
+  EXPECT_EQ(p.s.FindLiveRequest(p.urgent.id)->state, RequestState::kQueued);
+  EXPECT_THAT(RenewLease(p.s, p.low.id, "pod:low", kT0 + absl::Seconds(41)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("release it to confirm")));
+  EXPECT_TRUE(TickAt(p.s, kT0 + absl::Seconds(64)).empty());
+  ChangeSet ended = TickAt(p.s, kT0 + absl::Seconds(65));  // Renewed at 35 s, lease 30 s.
+  ASSERT_FALSE(ended.changes.empty());
+  const CapacityRequest& gone = std::get<RequestWrite>(ended.changes[0]).request;
+  EXPECT_EQ(gone.id, p.low.id);
+  EXPECT_EQ(gone.state, RequestState::kPreempted);
+  EXPECT_EQ(gone.updated_at, kT0 + absl::Seconds(35));  // Charged to the last renewal.
+  EXPECT_THAT(gone.reason, HasSubstr("not confirmed by pod:low"));
+  EXPECT_EQ(p.s.FindLiveRequest(p.urgent.id)->state, RequestState::kAdmitted);
+}
+
+TEST(ClaimsTest, AnUnclaimedVictimVacatesAtItsDeadline) {
+  State s = EnforcedState();
+  CapacityRequestSpec spec = WholeSpec("low", 4, 1);
+  spec.pool = "enforced";
+  spec.workload_class = WorkloadClass::kTraining;
+  spec.preemptible = true;
+  ChangeSet ch;
+  const CapacityRequest low = RequestCapacity(s, spec, kT0, ch)->request;
+  CapacityRequestSpec hi = WholeSpec("urgent", 1, 1);
+  hi.pool = "enforced";
+  hi.workload_class = WorkloadClass::kTraining;
+  hi.priority = 10;
+  const CapacityRequest urgent = RequestCapacity(s, hi, kT0 + absl::Seconds(10), ch)->request;
+  ASSERT_EQ(s.FindLiveRequest(low.id)->state, RequestState::kPreempting);
+  TickAt(s, kT0 + absl::Seconds(40));
+  EXPECT_EQ(s.FindLiveRequest(low.id), nullptr);
+  EXPECT_EQ(s.FindLiveRequest(urgent.id)->state, RequestState::kAdmitted);
+}
+
 }  // namespace
 }  // namespace arbiter::core

@@ -56,6 +56,22 @@ def main():
           "--model", "H100-80GB", "--gpus", 8, "--uuid", "GPU-aaaa-0")
         a("inventory", "register", "a100-0", "--cluster", "east", "--pool", "batch",
           "--model", "A100-80GB", "--gpus", 8)
+        # A spare node through its whole lifecycle, removed before any request.
+        a("inventory", "register", "spare-0", "--cluster", "east", "--pool", "batch",
+          "--model", "L4", "--gpus", 2)
+        assert "is ready" in a("inventory", "heartbeat", "spare-0", "--cluster", "east")
+        updated = a.json("inventory", "update", "spare-0", "--cluster", "east", "--pool", "batch",
+                         "--model", "L4", "--gpus", 2, "--topology-domain", "rack-9")
+        assert updated["node"]["topology_domain"] == "rack-9", updated
+        assert "is cordoned" in a("inventory", "cordon", "spare-0", "--cluster", "east")
+        assert "is ready" in a("inventory", "uncordon", "spare-0", "--cluster", "east")
+        assert "nothing was allocated" in a("inventory", "drain", "spare-0", "--cluster", "east",
+                                            "--grace", 60)
+        assert "is failed" in a("inventory", "fail", "spare-0", "--cluster", "east", "--at", "-1m")
+        listed = a("inventory", "list", "--pool", "batch")
+        assert "spare-0" in listed and "failed" in listed, listed
+        assert "removed node east/spare-0" in a("inventory", "remove", "spare-0", "--cluster",
+                                                "east")
         a("teams", "create", "org")
         a("teams", "create", "inference", "--parent", "org", "--weight-milli", 2000)
         a("teams", "create", "training", "--parent", "org")
@@ -197,6 +213,11 @@ def main():
                  "--borrow-milli"),
                 (["inventory", "register", "z", "--cluster", "east", "--pool", "serving",
                   "--model", "L4", "--gpus", 0], "--gpus"),
+                (["inventory", "drain", "h100-0", "--cluster", "east", "--grace", -1],
+                 "--grace"),
+                (["inventory", "fail", "h100-0", "--cluster", "east", "--at", "+1h"],
+                 "failed_at"),
+                (["inventory", "cordon", "nowhere", "--cluster", "east"], "name"),
                 (["requests", "get", 0], "id"), (["release", -1], "id"),
                 (["requests", "list", "--limit", 0], "--limit"),
                 (["telemetry", "send", "--cluster", "east", "--node", "h100-0", "--util-milli",

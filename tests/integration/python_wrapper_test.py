@@ -131,6 +131,17 @@ def main():
             call("RenewLease", id=big.id, holder="pod:py-1")
             assert arb.release(big.id).state == "released"
             call("ImportOrganisation", teams=[{"name": "py-imported", "parent": "org"}])
+            spare = {"cluster": "east", "name": "py-spare"}
+            call("RegisterNode", node=dict(spare, pool="batch", cpu_milli=1000, memory_mib=1024,
+                                            gpus=[{"index": 0, "model": "L4"}]))
+            call("NodeHeartbeat", **spare)
+            call("UpdateNode", node=dict(spare, pool="batch", cpu_milli=2000, memory_mib=1024,
+                                          gpus=[{"index": 0, "model": "L4"}]))
+            call("CordonNode", **spare)
+            call("UncordonNode", **spare)
+            call("DrainNode", grace_seconds=5, **spare)
+            call("MarkNodeFailed", **spare)
+            call("RemoveNode", **spare)
 
             listed = list(arb.requests(team="inference", page_size=2))
             assert len(listed) == 5 and len({r.id for r in listed}) == len(listed), listed

@@ -64,6 +64,8 @@ for line in "${commands[@]}"; do
     "ledger list"*) grep -q "^SEQ" <<<"$out" ;;
     "teams list"*) grep -q "inference" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
+    "inventory drain"*) grep -q "is cordoned\|is draining" <<<"$out" ;;
+    "inventory uncordon"*) grep -q "is ready" <<<"$out" ;;
     "usage"*) grep -q "^TOTAL" <<<"$out" ;;
     "idle policies"*) grep -q "batch_analytics  *5%  *1800  *release" <<<"$out" ;;
     "slo set"*) grep -q "SLO inference/chat-api in serving" <<<"$out" ;;

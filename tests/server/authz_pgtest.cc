@@ -207,6 +207,54 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   calls["InventoryService.ListNodes"] = [](Stubs& s, int) {
     return Unary(*s.inventory, &Inv::ListNodes, v1::ListNodesRequest());
   };
+  // Node lifecycle calls name a node that does not exist: allowed callers
+  // get NOT_FOUND (or a validation error) and change nothing.
+  calls["InventoryService.UpdateNode"] = [](Stubs& s, int n) {
+    v1::UpdateNodeRequest r;
+    r.mutable_node()->set_cluster("east");
+    r.mutable_node()->set_name(absl::StrCat("absent-", n));
+    r.mutable_node()->set_pool("serving");
+    r.mutable_node()->set_cpu_milli(1000);
+    r.mutable_node()->set_memory_mib(1024);
+    r.mutable_node()->add_gpus()->set_model("L4");
+    return Unary(*s.inventory, &Inv::UpdateNode, r);
+  };
+  calls["InventoryService.CordonNode"] = [](Stubs& s, int n) {
+    v1::CordonNodeRequest r;
+    r.set_cluster("east");
+    r.set_name(absl::StrCat("absent-", n));
+    return Unary(*s.inventory, &Inv::CordonNode, r);
+  };
+  calls["InventoryService.UncordonNode"] = [](Stubs& s, int n) {
+    v1::UncordonNodeRequest r;
+    r.set_cluster("east");
+    r.set_name(absl::StrCat("absent-", n));
+    return Unary(*s.inventory, &Inv::UncordonNode, r);
+  };
+  calls["InventoryService.DrainNode"] = [](Stubs& s, int n) {
+    v1::DrainNodeRequest r;
+    r.set_cluster("east");
+    r.set_name(absl::StrCat("absent-", n));
+    return Unary(*s.inventory, &Inv::DrainNode, r);
+  };
+  calls["InventoryService.MarkNodeFailed"] = [](Stubs& s, int n) {
+    v1::MarkNodeFailedRequest r;
+    r.set_cluster("east");
+    r.set_name(absl::StrCat("absent-", n));
+    return Unary(*s.inventory, &Inv::MarkNodeFailed, r);
+  };
+  calls["InventoryService.RemoveNode"] = [](Stubs& s, int n) {
+    v1::RemoveNodeRequest r;
+    r.set_cluster("east");
+    r.set_name(absl::StrCat("absent-", n));
+    return Unary(*s.inventory, &Inv::RemoveNode, r);
+  };
+  calls["InventoryService.NodeHeartbeat"] = [](Stubs& s, int n) {
+    v1::NodeHeartbeatRequest r;
+    r.set_cluster("east");
+    r.set_name(absl::StrCat("absent-", n));
+    return Unary(*s.inventory, &Inv::NodeHeartbeat, r);
+  };
   calls["InventoryService.CreateCluster"] = [](Stubs& s, int n) {
     v1::CreateClusterRequest r;
     r.mutable_cluster()->set_name(absl::StrCat("c", n));
@@ -534,8 +582,11 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
   const std::set<std::string> team_writes = {
       "AllocationService.RequestCapacity", "AllocationService.ReleaseAllocation",
       "AllocationService.ClaimAllocation", "AllocationService.RenewLease"};
-  const std::set<std::string> enforcer = {"AllocationService.ClaimAllocation",
-                                          "AllocationService.RenewLease"};
+  const std::set<std::string> enforcer = {
+      "AllocationService.ClaimAllocation", "AllocationService.RenewLease",
+      "InventoryService.UpdateNode",       "InventoryService.CordonNode",
+      "InventoryService.UncordonNode",     "InventoryService.DrainNode",
+      "InventoryService.MarkNodeFailed",   "InventoryService.NodeHeartbeat"};
   std::set<std::string> everything;
   for (const auto& [name, call] : Calls()) everything.insert(name);
   const std::vector<Identity> identities = {

@@ -182,6 +182,61 @@ TEST_P(StoreContractTest, TheOrganisationLoadsBack) {
   EXPECT_THAT(store().ListNodes("east", "serving"), IsOkAndHolds(SizeIs(1)));
 }
 
+// Node lifecycle changes load back: cordon and drain (with its deadline),
+// failure (with its time), heartbeats (as "has heartbeats"), updated facts
+// and UUIDs; a removed node is gone from the state and the listings, and its
+// name and UUIDs may be registered again.
+TEST_P(StoreContractTest, NodeLifecycleLoadsBack) {
+  core::State s = Organisation(store());
+  core::Node n2 = MakeNode("n2", 2, "H100-80GB");
+  n2.cluster = "east";
+  n2.gpus[0].uuid = "GPU-n2-0";
+  core::ChangeSet ch;
+  ASSERT_THAT(core::RegisterNode(s, n2, kT0, ch), IsOk());
+  ASSERT_THAT(core::DrainNode(s, {"east", "n1"}, 60, kT0, ch), IsOk());
+  core::Node facts = *s.FindNode("east", "n1");
+  facts.topology_domain = "rack-2";
+  facts.cpu_milli = 32'000;
+  facts.gpus[1].uuid = "GPU-n1-1";
+  ASSERT_THAT(core::UpdateNode(s, facts, kT0, ch), IsOk());
+  ASSERT_THAT(core::NodeHeartbeat(s, {"east", "n1"}, kT0, ch), IsOk());
+  ASSERT_THAT(core::FailNode(s, {"east", "n2"}, kT0 - absl::Seconds(30), kT0, ch), IsOk());
+  ASSERT_THAT(store().Commit(ch), IsOk());
+
+  auto loaded = store().LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  const core::Node& n1 = *loaded->FindNode("east", "n1");
+  EXPECT_TRUE(n1.cordoned);
+  EXPECT_EQ(n1.drain_deadline, kT0 + absl::Seconds(60));
+  EXPECT_EQ(n1.last_heartbeat, kT0);
+  EXPECT_EQ(n1.topology_domain, "rack-2");
+  EXPECT_EQ(n1.cpu_milli, 32'000);
+  EXPECT_EQ(n1.gpus[1].uuid, "GPU-n1-1");
+  EXPECT_FALSE(n1.schedulable());
+  const core::Node& failed = *loaded->FindNode("east", "n2");
+  EXPECT_EQ(failed.health, core::NodeHealth::kFailed);
+  EXPECT_EQ(failed.failed_at, kT0 - absl::Seconds(30));
+  EXPECT_EQ(failed.last_heartbeat, absl::InfinitePast());
+  const int64_t failed_id = failed.id;
+
+  core::ChangeSet removal;
+  ASSERT_THAT(core::RemoveNode(s, {"east", "n2"}, removal), IsOk());
+  ASSERT_THAT(store().Commit(removal), IsOk());
+  loaded = store().LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->FindNode("east", "n2"), nullptr);
+  EXPECT_EQ(loaded->FindGpuByUuid("GPU-n2-0"), nullptr);
+  EXPECT_THAT(store().ListNodes("east", ""), IsOkAndHolds(SizeIs(1)));
+  core::ChangeSet again;
+  ASSERT_THAT(core::RegisterNode(s, n2, kT0, again), IsOk());
+  ASSERT_THAT(store().Commit(again), IsOk());
+  loaded = store().LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  ASSERT_NE(loaded->FindNode("east", "n2"), nullptr);
+  EXPECT_NE(loaded->FindNode("east", "n2")->id, failed_id);
+  EXPECT_EQ(loaded->FindNode("east", "n2")->health, core::NodeHealth::kHealthy);
+}
+
 // Every governance change core makes, committed and read back through the
 // state and through the list reads.
 TEST_P(StoreContractTest, GovernanceChangesLoadBack) {
