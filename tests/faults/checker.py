@@ -24,8 +24,12 @@ def _rows(cur, sql, *params):
 
 
 class Checker:
-    def __init__(self, dsn, history, arbctl, endpoint, certs=None):
+    def __init__(self, dsn, history, arbctl, endpoint, certs=None, ended_by_enforcement=()):
+        """`ended_by_enforcement`: request ids that ended without their
+        client's release, by a lease, a claim deadline or an enforcer's
+        confirmation of a preemption (enforcement.py)."""
         self.conn = psycopg2.connect(dsn)
+        self.ended_by_enforcement = set(ended_by_enforcement)
         self.tls = []
         if certs:
             self.tls = ["--tls-ca", f"{certs}/ca.pem", "--tls-cert", f"{certs}/admin.pem",
@@ -166,7 +170,8 @@ class Checker:
             if op["state"] == "REQUEST_STATE_ADMITTED":
                 if rid not in admitted:
                     problems.append(f"{op['key']}: admitted {rid} has no ledger entry")
-                if stored[5] == "released" and rid not in released_by_client:
+                if stored[5] == "released" and rid not in released_by_client and \
+                        rid not in self.ended_by_enforcement:
                     problems.append(f"{op['key']}: {rid} released, not by its client")
         return problems
 

@@ -129,15 +129,38 @@ class Nemesis(threading.Thread):
         leader.resume()
 
 
+def cancel_queued(endpoint):
+    """Cancels every queued request, so that nothing is admitted after the
+    enforcers have stopped."""
+    from arbiter.v1 import allocation_pb2 as al
+    from arbiter.v1 import allocation_pb2_grpc as alg
+    from arbiter.v1 import types_pb2 as t
+    import workload
+    stub = alg.AllocationServiceStub(workload.channel(endpoint))
+    queued = stub.ListRequests(al.ListRequestsRequest(state=t.REQUEST_STATE_QUEUED,
+                                                      page_size=1000), timeout=10)
+    for r in queued.requests:
+        try:
+            stub.ReleaseAllocation(al.ReleaseAllocationRequest(id=r.id), timeout=5)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+
+
 def run_scenario(name, args, clients, ops, k, interval, ttl):
     from cluster import PgCluster, Replicas
     from pg_ha import PatroniCluster
     import checker
+    import enforcement
     import workload
     from network import Namespaces
     rng = random.Random(args.seed)
     ttl_s = float(ttl.rstrip("s"))
     partition = name == "partition"
+    enforced = name == "enforcer-kill"
+    # (claim deadline, lease) in seconds of the enforced pool.
+    claim_deadline_s, lease_s = (3, 2) if args.quick else (6, 4)
+    fleet = None
     certs = None
     with contextlib.ExitStack() as stack:
         if name == "patroni":
@@ -159,14 +182,22 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
                       certs=certs) as replicas:
             if probe_leader(replicas.endpoints()) is None:
                 raise RuntimeError("no leader was elected")
-            workload.seed(replicas.leader().endpoint, certs)
+            workload.seed(replicas.leader().endpoint, certs,
+                          enforcement=(claim_deadline_s, lease_s) if enforced else None)
             history = workload.History()
             stop = threading.Event()
             started = time.monotonic()
             workers = workload.run_clients(replicas.endpoints(), clients, ops, history,
-                                           args.seed, stop, preemption=(name == "preemption"))
-            nemesis = Nemesis(name if name != "preemption" else "kill", replicas, pg,
-                              interval, ttl_s, rng, namespaces)
+                                           args.seed, stop,
+                                           preemption=name in ("preemption", "enforcer-kill"))
+            if enforced:
+                fleet = enforcement.Fleet(2, replicas.leader().endpoint, workload.POOL, lease_s,
+                                          replicas.work)
+                stack.enter_context(fleet)
+                nemesis = enforcement.Nemesis(fleet, interval, rng)
+            else:
+                nemesis = Nemesis(name if name != "preemption" else "kill", replicas, pg,
+                                  interval, ttl_s, rng, namespaces)
             nemesis.start()
             for w in workers:
                 w.join()
@@ -195,11 +226,35 @@ def run_scenario(name, args, clients, ops, k, interval, ttl):
                 leader = replicas.leader()
             if leader is None:
                 raise RuntimeError("no replica holds the lease 60 s after healing")
-            check = checker.Checker(dsn, history, args.arbctl, leader.endpoint, certs)
+            calls, ended = {}, set()
+            if enforced:
+                # Every enforcer stops; once nothing queued can be admitted
+                # and a claim deadline and a lease have passed, no
+                # allocation may hold capacity.
+                fleet.__exit__(None, None, None)
+                cancel_queued(leader.endpoint)
+                time.sleep(claim_deadline_s + lease_s + 2 * enforcement.SLACK_S)
+                calls = enforcement.read_logs([fleet.log(n) for n in fleet.names])
+                ended = enforcement.ended_by_enforcement(dsn, calls)
+            check = checker.Checker(dsn, history, args.arbctl, leader.endpoint, certs,
+                                    ended_by_enforcement=ended)
             results = check.all()
             decisions = check.decisions()
             check.close()
-            if args.self_test:
+            if enforced:
+                enforced_results, counts = enforcement.check(dsn, calls, lease_s,
+                                                             claim_deadline_s)
+                results.update(enforced_results)
+                print("  enforcers: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+                if args.self_test:
+                    planted = enforcement.plant(calls, lease_s)
+                    found = enforcement.check(dsn, calls, lease_s, claim_deadline_s)[0]
+                    missed = [n for n in planted if not found[n]]
+                    print(f"  checker self-test: {len(planted) - len(missed)}/{len(planted)} "
+                          f"planted violations found" + (f"; MISSED {missed}" if missed else ""))
+                    if missed:
+                        raise SystemExit("the checker missed planted violations")
+            elif args.self_test:
                 self_test(dsn, history, args, leader.endpoint, certs)
     workload.CREDENTIALS = None
     results["no operation stuck after the faults"] = [
@@ -268,6 +323,9 @@ SCENARIOS = {
     "preemption": (32, 1000, 3, 15.0),
     "partition": (32, 1000, 3, 15.0),
     "patroni": (32, 1000, 3, 15.0),
+    # Enforcers (two, racing for claims) killed with SIGKILL while the
+    # replica and PostgreSQL stay up.
+    "enforcer-kill": (32, 1000, 1, 6.0),
 }
 # Quick runs that need more operations than a quarter: a Patroni failover
 # and the lost node's rejoin take about 20 s (ttl 10 s), and the quick run

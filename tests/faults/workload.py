@@ -51,15 +51,20 @@ DEFINITE = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITIO
             grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.OUT_OF_RANGE}
 
 
-def seed(endpoint, certs=None):
-    """Creates the organisation through the API (on the leader)."""
+def seed(endpoint, certs=None, enforcement=None):
+    """Creates the organisation through the API (on the leader).
+    `enforcement`: (claim deadline, lease) in seconds for the pool
+    (docs/enforcement.md); None: not enforced."""
     tls = {}
     if certs:
         tls = dict(ca=f"{certs}/ca.pem", cert=f"{certs}/admin.pem", key=f"{certs}/admin.key")
     with Client(endpoint, retries=20, backoff=0.25, **tls) as arb:
         call = arb.call
         call("CreateCluster", cluster={"name": "faults"})
-        call("CreatePool", pool={"name": POOL, "latency_class": "LATENCY_CLASS_BATCH"})
+        pool = {"name": POOL, "latency_class": "LATENCY_CLASS_BATCH"}
+        if enforcement is not None:
+            pool.update(claim_deadline_seconds=enforcement[0], lease_seconds=enforcement[1])
+        call("CreatePool", pool=pool)
         for n in range(NODES):
             call("RegisterNode", node={
                 "cluster": "faults", "name": f"node-{n}", "pool": POOL, "cpu_milli": 256000,
