@@ -41,6 +41,7 @@ const std::vector<Rule>& Rules() {
       {"InventoryService.ListClusters", kReaders, Match::kAny},
       {"InventoryService.ListPools", kReaders, Match::kAny},
       {"InventoryService.ListNodes", kReaders, Match::kAny},
+      {"InventoryService.SetGpuModel", {}, Match::kOrg},
       {"InventoryService.CreateCluster", {}, Match::kOrg},
       {"InventoryService.CreatePool", {}, Match::kOrg},
       {"InventoryService.RegisterNode", {}, Match::kOrg},

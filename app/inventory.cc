@@ -103,6 +103,19 @@ void Inventory::Command(const Caller& caller, const char* method, DecideFn<T> de
   RunCommand<T>(ctx_, caller.actor(), std::move(decide), std::move(reply));
 }
 
+void Inventory::SetGpuModel(const Caller& caller, core::GpuModel model,
+                            Reply<ModelSet> reply) const {
+  Command<ModelSet>(
+      caller, "InventoryService.SetGpuModel",
+      [model = std::move(model)](core::State& state, absl::Time,
+                                 core::ChangeSet& changes) -> absl::StatusOr<ModelSet> {
+        absl::StatusOr<bool> changed = core::SetGpuModel(state, model, changes);
+        if (!changed.ok()) return changed.status();
+        return ModelSet{*state.FindGpuModel(model.name), *changed};
+      },
+      std::move(reply));
+}
+
 void Inventory::UpdateNode(const Caller& caller, core::Node facts, Reply<core::Node> reply) const {
   Command<core::Node>(
       caller, "InventoryService.UpdateNode",

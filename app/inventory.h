@@ -16,11 +16,18 @@
 
 namespace arbiter::app {
 
+// A GPU model as SetGpuModel left it, and whether that changed anything.
+struct ModelSet {
+  core::GpuModel model;
+  bool changed = false;
+};
+
 class Inventory {
  public:
   explicit Inventory(const Context& ctx) : ctx_(ctx) {}
 
   void ListGpuModels(const Caller& caller, Reply<std::vector<core::GpuModel>> reply) const;
+  void SetGpuModel(const Caller& caller, core::GpuModel model, Reply<ModelSet> reply) const;
   void CreateCluster(const Caller& caller, core::Cluster cluster, Reply<Done> reply) const;
   void ListClusters(const Caller& caller, Reply<std::vector<core::Cluster>> reply) const;
   // `pool`'s conversion error is answered after the access check.

@@ -162,6 +162,16 @@ absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Appr
 // state.heartbeat_check_at().
 void Tick(State& state, absl::Time now, ChangeSet& changes);
 
+// Adds a GPU model to the catalog or changes one (core/catalog.cc,
+// docs/catalog.md). Setting a model to what it is changes nothing (returns
+// false: nothing to record). A model that nodes have GPUs of keeps its
+// memory and MIG table; its other facts may change.
+// Errors: INVALID_ARGUMENT (gpu_model.*: name, memory_mib, sm_count,
+// tdp_watts, vendor, nvlink_domain_size, mig_profiles[i].*, mig_capable
+// without profiles or profiles without it), FAILED_PRECONDITION (memory or
+// MIG table of a model in use; the nodes are counted).
+absl::StatusOr<bool> SetGpuModel(State& state, const GpuModel& model, ChangeSet& changes);
+
 // Errors: INVALID_ARGUMENT, ALREADY_EXISTS.
 absl::Status CreateCluster(State& state, const Cluster& cluster, ChangeSet& changes);
 // Errors: INVALID_ARGUMENT, ALREADY_EXISTS.

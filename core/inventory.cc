@@ -23,6 +23,12 @@ absl::Status Inventory::LoadGpuModel(GpuModel model) {
   return absl::OkStatus();
 }
 
+void Inventory::PutGpuModel(GpuModel model) {
+  AttachBuiltinMigProfiles(model);
+  const std::string name = model.name;
+  gpu_models_[name] = std::move(model);
+}
+
 absl::Status Inventory::LoadCluster(Cluster cluster) {
   const std::string name = cluster.name;
   if (!clusters_.emplace(name, std::move(cluster)).second) {

@@ -28,6 +28,9 @@ class Inventory {
   // Each Load* returns FAILED_PRECONDITION if the value contradicts what is
   // already loaded (duplicate name, unknown reference).
   [[nodiscard]] absl::Status LoadGpuModel(GpuModel model);
+  // Adds `model`, or replaces the model of its name. REQUIRES: no node has
+  // GPUs of a model whose memory or MIG table it changes.
+  void PutGpuModel(GpuModel model);
   [[nodiscard]] absl::Status LoadCluster(Cluster cluster);
   [[nodiscard]] absl::Status LoadPool(Pool pool);
   // REQUIRES: node.id > 0. GPU memory is taken from the catalog; the node's

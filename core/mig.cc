@@ -8,6 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
+#include "core/validate.h"
+
 namespace arbiter::core {
 namespace {
 
@@ -240,6 +242,82 @@ absl::Status ParseMigReports(absl::string_view text, std::vector<MigPlacementRep
       r.start_slots.push_back(s);
     }
     reported->push_back(std::move(r));
+  }
+  return absl::OkStatus();
+}
+
+std::string FormatMigProfiles(const std::vector<MigProfile>& profiles) {
+  std::vector<std::string> parts;
+  parts.reserve(profiles.size());
+  for (const MigProfile& p : profiles) {
+    parts.push_back(absl::StrCat(p.name, "/", p.profile_id, "/", p.memory_slices, "/",
+                                 p.compute_slices, "/", p.sm_count, "/", p.memory_mib, "/",
+                                 p.max_instances, "/", p.media_extensions ? 1 : 0, "/",
+                                 absl::StrJoin(p.start_slots, "+")));
+  }
+  return absl::StrJoin(parts, ";");
+}
+
+absl::Status ParseMigProfiles(absl::string_view text, std::vector<MigProfile>* profiles) {
+  profiles->clear();
+  if (text.empty()) return absl::OkStatus();
+  for (absl::string_view one : absl::StrSplit(text, ';')) {
+    const std::vector<absl::string_view> f = absl::StrSplit(one, '/');
+    MigProfile p;
+    int32_t me = 0;
+    bool ok = f.size() == 9 && !f[0].empty() && absl::SimpleAtoi(f[1], &p.profile_id) &&
+              absl::SimpleAtoi(f[2], &p.memory_slices) &&
+              absl::SimpleAtoi(f[3], &p.compute_slices) && absl::SimpleAtoi(f[4], &p.sm_count) &&
+              absl::SimpleAtoi(f[5], &p.memory_mib) && absl::SimpleAtoi(f[6], &p.max_instances) &&
+              absl::SimpleAtoi(f[7], &me);
+    if (ok) {
+      p.name = std::string(f[0]);
+      p.media_extensions = me != 0;
+      for (absl::string_view start : absl::StrSplit(f[8], '+', absl::SkipEmpty())) {
+        int32_t slot = 0;
+        ok = ok && absl::SimpleAtoi(start, &slot);
+        p.start_slots.push_back(slot);
+      }
+    }
+    if (!ok) return absl::DataLossError(absl::StrCat("malformed MIG profile '", one, "'"));
+    profiles->push_back(std::move(p));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateMigProfiles(const std::vector<MigProfile>& profiles, absl::string_view field) {
+  auto invalid = [&](size_t i, absl::string_view what, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "].", what, ": ", why));
+  };
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    const MigProfile& p = profiles[i];
+    if (absl::Status name = ValidateMigProfileName(absl::StrCat(field, "[", i, "].name"), p.name);
+        !name.ok()) {
+      return name;
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (profiles[j].name == p.name) return invalid(i, "name", "given twice");
+    }
+    if (p.memory_slices < 1 || p.memory_slices > kMigMemorySlots) {
+      return invalid(i, "memory_slices", "must be in [1, 8]");
+    }
+    if (p.compute_slices < 1 || p.compute_slices > kMigComputeSlices) {
+      return invalid(i, "compute_slices", "must be in [1, 7]");
+    }
+    if (p.sm_count < 1) return invalid(i, "sm_count", "must be > 0");
+    if (p.memory_mib < 1) return invalid(i, "memory_mib", "must be > 0");
+    if (p.profile_id < 0) return invalid(i, "profile_id", "must be >= 0");
+    if (p.max_instances < 1 || p.max_instances > kMigMaxInstances) {
+      return invalid(i, "max_instances", "must be in [1, 7]");
+    }
+    if (p.start_slots.empty()) return invalid(i, "start_slots", "must list at least one slot");
+    for (int32_t start : p.start_slots) {
+      if (start < 0 || start + p.memory_slices > kMigMemorySlots) {
+        return invalid(i, "start_slots",
+                       absl::StrCat("an instance of ", p.memory_slices,
+                                    " memory slices cannot start at slot ", start));
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -34,7 +34,20 @@ struct MigProfile {
   int32_t max_instances = 0;
   bool media_extensions = false;  // "+me": at most one per GPU.
   std::vector<int32_t> start_slots;
+
+  bool operator==(const MigProfile&) const = default;
 };
+
+// Text form of a profile table, as the catalog is stored:
+// "name/id/memory slices/compute slices/SMs/MiB/max instances/me/starts"
+// per profile, starts joined by '+', profiles by ';' ("" for none); and back.
+std::string FormatMigProfiles(const std::vector<MigProfile>& profiles);
+absl::Status ParseMigProfiles(absl::string_view text, std::vector<MigProfile>* profiles);
+// INVALID_ARGUMENT naming `field`[i].* unless each profile is possible on a
+// MIG GPU: a name, 1..8 memory slices, 1..7 compute slices, SMs and memory
+// above zero, 1..7 instances, start slots in 0..7 where the instance fits,
+// names unique.
+absl::Status ValidateMigProfiles(const std::vector<MigProfile>& profiles, absl::string_view field);
 
 // The start slots at which a node reports it can create instances of a
 // profile (as `nvidia-smi mig -lgipp` lists them). A GPU with reports offers

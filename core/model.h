@@ -70,14 +70,23 @@ bool IsFinal(RequestState s);
 // True for states whose placements are charged to the inventory.
 bool HoldsCapacity(RequestState s);
 
+// A GPU model of the catalog (docs/catalog.md): data, set through the API
+// (SetGpuModel) from the shipped catalog file or by an administrator.
 struct GpuModel {
   std::string name;
   int64_t memory_mib = 0;
-  int32_t sm_count = 0;
+  int32_t sm_count = 0;  // Streaming multiprocessors (or compute units).
   int32_t tdp_watts = 0;
   bool mig_capable = false;
-  // MIG profiles; filled from the built-in table (core/mig.h) when loaded.
+  // MIG profiles with their placement rules. A model stored before the
+  // catalog was data (an empty table) gets the built-in table (core/mig.h)
+  // when loaded.
   std::vector<MigProfile> mig_profiles;
+  std::string vendor = "nvidia";  // "nvidia", "amd", ...
+  // GPUs in one NVLink (or Infinity Fabric) domain; 0: unknown or none.
+  int32_t nvlink_domain_size = 0;
+
+  bool operator==(const GpuModel&) const = default;
 };
 
 // Fills `model.mig_profiles` from the built-in table when the model is

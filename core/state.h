@@ -52,12 +52,14 @@
 namespace arbiter::core {
 
 // One durable change, each type declared next to what it changes.
+// GpuModel is an upsert; NodeWrite an update of a node;
 // Cluster, Pool, Node, Team, Price, IncidentWrite,
 // ExternalityCharge and PeriodClose are inserts; Quota, ClassRule, Budget,
 // Slo and IdlePolicy are upserts.
-using Change = std::variant<Cluster, Pool, Node, NodeWrite, Team, Quota, RequestWrite, ClassRule,
-                            RoleBindingWrite, AuthorityRuleWrite, Price, Budget, DelegationWrite,
-                            Slo, IncidentWrite, ExternalityCharge, PeriodClose, IdlePolicy>;
+using Change =
+    std::variant<GpuModel, Cluster, Pool, Node, NodeWrite, Team, Quota, RequestWrite, ClassRule,
+                 RoleBindingWrite, AuthorityRuleWrite, Price, Budget, DelegationWrite, Slo,
+                 IncidentWrite, ExternalityCharge, PeriodClose, IdlePolicy>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {
@@ -310,6 +312,7 @@ class State {
   // names. Freeing capacity is not among them: a node that turns
   // schedulable again has its pool's queue re-decided by the caller.
   void SetNodeLifecycle(const Node& node) { inventory_.SetLifecycle(node); }
+  void PutGpuModel(GpuModel model) { inventory_.PutGpuModel(std::move(model)); }
   void UpdateNodeFacts(const Node& node) { inventory_.UpdateFacts(node); }
   void RemoveNode(int64_t id) { inventory_.RemoveNode(id); }
   // Nodes whose agent heartbeats turn unreachable after this long without

@@ -11,6 +11,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
+#include "core/mig.h"
+
 namespace arbiter::ledger {
 namespace {
 
@@ -60,6 +62,15 @@ std::vector<core::Placement> PlacementsAsOf(absl::string_view field,
 }
 
 struct EntryOf {
+  Entry operator()(const core::GpuModel& m) const {
+    return Make("gpu_model.set", absl::StrCat("gpu_model/", m.name),
+                {{"memory_mib", absl::StrCat(m.memory_mib)},
+                 {"sm_count", absl::StrCat(m.sm_count)},
+                 {"tdp_watts", absl::StrCat(m.tdp_watts)},
+                 {"vendor", m.vendor},
+                 {"nvlink_domain_size", absl::StrCat(m.nvlink_domain_size)},
+                 {"mig_profiles", core::FormatMigProfiles(m.mig_profiles)}});
+  }
   Entry operator()(const core::Cluster& c) const {
     return Make("cluster.create", absl::StrCat("cluster/", c.name),
                 {{"description", c.description}});

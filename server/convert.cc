@@ -168,12 +168,39 @@ void ToProto(const core::MigInstance& inst, v1::MigInstance* out) {
   out->set_allocated(inst.allocated);
 }
 
+core::GpuModel GpuModelFromProto(const v1::GpuModel& m) {
+  core::GpuModel out;
+  out.name = m.name();
+  out.memory_mib = m.memory_mib();
+  out.sm_count = m.sm_count();
+  out.tdp_watts = m.tdp_watts();
+  out.mig_capable = m.mig_capable();
+  if (!m.vendor().empty()) out.vendor = m.vendor();
+  out.nvlink_domain_size = m.nvlink_domain_size();
+  for (const v1::MigProfile& p : m.mig_profiles()) {
+    core::MigProfile profile;
+    profile.name = p.name();
+    profile.profile_id = p.profile_id();
+    profile.memory_slices = p.memory_slices();
+    profile.compute_slices = p.compute_slices();
+    profile.sm_count = p.sm_count();
+    profile.memory_mib = p.memory_mib();
+    profile.max_instances = p.max_instances();
+    profile.media_extensions = p.media_extensions();
+    profile.start_slots.assign(p.start_slots().begin(), p.start_slots().end());
+    out.mig_profiles.push_back(std::move(profile));
+  }
+  return out;
+}
+
 void ToProto(const core::GpuModel& m, v1::GpuModel* out) {
   out->set_name(m.name);
   out->set_memory_mib(m.memory_mib);
   out->set_sm_count(m.sm_count);
   out->set_tdp_watts(m.tdp_watts);
   out->set_mig_capable(m.mig_capable);
+  out->set_vendor(m.vendor);
+  out->set_nvlink_domain_size(m.nvlink_domain_size);
   for (const core::MigProfile& p : m.mig_profiles) {
     v1::MigProfile* profile = out->add_mig_profiles();
     profile->set_name(p.name);

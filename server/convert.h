@@ -23,6 +23,7 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
 core::Cluster ClusterFromProto(const v1::Cluster& c);
 absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p);
 core::Node NodeFromProto(const v1::Node& n);
+core::GpuModel GpuModelFromProto(const v1::GpuModel& m);
 // A weight of 0 means the default, 1000.
 core::Team TeamFromProto(const v1::Team& t);
 // A time as a protobuf Timestamp, to the microsecond.

@@ -94,6 +94,19 @@ core::NodeRef RefOf(const std::string& cluster, const std::string& name) {
 
 }  // namespace
 
+grpc::ServerUnaryReactor* InventoryService::SetGpuModel(grpc::CallbackServerContext* ctx,
+                                                        const v1::SetGpuModelRequest* req,
+                                                        v1::SetGpuModelResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->inventory().SetGpuModel(
+      CallerOf(*ctx, ctx_.insecure), GpuModelFromProto(req->gpu_model()),
+      Answer<app::ModelSet>(reactor, "SetGpuModel", [resp](const app::ModelSet& set) {
+        ToProto(set.model, resp->mutable_gpu_model());
+        resp->set_changed(set.changed);
+      }));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* InventoryService::UpdateNode(grpc::CallbackServerContext* ctx,
                                                        const v1::UpdateNodeRequest* req,
                                                        v1::UpdateNodeResponse* resp) {

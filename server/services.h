@@ -48,6 +48,9 @@ class InventoryService final : public v1::InventoryService::CallbackService {
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* ctx,
                                       const v1::ListNodesRequest* req,
                                       v1::ListNodesResponse* resp) override;
+  grpc::ServerUnaryReactor* SetGpuModel(grpc::CallbackServerContext* ctx,
+                                        const v1::SetGpuModelRequest* req,
+                                        v1::SetGpuModelResponse* resp) override;
   grpc::ServerUnaryReactor* UpdateNode(grpc::CallbackServerContext* ctx,
                                        const v1::UpdateNodeRequest* req,
                                        v1::UpdateNodeResponse* resp) override;

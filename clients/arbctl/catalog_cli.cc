@@ -32,6 +32,14 @@ void AddModels(CLI::App& root, CliContext& ctx) {
   models->add_subcommand("list", "list GPU models")->callback([&ctx] {
     ctx.exit_code = ctx.Connect().ListModels();
   });
+  auto path = std::make_shared<std::string>();
+  CLI::App* apply =
+      models->add_subcommand("apply",
+                             "add or change GPU models from a catalog file (platform admins)\n"
+                             "  e.g. arbctl models apply catalog/gpu-models.json");
+  apply->add_option("file", *path, "JSON with \"gpu_models\", as `-o json models list` prints")
+      ->required();
+  apply->callback([&ctx, path] { ctx.exit_code = ctx.Connect().ApplyCatalog(*path); });
   models->require_subcommand(1);
 }
 

@@ -177,10 +177,13 @@ int Commands::ListModels() {
             &resp))
     return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
-  Table t({"MODEL", "MEMORY_MIB", "SMS", "TDP_W", "MIG"});
+  Table t({"MODEL", "VENDOR", "MEMORY_MIB", "SMS", "TDP_W", "NVLINK", "MIG_PROFILES"});
   for (const auto& m : resp.gpu_models()) {
-    t.AddRow({m.name(), absl::StrCat(m.memory_mib()), absl::StrCat(m.sm_count()),
-              absl::StrCat(m.tdp_watts()), m.mig_capable() ? "yes" : "no"});
+    std::vector<std::string> profiles;
+    for (const auto& p : m.mig_profiles()) profiles.push_back(p.name());
+    t.AddRow({m.name(), m.vendor(), absl::StrCat(m.memory_mib()), absl::StrCat(m.sm_count()),
+              absl::StrCat(m.tdp_watts()), absl::StrCat(m.nvlink_domain_size()),
+              profiles.empty() ? "-" : absl::StrJoin(profiles, ",")});
   }
   PrintTable(t);
   return 0;

@@ -109,6 +109,8 @@ class Commands {
     std::vector<std::string> uuids;  // Per GPU index, optional.
   };
   int RegisterNode(const NodeOptions& node);
+  // Sets every GPU model of the catalog file `path` (organisation.cc).
+  int ApplyCatalog(const std::string& path);
   // Node lifecycle (nodes.cc): `n` names the node; UpdateNode sends all of
   // its facts.
   int UpdateNode(const NodeOptions& n);

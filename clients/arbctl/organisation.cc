@@ -1,5 +1,6 @@
 // arbctl org import FILE: a whole organisation's teams and quotas, sent in
-// chunks of ImportOrganisation calls.
+// chunks of ImportOrganisation calls; and arbctl models apply FILE: GPU
+// models from a catalog file, one SetGpuModel each.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -24,18 +25,53 @@ void Add(const v1::ImportOrganisationResponse& r, v1::ImportOrganisationResponse
   total->set_quotas_unchanged(total->quotas_unchanged() + r.quotas_unchanged());
 }
 
-}  // namespace
-
-int Commands::ImportOrganisation(const std::string& path) {
+// The contents of `path`; false (and a message) when it cannot be read.
+bool ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path);
   if (!in.good()) {
     std::cerr << "arbctl: cannot read " << path << "\n";
-    return 2;
+    return false;
   }
   std::stringstream text;
   text << in.rdbuf();
+  *out = text.str();
+  return true;
+}
+
+}  // namespace
+
+int Commands::ApplyCatalog(const std::string& path) {
+  std::string text;
+  if (!ReadFile(path, &text)) return 2;
+  v1::ListGpuModelsResponse catalog;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(text, &catalog);
+  if (!parsed.ok()) {
+    std::cerr << "arbctl: " << path << " is not a GPU catalog (JSON with \"gpu_models\", "
+              << "as `arbctl -o json models list` prints): " << parsed.ToString() << "\n";
+    return 2;
+  }
+  int set = 0;
+  for (const v1::GpuModel& model : catalog.gpu_models()) {
+    v1::SetGpuModelRequest req;
+    *req.mutable_gpu_model() = model;
+    v1::SetGpuModelResponse resp;
+    if (!Call(inventory_, &v1::InventoryService::Stub::SetGpuModel, req, &resp)) {
+      std::cerr << "arbctl: stopped at " << model.name() << " (" << set
+                << " model(s) set before it)\n";
+      return 1;
+    }
+    set += resp.changed() ? 1 : 0;
+  }
+  std::cout << "gpu models: " << set << " set, " << catalog.gpu_models_size() - set
+            << " unchanged\n";
+  return 0;
+}
+
+int Commands::ImportOrganisation(const std::string& path) {
+  std::string text;
+  if (!ReadFile(path, &text)) return 2;
   v1::ImportOrganisationRequest org;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(text.str(), &org);
+  const auto parsed = google::protobuf::util::JsonStringToMessage(text, &org);
   if (!parsed.ok()) {
     std::cerr << "arbctl: " << path << " is not an organisation (JSON with \"teams\" and "
               << "\"quotas\", docs/api.md ImportOrganisationRequest): " << parsed.ToString()

@@ -282,6 +282,10 @@ struct Applier {
     t.pools[p.name] = std::move(row);
     return absl::OkStatus();
   }
+  absl::Status operator()(const core::GpuModel& m) {
+    t.gpu_models[m.name] = m;
+    return absl::OkStatus();
+  }
   absl::Status operator()(const core::Node& n) {
     if (t.nodes.contains(n.id)) return Duplicate(absl::StrCat("node id ", n.id));
     for (const auto& [id, row] : t.nodes) {
@@ -569,13 +573,10 @@ struct Applier {
   }
 };
 
+// As the gpu_models row keeps it: a MIG table set through the API is
+// stored; a seeded MIG model's is the built-in one.
 core::GpuModel ModelRow(const core::GpuModel& m) {
-  core::GpuModel out;
-  out.name = m.name;
-  out.memory_mib = m.memory_mib;
-  out.sm_count = m.sm_count;
-  out.tdp_watts = m.tdp_watts;
-  out.mig_capable = m.mig_capable;
+  core::GpuModel out = m;
   core::AttachBuiltinMigProfiles(out);
   return out;
 }

@@ -33,6 +33,11 @@ struct ChangeWriter {
   pqxx::transaction_base& tx;
   BatchWriter& batch;
   absl::Time at;  // When the changes were decided.
+  void operator()(const core::GpuModel& m) const {
+    tx.exec_prepared(sql::kUpsertGpuModel, m.name, m.memory_mib, m.sm_count, m.tdp_watts,
+                     m.mig_capable, m.vendor, m.nvlink_domain_size,
+                     core::FormatMigProfiles(m.mig_profiles));
+  }
   void operator()(const core::Cluster& c) const {
     tx.exec_prepared(sql::kInsertCluster, c.name, c.description);
   }
@@ -167,20 +172,24 @@ absl::StatusOr<std::vector<core::CapacityRequest>> RequestsFromResult(const pqxx
   return out;
 }
 
-core::GpuModel GpuModelFromRow(const pqxx::row& row) {
+absl::StatusOr<core::GpuModel> GpuModelFromRow(const pqxx::row& row) {
   core::GpuModel m;
   m.name = row[0].as<std::string>();
   m.memory_mib = row[1].as<int64_t>();
   m.sm_count = row[2].as<int32_t>();
   m.tdp_watts = row[3].as<int32_t>();
   m.mig_capable = row[4].as<bool>();
+  m.vendor = row[5].as<std::string>();
+  m.nvlink_domain_size = row[6].as<int32_t>();
+  ARBITER_RETURN_IF_ERROR(core::ParseMigProfiles(row[7].as<std::string>(), &m.mig_profiles));
   core::AttachBuiltinMigProfiles(m);
   return m;
 }
 
 absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& state) {
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadGpuModel(GpuModelFromRow(row)));
+    ARBITER_ASSIGN_OR_RETURN(core::GpuModel model, GpuModelFromRow(row));
+    ARBITER_RETURN_IF_ERROR(state.LoadGpuModel(std::move(model)));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectClusters)) {
     ARBITER_RETURN_IF_ERROR(
@@ -477,7 +486,8 @@ absl::StatusOr<std::vector<core::GpuModel>> PgStore::ListGpuModels() {
                           pqxx::read_transaction tx(c);
                           std::vector<core::GpuModel> out;
                           for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpuModels)) {
-                            out.push_back(GpuModelFromRow(row));
+                            ARBITER_ASSIGN_OR_RETURN(core::GpuModel model, GpuModelFromRow(row));
+                            out.push_back(std::move(model));
                           }
                           return out;
                         });

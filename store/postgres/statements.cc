@@ -43,7 +43,15 @@ constexpr Statement kStatements[] = {
      "borrowing_limit_milli = EXCLUDED.borrowing_limit_milli, "
      "lending_limit_milli = EXCLUDED.lending_limit_milli, updated_at = now()"},
     {kSelectGpuModels,
-     "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable FROM gpu_models ORDER BY name"},
+     "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable, vendor, nvlink_domain_size, "
+     "mig_profiles FROM gpu_models ORDER BY name"},
+    {kUpsertGpuModel,
+     "INSERT INTO gpu_models (name, memory_mib, sm_count, tdp_watts, mig_capable, vendor, "
+     "nvlink_domain_size, mig_profiles) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+     "ON CONFLICT (name) DO UPDATE SET memory_mib = EXCLUDED.memory_mib, "
+     "sm_count = EXCLUDED.sm_count, tdp_watts = EXCLUDED.tdp_watts, "
+     "mig_capable = EXCLUDED.mig_capable, vendor = EXCLUDED.vendor, "
+     "nvlink_domain_size = EXCLUDED.nvlink_domain_size, mig_profiles = EXCLUDED.mig_profiles"},
     {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
     {kSelectPools,
      "SELECT name, latency_class, description, lends_to, reclaim_grace_seconds, queueing, "

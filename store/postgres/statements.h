@@ -33,6 +33,7 @@ inline constexpr const char* kInsertCluster = "insert_cluster";
 inline constexpr const char* kInsertPool = "insert_pool";
 inline constexpr const char* kInsertNode = "insert_node";
 inline constexpr const char* kInsertGpu = "insert_gpu";
+inline constexpr const char* kUpsertGpuModel = "upsert_gpu_model";
 inline constexpr const char* kUpdateNodeLifecycle = "update_node_lifecycle";
 inline constexpr const char* kUpdateNodeFacts = "update_node_facts";
 inline constexpr const char* kUpdateGpuFacts = "update_gpu_facts";

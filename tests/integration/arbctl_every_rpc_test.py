@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -56,6 +57,11 @@ def main():
           "--model", "H100-80GB", "--gpus", 8, "--uuid", "GPU-aaaa-0")
         a("inventory", "register", "a100-0", "--cluster", "east", "--pool", "batch",
           "--model", "A100-80GB", "--gpus", 8)
+        # The shipped GPU catalog, twice: the second time changes nothing.
+        catalog = os.path.join(src, "catalog/gpu-models.json")
+        assert re.match(r"gpu models: [1-9]\d* set, \d+ unchanged", a("models", "apply", catalog))
+        assert a("models", "apply", catalog).strip() == "gpu models: 0 set, 13 unchanged"
+        assert "3g.90gb" in a("models", "list")
         # A spare node through its whole lifecycle, removed before any request.
         a("inventory", "register", "spare-0", "--cluster", "east", "--pool", "batch",
           "--model", "L4", "--gpus", 2)

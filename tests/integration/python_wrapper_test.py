@@ -131,6 +131,9 @@ def main():
             call("RenewLease", id=big.id, holder="pod:py-1")
             assert arb.release(big.id).state == "released"
             call("ImportOrganisation", teams=[{"name": "py-imported", "parent": "org"}])
+            call("SetGpuModel", gpu_model={"name": "py-gpu", "vendor": "amd",
+                                            "memory_mib": 65536, "sm_count": 120,
+                                            "tdp_watts": 300})
             spare = {"cluster": "east", "name": "py-spare"}
             call("RegisterNode", node=dict(spare, pool="batch", cpu_milli=1000, memory_mib=1024,
                                             gpus=[{"index": 0, "model": "L4"}]))

@@ -64,6 +64,7 @@ for line in "${commands[@]}"; do
     "ledger list"*) grep -q "^SEQ" <<<"$out" ;;
     "teams list"*) grep -q "inference" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
+    "models list"*) grep -q "H100-80GB .*3g.40gb" <<<"$out" ;;
     "inventory drain"*) grep -q "is cordoned\|is draining" <<<"$out" ;;
     "inventory uncordon"*) grep -q "is ready" <<<"$out" ;;
     "usage"*) grep -q "^TOTAL" <<<"$out" ;;

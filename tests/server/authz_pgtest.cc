@@ -207,6 +207,14 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   calls["InventoryService.ListNodes"] = [](Stubs& s, int) {
     return Unary(*s.inventory, &Inv::ListNodes, v1::ListNodesRequest());
   };
+  calls["InventoryService.SetGpuModel"] = [](Stubs& s, int n) {
+    v1::SetGpuModelRequest r;
+    r.mutable_gpu_model()->set_name(absl::StrCat("authz-gpu-", n));
+    r.mutable_gpu_model()->set_memory_mib(16384);
+    r.mutable_gpu_model()->set_sm_count(40);
+    r.mutable_gpu_model()->set_tdp_watts(70);
+    return Unary(*s.inventory, &Inv::SetGpuModel, r);
+  };
   // Node lifecycle calls name a node that does not exist: allowed callers
   // get NOT_FOUND (or a validation error) and change nothing.
   calls["InventoryService.UpdateNode"] = [](Stubs& s, int n) {

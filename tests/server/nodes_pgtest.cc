@@ -1,13 +1,17 @@
-// Node lifecycle and enforced preemption through the API, on a real server
-// and database (docs/nodes.md, docs/enforcement.md): cordon, drain with a
-// claimed victim that confirms by releasing or lets its lease run out,
-// failure, removal (empty and not), heartbeats, and bad references that name
-// their field and write nothing.
+// Node lifecycle, enforced preemption and the GPU catalog through the API,
+// on a real server and database (docs/nodes.md, docs/enforcement.md,
+// docs/catalog.md): cordon, drain with a claimed victim that confirms by
+// releasing or lets its lease run out, failure, removal (empty and not),
+// heartbeats, the shipped catalog applied and a MIG profile placed on a
+// model it adds, and bad input that names its field and writes nothing.
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include <google/protobuf/util/json_util.h>
 
 #include "tests/server/server_fixture.h"
 #include "tests/testing/status_matchers.h"
@@ -347,6 +351,113 @@ TEST_F(NodeLifecycleTest, BadNodeReferencesNameTheFieldAndWriteNothing) {
   EXPECT_EQ(RowCounts(), before);
   EXPECT_EQ(ledger_size().value_or("?"), ledger_before.value_or("!"));
   EXPECT_EQ(StateOf("e1"), v1::NODE_STATE_READY);
+}
+
+// The shipped catalog file applies through SetGpuModel (again: nothing
+// changes); a model it adds (B200) takes a node and MIG placements of its
+// own profiles; a bad model or an unknown one names its field.
+TEST_F(NodeLifecycleTest, TheShippedCatalogAddsModelsThatTakeMigPlacements) {
+  SetUpPool();
+  std::ifstream in(std::string(ARBITER_SOURCE_DIR) + "/catalog/gpu-models.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::ListGpuModelsResponse catalog;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text.str(), &catalog).ok());
+  auto apply = [&] {
+    int changed = 0;
+    for (const v1::GpuModel& m : catalog.gpu_models()) {
+      grpc::ClientContext ctx;
+      v1::SetGpuModelRequest r;
+      *r.mutable_gpu_model() = m;
+      v1::SetGpuModelResponse resp;
+      grpc::Status st = inventory_->SetGpuModel(&ctx, r, &resp);
+      EXPECT_TRUE(st.ok()) << m.name() << ": " << st.error_message();
+      changed += resp.changed() ? 1 : 0;
+    }
+    return changed;
+  };
+  EXPECT_GT(apply(), 0);
+  EXPECT_EQ(apply(), 0);  // Idempotent.
+  {
+    grpc::ClientContext ctx;
+    v1::ListGpuModelsResponse listed;
+    ASSERT_TRUE(inventory_->ListGpuModels(&ctx, v1::ListGpuModelsRequest(), &listed).ok());
+    EXPECT_EQ(listed.gpu_models_size(), catalog.gpu_models_size());
+    for (const v1::GpuModel& m : listed.gpu_models()) {
+      if (m.name() == "B200") {
+        EXPECT_EQ(m.mig_profiles_size(), 7);
+      }
+      if (m.name() == "MI300X") {
+        EXPECT_EQ(m.vendor(), "amd");
+      }
+    }
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::RegisterNodeRequest r;
+    r.mutable_node()->set_cluster("east");
+    r.mutable_node()->set_name("b200-0");
+    r.mutable_node()->set_pool("enforced");
+    r.mutable_node()->set_cpu_milli(64'000);
+    r.mutable_node()->set_memory_mib(512'000);
+    r.mutable_node()->add_gpus()->set_model("B200");
+    v1::RegisterNodeResponse resp;
+    ASSERT_TRUE(inventory_->RegisterNode(&ctx, r, &resp).ok());
+  }
+  ASSERT_TRUE(Cordon("e1", true).ok());
+  ASSERT_TRUE(Cordon("e2", true).ok());
+  v1::RequestCapacityRequest req = ValidRequest("mig");
+  req.set_pool("enforced");
+  req.set_members(2);
+  req.mutable_shape()->set_mig_profile("3g.90gb");
+  v1::RequestCapacityResponse placed;
+  ASSERT_TRUE(Request(req, &placed).ok());
+  ASSERT_EQ(placed.request().state(), v1::REQUEST_STATE_ADMITTED);
+  ASSERT_EQ(placed.request().placements_size(), 2);
+  EXPECT_EQ(placed.request().placements(0).node(), "b200-0");
+  EXPECT_EQ(placed.request().placements(0).mig_profile(), "3g.90gb");
+  EXPECT_EQ(placed.request().placements(1).mig_start_slot(), 4);
+
+  const std::string before = RowCounts();
+  auto models = [&] { return db_->QueryValue("SELECT count(*) FROM gpu_models"); };
+  const auto models_before = models();
+  v1::GpuModel bad = catalog.gpu_models(0);
+  bad.set_name("B300");
+  bad.set_mig_capable(true);
+  v1::MigProfile* profile = bad.add_mig_profiles();
+  profile->set_name("4g.100gb");
+  profile->set_memory_slices(4);
+  profile->set_compute_slices(4);
+  profile->set_sm_count(80);
+  profile->set_memory_mib(1000);
+  profile->set_max_instances(1);
+  profile->add_start_slots(6);
+  {
+    grpc::ClientContext ctx;
+    v1::SetGpuModelRequest r;
+    *r.mutable_gpu_model() = bad;
+    v1::SetGpuModelResponse resp;
+    grpc::Status st = inventory_->SetGpuModel(&ctx, r, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(st.error_message().rfind("gpu_model.mig_profiles[0].start_slots:", 0), 0u)
+        << st.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::RegisterNodeRequest r;
+    r.mutable_node()->set_cluster("east");
+    r.mutable_node()->set_name("b300-0");
+    r.mutable_node()->set_pool("enforced");
+    r.mutable_node()->set_cpu_milli(64'000);
+    r.mutable_node()->set_memory_mib(512'000);
+    r.mutable_node()->add_gpus()->set_model("B300");
+    v1::RegisterNodeResponse resp;
+    grpc::Status st = inventory_->RegisterNode(&ctx, r, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(st.error_message().rfind("node.gpus[0].model:", 0), 0u) << st.error_message();
+  }
+  EXPECT_EQ(RowCounts(), before);
+  EXPECT_EQ(models().value_or("?"), models_before.value_or("!"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "core/arbitration.h"
 #include "core/budget.h"
+#include "core/mig.h"
 #include "ledger/chain.h"
 #include "tests/core/test_state.h"
 #include "tests/testing/status_matchers.h"
@@ -180,6 +181,46 @@ TEST_P(StoreContractTest, TheOrganisationLoadsBack) {
   EXPECT_THAT(store().ListNodes("", "batch"), IsOkAndHolds(IsEmpty()));
   EXPECT_THAT(store().ListNodes("west", ""), IsOkAndHolds(IsEmpty()));
   EXPECT_THAT(store().ListNodes("east", "serving"), IsOkAndHolds(SizeIs(1)));
+}
+
+// A model set through the catalog API loads back with its MIG table,
+// vendor and NVLink domain; changing a seeded model keeps its place.
+TEST_P(StoreContractTest, CatalogModelsLoadBack) {
+  core::State s = Organisation(store());
+  core::GpuModel b200;
+  b200.name = "B200";
+  b200.memory_mib = 183'359;
+  b200.sm_count = 148;
+  b200.tdp_watts = 1000;
+  b200.mig_capable = true;
+  b200.nvlink_domain_size = 8;
+  b200.mig_profiles = {
+      core::MigProfile{"1g.23gb", 19, 1, 1, 18, 22'528, 7, false, {0, 1, 2, 3, 4, 5, 6}},
+      core::MigProfile{"1g.23gb+me", 20, 1, 1, 18, 22'528, 1, true, {0, 1, 2, 3, 4, 5, 6}},
+      core::MigProfile{"7g.180gb", 0, 8, 7, 148, 181'248, 1, false, {0}}};
+  core::GpuModel mi300x;
+  mi300x.name = "MI300X";
+  mi300x.vendor = "amd";
+  mi300x.memory_mib = 196'608;
+  mi300x.sm_count = 304;
+  mi300x.tdp_watts = 750;
+  core::GpuModel h100 = *s.FindGpuModel("H100-80GB");
+  h100.nvlink_domain_size = 8;
+  core::ChangeSet ch;
+  for (const core::GpuModel& m : {b200, mi300x, h100}) {
+    ASSERT_THAT(core::SetGpuModel(s, m, ch), IsOk());
+  }
+  ASSERT_THAT(store().Commit(ch), IsOk());
+  auto loaded = store().LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  for (const core::GpuModel& m : {b200, mi300x, h100}) {
+    SCOPED_TRACE(m.name);
+    ASSERT_NE(loaded->FindGpuModel(m.name), nullptr);
+    EXPECT_EQ(*loaded->FindGpuModel(m.name), m);
+  }
+  auto listed = store().ListGpuModels();
+  ASSERT_THAT(listed, IsOk());
+  EXPECT_EQ(listed->size(), 13u);
 }
 
 // Node lifecycle changes load back: cordon and drain (with its deadline),
