@@ -3,9 +3,11 @@
 // TelemetryService.StreamSamples with the agent role.
 //
 // Every --interval it scrapes once; every --flush-every scrapes it sends what
-// it holds as one batch. A batch that cannot be sent is kept and sent with
-// the next (up to --max-pending samples; the oldest are dropped beyond).
-// Arbiter ignores samples it already has, so a resend is safe.
+// it holds as one batch. Every --heartbeat-every it sends the node's
+// heartbeat (InventoryService.NodeHeartbeat): a node whose heartbeats stop
+// turns unreachable and takes no new placements (docs/nodes.md). A batch that cannot be sent is
+// kept and sent with the next (up to --max-pending samples; the oldest are dropped beyond). Arbiter
+// ignores samples it already has, so a resend is safe.
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -13,12 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include <CLI/CLI.hpp>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/telemetry.grpc.pb.h"
 #include "clients/agent/dcgm_text.h"
 #include "clients/agent/http_get.h"
@@ -40,6 +44,7 @@ struct Options {
   std::string dcgm_url;
   std::string file;
   std::string interval = "10s";
+  std::string heartbeat_every = "10s";
   int flush_every = 6;
   size_t max_pending = 200'000;
   bool once = false;
@@ -119,6 +124,24 @@ bool Send(v1::TelemetryService::Stub& stub, const Options& o, int interval_secon
   return true;
 }
 
+// Sends the node's heartbeat. Returns true when Arbiter took it.
+bool Heartbeat(v1::InventoryService::Stub& stub, const Options& o) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::NodeHeartbeatRequest req;
+  req.set_cluster(o.cluster);
+  req.set_name(o.node);
+  v1::NodeHeartbeatResponse resp;
+  grpc::Status status = stub.NodeHeartbeat(&ctx, req, &resp);
+  if (!status.ok()) {
+    std::cerr << "arbiter-agent: heartbeat: " << status.error_message() << "\n";
+    return false;
+  }
+  std::cout << "heartbeat: node " << o.cluster << "/" << o.node << " is "
+            << absl::AsciiStrToLower(v1::NodeState_Name(resp.node().state()).substr(11)) << "\n";
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +165,10 @@ int main(int argc, char** argv) {
   url->excludes(file);
   app.add_option("--interval", o.interval, "scrape interval, e.g. 10s")->capture_default_str();
   app.add_option("--flush-every", o.flush_every, "scrapes per batch sent")->capture_default_str();
+  app.add_option("--heartbeat-every", o.heartbeat_every,
+                 "node heartbeat interval, e.g. 10s (below arbiterd's --node-heartbeat-timeout); "
+                 "0s: none")
+      ->capture_default_str();
   app.add_flag("--once", o.once, "scrape once, send, and exit");
   CLI11_PARSE(app, argc, argv);
   if (o.dcgm_url.empty() && o.file.empty()) {
@@ -168,7 +195,17 @@ int main(int argc, char** argv) {
     }
     creds = grpc::SslCredentials(ssl);
   }
-  auto stub = v1::TelemetryService::NewStub(grpc::CreateChannel(o.endpoint, creds));
+  absl::Duration heartbeat_every;
+  if (!absl::ParseDuration(o.heartbeat_every, &heartbeat_every) ||
+      heartbeat_every < absl::ZeroDuration() || heartbeat_every > absl::Hours(1)) {
+    std::cerr << "arbiter-agent: --heartbeat-every must be a duration in 0s..1h, got "
+              << o.heartbeat_every << "\n";
+    return 2;
+  }
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(o.endpoint, creds);
+  auto stub = v1::TelemetryService::NewStub(channel);
+  auto inventory = v1::InventoryService::NewStub(channel);
+  absl::Time last_heartbeat = absl::InfinitePast();
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
 
@@ -178,6 +215,10 @@ int main(int argc, char** argv) {
   bool last_ok = true;
   while (!g_stop) {
     const absl::Time started = absl::Now();
+    if (heartbeat_every > absl::ZeroDuration() && started - last_heartbeat >= heartbeat_every &&
+        Heartbeat(*inventory, o)) {
+      last_heartbeat = started;
+    }
     std::string text;
     const bool scraped = Scrape(o, interval, &text);
     if (o.once && !scraped) return 1;

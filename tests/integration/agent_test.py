@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """arbiter-agent against a live arbiterd: every published dcgm-exporter
-fixture is streamed by the agent binary; the GPU the node registered (with
+fixture is streamed by the agent binary, which heartbeats for its node; the GPU the node registered (with
 its UUID) is stored with its MIG instance, every other device is reported as
 unknown with its count; a capture of our own is rolled up into the
 allocation's usage.
@@ -37,6 +37,7 @@ def run_agent(agent, endpoint, path):
                           "--node", "ub20-a100-k8s", "--file", path, "--once"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, (path, out.stdout, out.stderr)
+    assert "heartbeat: node east/ub20-a100-k8s is ready" in out.stdout, out.stdout
     m = re.search(r"stored (\d+), duplicates (\d+), unknown GPUs (\d+)", out.stdout)
     assert m, out.stdout
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -77,6 +78,9 @@ def main():
             agent, endpoint,
             os.path.join(fixtures, "mig-a100-whole-gpu-plus-1g.5gb.nvidia-cloud-native-docs.prom"))
         assert (stored, unknown) == (2, 0), (stored, unknown)
+        # The agent heartbeats for its node: from now on it is timed.
+        node = inventory.ListNodes(inv.ListNodesRequest(cluster="east"), timeout=10).nodes[0]
+        assert node.heartbeats and node.state == t.NODE_STATE_READY, node
         for name, devices in sorted(DEVICES.items()):
             stored, _, unknown = run_agent(agent, endpoint, os.path.join(fixtures, name))
             assert (stored, unknown) == (0, devices), (name, stored, unknown)
