@@ -192,7 +192,8 @@ struct NodeRef {
 
 // Replaces what may change about a node in use: its topology domain, host
 // capacity, GPU UUIDs and reported MIG placements; then admits queued work
-// it makes room for. Its pool and its GPUs' models stay.
+// it makes room for. Its pool and its GPUs' models stay. Facts that are
+// already so record nothing (an agent refreshes them).
 // Errors: INVALID_ARGUMENT (node.*), NOT_FOUND, FAILED_PRECONDITION (pool or
 // GPUs changed, host capacity below what is allocated, a MIG layout in use
 // that the reported placements no longer hold), ALREADY_EXISTS (a UUID on

@@ -103,6 +103,21 @@ absl::Status CheckUpdatable(const State& state, const Node& now, const Node& fac
   return absl::OkStatus();
 }
 
+// Whether `facts` changes nothing UpdateNode would change on `node`.
+bool SameFacts(const Node& node, const Node& facts) {
+  if (node.topology_domain != facts.topology_domain || node.cpu_milli != facts.cpu_milli ||
+      node.memory_mib != facts.memory_mib) {
+    return false;
+  }
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    if (node.gpus[i].uuid != facts.gpus[i].uuid ||
+        node.gpus[i].reported_mig != facts.gpus[i].reported_mig) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Ends live request `id`, which holds capacity on a failed node: released
 // with NODE_FAILED, charged up to `failed_at` (never before admission).
 // The whole gang ends, its members on other nodes too.
@@ -130,6 +145,7 @@ absl::StatusOr<Node> UpdateNode(State& state, const Node& facts, absl::Time now,
   ARBITER_ASSIGN_OR_RETURN(const Node* node,
                            FindLiveNode(state, NodeRef{facts.cluster, facts.name}));
   ARBITER_RETURN_IF_ERROR(CheckUpdatable(state, *node, facts));
+  if (SameFacts(*node, facts)) return *node;  // An agent's refresh: nothing to record.
   Node updated = facts;
   updated.id = node->id;
   state.UpdateNodeFacts(updated);

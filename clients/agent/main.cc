@@ -2,6 +2,11 @@
 // a capture file), and streams the readings to arbiterd's
 // TelemetryService.StreamSamples with the agent role.
 //
+// With --register it registers its node from `nvidia-smi -q -x` (models,
+// UUIDs; MIG instances and unhealthy GPUs reported, an unhealthy node
+// cordoned) and keeps the registration current every --refresh-every
+// (docs/nodes.md, "Agents").
+//
 // Every --interval it scrapes once; every --flush-every scrapes it sends what
 // it holds as one batch. Every --heartbeat-every it sends the node's
 // heartbeat (InventoryService.NodeHeartbeat): a node whose heartbeats stop
@@ -9,23 +14,29 @@
 // kept and sent with the next (up to --max-pending samples; the oldest are dropped beyond). Arbiter
 // ignores samples it already has, so a resend is safe.
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include <CLI/CLI.hpp>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <unistd.h>
 
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/telemetry.grpc.pb.h"
 #include "clients/agent/dcgm_text.h"
 #include "clients/agent/http_get.h"
+#include "clients/agent/nvidia_smi.h"
+#include "clients/agent/registration.h"
 #include "clients/agent/sample.h"
 
 namespace {
@@ -48,6 +59,15 @@ struct Options {
   int flush_every = 6;
   size_t max_pending = 200'000;
   bool once = false;
+  // Registration (--register).
+  bool do_register = false;
+  std::string nvidia_smi = "nvidia-smi";
+  std::string nvidia_smi_xml;  // A recorded `nvidia-smi -q -x` instead.
+  std::string pool;
+  std::string topology_domain;
+  int64_t cpu_milli = 0;   // 0: the host's online CPUs.
+  int64_t memory_mib = 0;  // 0: the host's MemTotal.
+  std::string refresh_every = "5m";
 };
 
 std::string ReadFile(const std::string& path, bool* ok) {
@@ -124,6 +144,128 @@ bool Send(v1::TelemetryService::Stub& stub, const Options& o, int interval_secon
   return true;
 }
 
+// The output of `command`; false when it cannot run or exits non-zero.
+bool RunCommand(const std::string& command, std::string* out) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return false;
+  char buf[65536];
+  size_t n = 0;
+  out->clear();
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
+  return pclose(pipe) == 0;
+}
+
+// The host's CPUs in milli-cores and memory in MiB.
+std::pair<int64_t, int64_t> HostCapacity() {
+  const int64_t cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t mem_kib = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  while (meminfo >> key) {
+    if (key == "MemTotal:") {
+      meminfo >> mem_kib;
+      break;
+    }
+    meminfo.ignore(1 << 10, '\n');
+  }
+  return {cpus * 1000, mem_kib / 1024};
+}
+
+// Each catalog model's MIG table: profile -> (SMs, MiB).
+std::map<std::string, std::map<std::string, std::pair<int32_t, int64_t>>> Catalog(
+    v1::InventoryService::Stub& stub) {
+  std::map<std::string, std::map<std::string, std::pair<int32_t, int64_t>>> out;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ListGpuModelsResponse resp;
+  if (!stub.ListGpuModels(&ctx, v1::ListGpuModelsRequest(), &resp).ok()) return out;
+  for (const v1::GpuModel& m : resp.gpu_models()) {
+    for (const v1::MigProfile& p : m.mig_profiles()) {
+      out[m.name()][p.name()] = {p.sm_count(), p.memory_mib()};
+    }
+  }
+  return out;
+}
+
+// Registers the node from nvidia-smi (or updates it when it is known), and
+// cordons it when a GPU is unhealthy. Returns true when Arbiter has it.
+bool Register(v1::InventoryService::Stub& stub, const Options& o) {
+  std::string xml;
+  if (!o.nvidia_smi_xml.empty()) {
+    bool ok = false;
+    xml = ReadFile(o.nvidia_smi_xml, &ok);
+    if (!ok) {
+      std::cerr << "arbiter-agent: cannot read " << o.nvidia_smi_xml << "\n";
+      return false;
+    }
+  } else if (!RunCommand(o.nvidia_smi + " -q -x", &xml)) {
+    std::cerr << "arbiter-agent: `" << o.nvidia_smi << " -q -x` failed\n";
+    return false;
+  }
+  absl::StatusOr<std::vector<arbiter::agent::GpuFacts>> gpus = arbiter::agent::ParseNvidiaSmi(xml);
+  if (!gpus.ok()) {
+    std::cerr << "arbiter-agent: " << gpus.status().message() << "\n";
+    return false;
+  }
+  const auto [host_cpu, host_mem] = HostCapacity();
+  arbiter::agent::NodeIdentity who{o.cluster,
+                                   o.node,
+                                   o.pool,
+                                   o.topology_domain,
+                                   o.cpu_milli > 0 ? o.cpu_milli : host_cpu,
+                                   o.memory_mib > 0 ? o.memory_mib : host_mem};
+  absl::StatusOr<arbiter::agent::Registration> reg =
+      arbiter::agent::RegistrationOf(who, *gpus, Catalog(stub));
+  if (!reg.ok()) {
+    std::cerr << "arbiter-agent: " << reg.status().message() << "\n";
+    return false;
+  }
+  grpc::Status status;
+  const char* verb = "registered";
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::RegisterNodeRequest req;
+    *req.mutable_node() = reg->node;
+    v1::RegisterNodeResponse resp;
+    status = stub.RegisterNode(&ctx, req, &resp);
+  }
+  if (status.error_code() == grpc::StatusCode::ALREADY_EXISTS &&
+      absl::StartsWith(status.error_message(), "node.name")) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::UpdateNodeRequest req;
+    *req.mutable_node() = reg->node;
+    v1::UpdateNodeResponse resp;
+    status = stub.UpdateNode(&ctx, req, &resp);
+    verb = "updated";
+  }
+  if (!status.ok()) {
+    std::cerr << "arbiter-agent: register: " << status.error_message() << "\n";
+    return false;
+  }
+  std::cout << verb << " node " << o.cluster << "/" << o.node << " in pool " << o.pool << ":";
+  for (const v1::Gpu& g : reg->node.gpus()) std::cout << " " << g.model();
+  std::cout << "\n";
+  for (const std::string& note : reg->notes) std::cout << "  " << note << "\n";
+  if (reg->unhealthy) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::CordonNodeRequest req;
+    req.set_cluster(o.cluster);
+    req.set_name(o.node);
+    v1::CordonNodeResponse resp;
+    grpc::Status cordoned = stub.CordonNode(&ctx, req, &resp);
+    if (!cordoned.ok()) {
+      std::cerr << "arbiter-agent: cordon: " << cordoned.error_message() << "\n";
+      return false;
+    }
+    std::cout << "cordoned node " << o.cluster << "/" << o.node
+              << ": a GPU is unhealthy (uncordon it once repaired)\n";
+  }
+  return true;
+}
+
 // Sends the node's heartbeat. Returns true when Arbiter took it.
 bool Heartbeat(v1::InventoryService::Stub& stub, const Options& o) {
   grpc::ClientContext ctx;
@@ -170,11 +312,35 @@ int main(int argc, char** argv) {
                  "0s: none")
       ->capture_default_str();
   app.add_flag("--once", o.once, "scrape once, send, and exit");
+  app.add_flag("--register", o.do_register,
+               "register the node from `nvidia-smi -q -x` (or update it) and keep it current");
+  app.add_option("--nvidia-smi", o.nvidia_smi, "the nvidia-smi to run")->capture_default_str();
+  app.add_option("--nvidia-smi-xml", o.nvidia_smi_xml,
+                 "read this recorded `nvidia-smi -q -x` instead of running it");
+  app.add_option("--pool", o.pool, "the pool the node's capacity belongs to (--register)");
+  app.add_option("--topology-domain", o.topology_domain, "NVLink domain or rack (--register)");
+  app.add_option("--cpu-milli", o.cpu_milli, "allocatable CPU; default: the host's CPUs")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--memory-mib", o.memory_mib, "allocatable memory; default: the host's")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--refresh-every", o.refresh_every, "re-read nvidia-smi this often (--register)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (o.dcgm_url.empty() && o.file.empty()) {
-    std::cerr << "arbiter-agent: pass --dcgm-url or --file\n";
+  if (o.dcgm_url.empty() && o.file.empty() && !o.do_register) {
+    std::cerr << "arbiter-agent: pass --dcgm-url, --file or --register\n";
     return 2;
   }
+  if (o.do_register && o.pool.empty()) {
+    std::cerr << "arbiter-agent: --register needs --pool\n";
+    return 2;
+  }
+  absl::Duration refresh_every;
+  if (!absl::ParseDuration(o.refresh_every, &refresh_every) || refresh_every < absl::Seconds(10)) {
+    std::cerr << "arbiter-agent: --refresh-every must be a duration of at least 10s, got "
+              << o.refresh_every << "\n";
+    return 2;
+  }
+  const bool telemetry = !o.dcgm_url.empty() || !o.file.empty();
   absl::Duration interval;
   if (!absl::ParseDuration(o.interval, &interval) || interval < absl::Seconds(1) ||
       interval > absl::Hours(1)) {
@@ -213,11 +379,22 @@ int main(int argc, char** argv) {
   std::vector<v1::DeviceSample> pending;
   int scrapes = 0;
   bool last_ok = true;
+  absl::Time last_register = absl::InfinitePast();
   while (!g_stop) {
     const absl::Time started = absl::Now();
+    if (o.do_register && started - last_register >= refresh_every) {
+      const bool registered = Register(*inventory, o);
+      if (o.once && !registered) return 1;
+      if (registered) last_register = started;
+    }
     if (heartbeat_every > absl::ZeroDuration() && started - last_heartbeat >= heartbeat_every &&
         Heartbeat(*inventory, o)) {
       last_heartbeat = started;
+    }
+    if (!telemetry) {
+      if (o.once) return 0;
+      while (!g_stop && absl::Now() < started + interval) absl::SleepFor(absl::Milliseconds(100));
+      continue;
     }
     std::string text;
     const bool scraped = Scrape(o, interval, &text);

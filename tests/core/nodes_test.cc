@@ -183,6 +183,9 @@ TEST(NodesTest, UpdatesKeepWhatANodeInUseCannotChange) {
   ASSERT_THAT(UpdateNode(s, facts, kT0, ch), IsOk());
   EXPECT_EQ(s.FindNode(facts.id)->topology_domain, "rack-7");
   EXPECT_EQ(s.FindGpuByUuid("GPU-0a1b")->first, facts.id);
+  ChangeSet same;  // The same facts again (an agent's refresh): nothing recorded.
+  ASSERT_THAT(UpdateNode(s, facts, kT0, same), IsOk());
+  EXPECT_TRUE(same.empty());
   struct Case {
     const char* field;
     void (*edit)(Node&);

@@ -85,6 +85,34 @@ def main():
             stored, _, unknown = run_agent(agent, endpoint, os.path.join(fixtures, name))
             assert (stored, unknown) == (0, devices), (name, stored, unknown)
 
+        # Self-registration from recorded `nvidia-smi -q -x` output: each
+        # fixture becomes a node with its catalog models and UUIDs; a GPU
+        # with retired pages pending cordons its node.
+        smi = os.path.join(source_dir, "tests/agent/fixtures/nvidia-smi")
+        for name, fixture, models, state in [
+                ("smi-a100", "telegraf-a100-sxm4-v12.xml", ["A100-80GB"], t.NODE_STATE_READY),
+                ("smi-v100s", "datakit-8x-v100s-pcie-460.xml", ["V100M32"] * 8,
+                 t.NODE_STATE_READY),
+                ("smi-l4", "datarhei-2x-l4-555.xml", ["L4"] * 2, t.NODE_STATE_READY),
+                ("smi-t4", "telegraf-tesla-t4.xml", ["T4"], t.NODE_STATE_READY),
+                ("smi-dgx2", "pai-v100-sxm3-retired-pages.xml", ["V100M32"],
+                 t.NODE_STATE_CORDONED)]:
+            for _ in range(2):  # The second run updates, and records nothing new.
+                out = subprocess.run(
+                    [agent, "--endpoint", endpoint, "--cluster", "east", "--node", name,
+                     "--register", "--pool", "batch", "--nvidia-smi-xml",
+                     os.path.join(smi, fixture), "--once"],
+                    capture_output=True, text=True, timeout=60)
+                assert out.returncode == 0, (fixture, out.stdout, out.stderr)
+            assert "updated node east/" + name in out.stdout, out.stdout
+            if fixture.startswith("telegraf-a100"):
+                assert "4 x 1g.20gb" in out.stdout, out.stdout
+            node = next(n for n in inventory.ListNodes(
+                inv.ListNodesRequest(cluster="east"), timeout=10).nodes if n.name == name)
+            assert [g.model for g in node.gpus] == models, (name, node)
+            assert all(g.uuid.startswith("GPU-") for g in node.gpus), node
+            assert node.state == state and node.heartbeats, (name, node)
+
         # A capture of our own, in the exporter's format: 37% busy, 9 GiB used.
         capture = os.path.join(live.work, "capture.prom")
         labels = f'gpu="0",UUID="{DOCS_UUID}",device="nvidia0",modelName="NVIDIA A100-SXM4-40GB"'
