@@ -33,20 +33,26 @@ struct Rule {
 const std::vector<Role> kReaders = {Role::kPoolAuthority, Role::kTeamAdmin, Role::kTeamMember,
                                     Role::kFinance, Role::kAuditor};
 const std::vector<Role> kTeamWriters = {Role::kTeamAdmin, Role::kTeamMember};
+// Readers and node agents.
+const std::vector<Role> kReadersAndAgents = {Role::kPoolAuthority, Role::kTeamAdmin,
+                                             Role::kTeamMember,    Role::kFinance,
+                                             Role::kAuditor,       Role::kAgent};
 
 // THE TABLE. Every RPC of arbiter.v1 is listed; anything else is refused.
 const std::vector<Rule>& Rules() {
   static const std::vector<Rule>* rules = new std::vector<Rule>{
-      {"InventoryService.ListGpuModels", kReaders, Match::kAny},
+      // Agents read the catalog to name what their node has.
+      {"InventoryService.ListGpuModels", kReadersAndAgents, Match::kAny},
       {"InventoryService.ListClusters", kReaders, Match::kAny},
       {"InventoryService.ListPools", kReaders, Match::kAny},
       {"InventoryService.ListNodes", kReaders, Match::kAny},
       {"InventoryService.SetGpuModel", {}, Match::kOrg},
       {"InventoryService.CreateCluster", {}, Match::kOrg},
       {"InventoryService.CreatePool", {}, Match::kOrg},
-      {"InventoryService.RegisterNode", {}, Match::kOrg},
-      // Node agents and controllers keep nodes current and report their
-      // state; removing one is for platform admins.
+      // Node agents register their own node (arbiter-agent --register) and,
+      // with controllers, keep nodes current and report their state;
+      // removing one is for platform admins.
+      {"InventoryService.RegisterNode", {Role::kAgent}, Match::kAny},
       {"InventoryService.UpdateNode", {Role::kAgent}, Match::kAny},
       {"InventoryService.CordonNode", {Role::kAgent}, Match::kAny},
       {"InventoryService.UncordonNode", {Role::kAgent}, Match::kAny},

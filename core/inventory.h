@@ -58,6 +58,10 @@ class Inventory {
   // Identifier the next new node will get; ids are dense from 1.
   int64_t next_node_id() const { return next_node_id_; }
   int64_t TakeNodeId() { return next_node_id_++; }
+  // Keeps `id` (a removed node's, not loaded) from being handed out again.
+  void SeeNodeId(int64_t id) {
+    if (id >= next_node_id_) next_node_id_ = id + 1;
+  }
 
   // FAILED_PRECONDITION unless `p` fits what its node has free: the node
   // exists, each GPU index is valid and has room, and a MIG placement's

@@ -49,6 +49,11 @@ std::vector<int64_t> HoldersOf(const State& state, int64_t node_id) {
 // Records `node`'s new lifecycle in the state and as a change.
 Node Record(State& state, const Node& node, NodeEvent event, ChangeSet& changes) {
   state.SetNodeLifecycle(node);
+  // A timed node that is (again) healthy must be checked in time.
+  if (node.health == NodeHealth::kHealthy && node.last_heartbeat != absl::InfinitePast()) {
+    state.set_heartbeat_check_at(
+        std::min(state.heartbeat_check_at(), node.last_heartbeat + state.node_heartbeat_timeout()));
+  }
   const Node& stored = *state.FindNode(node.id);
   changes.changes.emplace_back(NodeWrite{stored, event});
   return stored;
@@ -261,8 +266,6 @@ absl::StatusOr<Node> NodeHeartbeat(State& state, const NodeRef& ref, absl::Time 
     return *state.FindNode(node.id);
   }
   Node out = Record(state, node, NodeEvent::kReachable, changes);
-  state.set_heartbeat_check_at(
-      std::min(state.heartbeat_check_at(), now + state.node_heartbeat_timeout()));
   if (back) AdmitQueued(state, node.pool, now, changes);
   return *state.FindNode(out.id);
 }

@@ -36,6 +36,9 @@ bool HostFits(const Node& node, const MemberShape& shape) {
 
 // Whether every class already on `node` may share it with `cls`.
 bool NodeAdmits(const State& state, const Node& node, WorkloadClass cls) {
+  // Cordoned, draining, unreachable or failed: nothing new. (The index
+  // leaves such nodes out; topology groups and unindexed scans do not.)
+  if (!node.schedulable()) return false;
   for (size_t c = 0; c < node.class_members.size(); ++c) {
     if (node.class_members[c] > 0 &&
         !state.coexistence().Rule(static_cast<WorkloadClass>(c), cls).same_node) {

@@ -343,6 +343,7 @@ class State {
   void set_coexistence(const CoexistenceMatrix& matrix) { packing_.set_coexistence(matrix); }
   const DemandProfile& demand() const { return packing_.demand(); }
   int64_t TakeNodeId() { return inventory_.TakeNodeId(); }
+  void SeeNodeId(int64_t id) { inventory_.SeeNodeId(id); }
 
  private:
   State(const State&) = default;

@@ -25,6 +25,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include <CLI/CLI.hpp>
 #include <grpcpp/create_channel.h>
@@ -220,25 +221,27 @@ bool Register(v1::InventoryService::Stub& stub, const Options& o) {
     std::cerr << "arbiter-agent: " << reg.status().message() << "\n";
     return false;
   }
+  // A known node is updated (the usual case after the first run); an
+  // unknown one registered.
   grpc::Status status;
-  const char* verb = "registered";
+  const char* verb = "updated";
   {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::RegisterNodeRequest req;
-    *req.mutable_node() = reg->node;
-    v1::RegisterNodeResponse resp;
-    status = stub.RegisterNode(&ctx, req, &resp);
-  }
-  if (status.error_code() == grpc::StatusCode::ALREADY_EXISTS &&
-      absl::StartsWith(status.error_message(), "node.name")) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::UpdateNodeRequest req;
     *req.mutable_node() = reg->node;
     v1::UpdateNodeResponse resp;
     status = stub.UpdateNode(&ctx, req, &resp);
-    verb = "updated";
+  }
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND &&
+      absl::StartsWith(status.error_message(), "name:")) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::RegisterNodeRequest req;
+    *req.mutable_node() = reg->node;
+    v1::RegisterNodeResponse resp;
+    status = stub.RegisterNode(&ctx, req, &resp);
+    verb = "registered";
   }
   if (!status.ok()) {
     std::cerr << "arbiter-agent: register: " << status.error_message() << "\n";
@@ -279,8 +282,9 @@ bool Heartbeat(v1::InventoryService::Stub& stub, const Options& o) {
     std::cerr << "arbiter-agent: heartbeat: " << status.error_message() << "\n";
     return false;
   }
+  const std::string state = v1::NodeState_Name(resp.node().state());
   std::cout << "heartbeat: node " << o.cluster << "/" << o.node << " is "
-            << absl::AsciiStrToLower(v1::NodeState_Name(resp.node().state()).substr(11)) << "\n";
+            << absl::AsciiStrToLower(absl::StripPrefix(state, "NODE_STATE_")) << "\n";
   return true;
 }
 

@@ -101,8 +101,9 @@ class XmlReader {
       } else if (entity == "apos") {
         out.push_back('\'');
       } else if (!entity.empty() && entity[0] == '#') {
-        const long code = std::strtol(std::string(entity.substr(1)).c_str(), nullptr,
-                                      entity.size() > 1 && entity[1] == 'x' ? 16 : 10);
+        const bool hex = entity.size() > 1 && (entity[1] == 'x' || entity[1] == 'X');
+        const long code =
+            std::strtol(std::string(entity.substr(hex ? 2 : 1)).c_str(), nullptr, hex ? 16 : 10);
         if (code > 0 && code < 0x80) out.push_back(static_cast<char>(code));
       } else {
         absl::StrAppend(&out, raw.substr(i, semi - i + 1));
@@ -113,7 +114,8 @@ class XmlReader {
   }
 
   // REQUIRES: At("<") and not a comment or declaration.
-  absl::StatusOr<XmlElement> Element() {
+  absl::StatusOr<XmlElement> Element(int depth = 0) {
+    if (depth > kMaxDepth) return Error("elements nested too deep");
     ++pos_;  // '<'
     XmlElement e;
     e.name = Name();
@@ -167,7 +169,7 @@ class XmlReader {
       } else if (At("<?")) {
         SkipPast("?>");
       } else if (At("<")) {
-        absl::StatusOr<XmlElement> child = Element();
+        absl::StatusOr<XmlElement> child = Element(depth + 1);
         if (!child.ok()) return child.status();
         e.children.push_back(*std::move(child));
       } else {
@@ -178,6 +180,9 @@ class XmlReader {
       }
     }
   }
+
+  // nvidia-smi nests 6 deep; anything far deeper is not its output.
+  static constexpr int kMaxDepth = 64;
 
   absl::string_view text_;
   size_t pos_ = 0;

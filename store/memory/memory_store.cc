@@ -604,6 +604,7 @@ absl::Status LoadCatalogAndInventory(const Tables& t, core::State& state) {
   std::vector<const Tables::Node*> nodes;
   for (const auto& [id, n] : t.nodes) {
     if (!n.removed) nodes.push_back(&n);
+    state.SeeNodeId(id);  // Removed nodes' ids are never handed out again.
   }
   std::sort(nodes.begin(), nodes.end(), [](const Tables::Node* a, const Tables::Node* b) {
     return std::tie(a->cluster, a->name) < std::tie(b->cluster, b->name);

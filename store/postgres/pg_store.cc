@@ -225,6 +225,7 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
     n.gpus = std::move(gpus[n.id]);
     ARBITER_RETURN_IF_ERROR(state.LoadNode(std::move(n)));
   }
+  state.SeeNodeId(tx.exec_prepared1(sql::kSelectMaxNodeId)[0].as<int64_t>());
   return absl::OkStatus();
 }
 

@@ -68,6 +68,8 @@ constexpr Statement kStatements[] = {
      "JOIN nodes n ON n.id = g.node_id "
      "WHERE n.removed_at IS NULL AND ($1 = '' OR n.cluster = $1) AND ($2 = '' OR n.pool = $2) "
      "ORDER BY g.node_id, g.gpu_index"},
+    // Removed nodes included: their ids are never handed out again.
+    {kSelectMaxNodeId, "SELECT COALESCE(max(id), 0) FROM nodes"},
     // $1 id; $4..$6 optional times (OPT_TS).
     {kUpdateNodeLifecycle,
      "UPDATE nodes SET cordoned = $2, health = $3, drain_deadline = " OPT_TS(

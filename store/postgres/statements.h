@@ -38,6 +38,7 @@ inline constexpr const char* kUpdateNodeLifecycle = "update_node_lifecycle";
 inline constexpr const char* kUpdateNodeFacts = "update_node_facts";
 inline constexpr const char* kUpdateGpuFacts = "update_gpu_facts";
 inline constexpr const char* kRemoveNode = "remove_node";
+inline constexpr const char* kSelectMaxNodeId = "select_max_node_id";
 inline constexpr const char* kClearGpuUuids = "clear_gpu_uuids";
 inline constexpr const char* kInsertTeam = "insert_team";
 inline constexpr const char* kUpsertQuota = "upsert_quota";

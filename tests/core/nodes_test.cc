@@ -66,6 +66,20 @@ TEST(NodesTest, ACordonedNodeTakesNothingNewAndUncordoningAdmitsTheQueue) {
   EXPECT_EQ(NodeOf(s, b.id), s.FindNode("c", "n1")->id);
 }
 
+TEST(NodesTest, GangsWithATopologyAvoidUnschedulableNodesToo) {
+  State s = TwoNodes();
+  ChangeSet ch;
+  ASSERT_THAT(CordonNode(s, kN1, true, kT0, ch), IsOk());
+  ASSERT_THAT(FailNode(s, kN2, absl::InfinitePast(), kT0, ch), IsOk());
+  CapacityRequestSpec spec = WholeSpec("same-node", 2, 1);
+  spec.topology = Topology::kSameNode;
+  absl::StatusOr<RequestOutcome> out = RequestCapacity(s, spec, kT0, ch);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->request.state, RequestState::kQueued);
+  ASSERT_THAT(CordonNode(s, kN1, false, kT0, ch), IsOk());
+  EXPECT_EQ(NodeOf(s, out->request.id), s.FindNode("c", "n1")->id);
+}
+
 TEST(NodesTest, ADrainNoticesEveryAllocationOnTheNodeAndTheyVacate) {
   State s = TwoNodes();
   const CapacityRequest a = Ask(s, "a", 1, 1);
@@ -171,6 +185,20 @@ TEST(NodesTest, HeartbeatsThatStopMakeANodeUnreachableUntilTheNextOne) {
   ASSERT_THAT(NodeHeartbeat(s, kN1, kT0 + absl::Seconds(100), back), IsOk());
   EXPECT_EQ(s.FindNode("c", "n1")->health, NodeHealth::kHealthy);
   EXPECT_EQ(s.FindLiveRequest(b.id)->state, RequestState::kAdmitted);
+}
+
+TEST(NodesTest, AFailedNodeUncordonedIsTimedAgain) {
+  State s = TwoNodes();
+  s.set_node_heartbeat_timeout(absl::Seconds(60));
+  ChangeSet ch;
+  ASSERT_THAT(NodeHeartbeat(s, kN1, kT0, ch), IsOk());
+  ASSERT_THAT(FailNode(s, kN1, absl::InfinitePast(), kT0 + absl::Seconds(5), ch), IsOk());
+  Tick(s, kT0 + absl::Seconds(61), ch);  // Failed: not timed; nothing else is.
+  ASSERT_THAT(CordonNode(s, kN1, false, kT0 + absl::Seconds(100), ch), IsOk());
+  ASSERT_THAT(NodeHeartbeat(s, kN1, kT0 + absl::Seconds(110), ch), IsOk());
+  ChangeSet lost;
+  Tick(s, kT0 + absl::Seconds(171), lost);
+  EXPECT_EQ(s.FindNode("c", "n1")->health, NodeHealth::kUnreachable);
 }
 
 TEST(NodesTest, UpdatesKeepWhatANodeInUseCannotChange) {

@@ -592,6 +592,7 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
       "AllocationService.ClaimAllocation", "AllocationService.RenewLease"};
   const std::set<std::string> enforcer = {
       "AllocationService.ClaimAllocation", "AllocationService.RenewLease",
+      "InventoryService.ListGpuModels",    "InventoryService.RegisterNode",
       "InventoryService.UpdateNode",       "InventoryService.CordonNode",
       "InventoryService.UncordonNode",     "InventoryService.DrainNode",
       "InventoryService.MarkNodeFailed",   "InventoryService.NodeHeartbeat"};

@@ -267,6 +267,7 @@ TEST_P(StoreContractTest, NodeLifecycleLoadsBack) {
   ASSERT_THAT(loaded, IsOk());
   EXPECT_EQ(loaded->FindNode("east", "n2"), nullptr);
   EXPECT_EQ(loaded->FindGpuByUuid("GPU-n2-0"), nullptr);
+  EXPECT_EQ(loaded->next_node_id(), failed_id + 1);  // A removed node's id is not reused.
   EXPECT_THAT(store().ListNodes("east", ""), IsOkAndHolds(SizeIs(1)));
   core::ChangeSet again;
   ASSERT_THAT(core::RegisterNode(s, n2, kT0, again), IsOk());
