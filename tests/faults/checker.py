@@ -6,6 +6,7 @@ empty.
 The ledger is replayed entry by entry: capacity and quotas are checked at
 every prefix, not only at the end, so that a grant made twice and released
 later is still caught."""
+import os
 import re
 import subprocess
 from collections import defaultdict
@@ -206,9 +207,12 @@ class Checker:
                 problems.append(f"ledger: seq {seq} does not chain to {seq - 1}")
                 break
             prev_hash = hash_
+        # Only the flags given here: not the .arbiter/arbctl.conf of a
+        # checkout where deploy/local/up ran (its TLS settings).
         out = subprocess.run([self.arbctl, "--endpoint", self.endpoint] + self.tls +
                              ["ledger", "verify"],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True,
+                             env=dict(os.environ, ARBITER_CONFIG=os.devnull))
         if out.returncode != 0 or not re.match(r"OK: \d+ entries", out.stdout):
             problems.append(f"arbctl ledger verify: {out.stdout.strip()} {out.stderr.strip()}")
         return problems

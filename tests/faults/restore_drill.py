@@ -47,7 +47,8 @@ def verify(args, dsn, work, name, public_key):
     replica.start()
     try:
         out = subprocess.run([args.arbctl, "--endpoint", replica.endpoint, "ledger", "verify",
-                              "--public-key", public_key], capture_output=True, text=True)
+                              "--public-key", public_key], capture_output=True, text=True,
+                             env=dict(os.environ, ARBITER_CONFIG=os.devnull))
         return out.returncode, (out.stdout + out.stderr).strip()
     finally:
         replica.stop()
