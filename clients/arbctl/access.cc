@@ -142,21 +142,26 @@ int Commands::CreatePool(const std::string& name, const std::string& latency_cla
   return 0;
 }
 
-int Commands::RegisterNode(const NodeOptions& n) {
-  v1::RegisterNodeRequest req;
-  v1::Node* node = req.mutable_node();
-  node->set_cluster(n.cluster);
-  node->set_name(n.name);
-  node->set_pool(n.pool);
-  node->set_cpu_milli(n.cpu_milli);
-  node->set_memory_mib(n.memory_mib);
-  node->set_topology_domain(n.topology_domain);
+v1::Node Commands::NodeOf(const NodeOptions& n) {
+  v1::Node node;
+  node.set_cluster(n.cluster);
+  node.set_name(n.name);
+  node.set_pool(n.pool);
+  node.set_cpu_milli(n.cpu_milli);
+  node.set_memory_mib(n.memory_mib);
+  node.set_topology_domain(n.topology_domain);
   for (int i = 0; i < n.gpus; ++i) {
-    v1::Gpu* gpu = node->add_gpus();
+    v1::Gpu* gpu = node.add_gpus();
     gpu->set_index(i);
     gpu->set_model(n.model);
     if (static_cast<size_t>(i) < n.uuids.size()) gpu->set_uuid(n.uuids[static_cast<size_t>(i)]);
   }
+  return node;
+}
+
+int Commands::RegisterNode(const NodeOptions& n) {
+  v1::RegisterNodeRequest req;
+  *req.mutable_node() = NodeOf(n);
   v1::RegisterNodeResponse resp;
   if (!Call(inventory_, &v1::InventoryService::Stub::RegisterNode, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;

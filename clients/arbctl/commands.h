@@ -109,6 +109,8 @@ class Commands {
     std::vector<std::string> uuids;  // Per GPU index, optional.
   };
   int RegisterNode(const NodeOptions& node);
+  // The node `n` describes: GPUs 0..gpus-1 of `model`, with the UUIDs given.
+  static v1::Node NodeOf(const NodeOptions& n);
   // Sets every GPU model of the catalog file `path` (organisation.cc).
   int ApplyCatalog(const std::string& path);
   // Node lifecycle (nodes.cc): `n` names the node; UpdateNode sends all of

@@ -9,9 +9,8 @@
 #include "clients/arbctl/commands.h"
 
 namespace arbiter::arbctl {
-namespace {
 
-const char* StateWord(v1::NodeState s) {
+const char* NodeStateWord(v1::NodeState s) {
   switch (s) {
     case v1::NODE_STATE_READY:
       return "ready";
@@ -28,8 +27,10 @@ const char* StateWord(v1::NodeState s) {
   }
 }
 
+namespace {
+
 void PrintNode(const v1::Node& n) {
-  std::cout << "node " << n.cluster() << "/" << n.name() << " is " << StateWord(n.state());
+  std::cout << "node " << n.cluster() << "/" << n.name() << " is " << NodeStateWord(n.state());
   if (n.has_drain_deadline()) {
     std::cout << " (allocations vacate by "
               << google::protobuf::util::TimeUtil::ToString(n.drain_deadline()) << ")";
@@ -39,23 +40,9 @@ void PrintNode(const v1::Node& n) {
 
 }  // namespace
 
-const char* NodeStateWord(v1::NodeState s) { return StateWord(s); }
-
 int Commands::UpdateNode(const NodeOptions& n) {
   v1::UpdateNodeRequest req;
-  v1::Node* node = req.mutable_node();
-  node->set_cluster(n.cluster);
-  node->set_name(n.name);
-  node->set_pool(n.pool);
-  node->set_cpu_milli(n.cpu_milli);
-  node->set_memory_mib(n.memory_mib);
-  node->set_topology_domain(n.topology_domain);
-  for (int i = 0; i < n.gpus; ++i) {
-    v1::Gpu* gpu = node->add_gpus();
-    gpu->set_index(i);
-    gpu->set_model(n.model);
-    if (static_cast<size_t>(i) < n.uuids.size()) gpu->set_uuid(n.uuids[static_cast<size_t>(i)]);
-  }
+  *req.mutable_node() = NodeOf(n);
   v1::UpdateNodeResponse resp;
   if (!Call(inventory_, &v1::InventoryService::Stub::UpdateNode, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
