@@ -74,7 +74,11 @@ const std::vector<Rule>& Rules() {
       {"GovernanceService.GrantRole", {Role::kTeamAdmin}, Match::kTeam},
       {"GovernanceService.RevokeRole", {Role::kTeamAdmin}, Match::kTeam},
       {"AllocationService.RequestCapacity", kTeamWriters, Match::kTeam},
-      {"AllocationService.ReleaseAllocation", kTeamWriters, Match::kTeam},
+      // An enforcer (an agent identity) releases an allocation whose
+      // workload ended, and so confirms a preemption (docs/enforcement.md).
+      {"AllocationService.ReleaseAllocation",
+       {Role::kAgent, Role::kTeamAdmin, Role::kTeamMember},
+       Match::kTeam},
       // An enforcer (an agent identity) or the allocation's team claims it.
       {"AllocationService.ClaimAllocation",
        {Role::kAgent, Role::kTeamAdmin, Role::kTeamMember},
@@ -96,9 +100,10 @@ const std::vector<Rule>& Rules() {
       {"GovernanceService.Delegate", {}, Match::kAuthenticated},
       {"GovernanceService.RevokeDelegation", {}, Match::kAuthenticated},
       {"GovernanceService.ListDelegations", kReaders, Match::kAny},
-      {"AllocationService.GetRequest", kReaders, Match::kAny},
+      // Enforcers (agents) read and watch the allocations they carry out.
+      {"AllocationService.GetRequest", kReadersAndAgents, Match::kAny},
       {"AllocationService.ListRequests", kReaders, Match::kAny},
-      {"AllocationService.WatchAllocations", kReaders, Match::kAny},
+      {"AllocationService.WatchAllocations", kReadersAndAgents, Match::kAny},
       {"LedgerService.ListLedgerEntries", {Role::kAuditor, Role::kFinance}, Match::kAny},
       {"TelemetryService.StreamSamples", {Role::kAgent}, Match::kAny},
       {"TelemetryService.GetUtilization", kReaders, Match::kAny},

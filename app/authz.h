@@ -38,6 +38,13 @@ struct Caller {
 };
 inline constexpr char kUnidentifiedActor[] = "unidentified";
 
+// arbiterd's own Kubernetes admission webhook, as the caller of the claims
+// it makes for pods. The webhook authorizes each pod itself (the pod's
+// namespace must be its allocation's team's; Kubernetes authorized the pod's
+// creator), so the caller passes every check; the ledger records this name.
+inline constexpr char kWebhookActor[] = "arbiterd:kubernetes-webhook";
+inline Caller WebhookCaller() { return Caller{kWebhookActor, {}, /*insecure=*/true}; }
+
 // A Resource::team that any team matches: "has a team role somewhere".
 inline constexpr char kAnyTeam[] = "*";
 

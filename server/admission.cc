@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -12,6 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include <nlohmann/json.hpp>
+
+#include "core/status_macros.h"
 
 namespace arbiter::server {
 namespace {
@@ -237,14 +240,28 @@ std::string CheckShape(const PodDemand& demand, const core::Placement& p, const 
   return "";
 }
 
-}  // namespace
+// A Pod CREATE that asks for GPUs and names an admitted allocation of its
+// namespace's team: what both webhooks read from the review.
+struct PodReview {
+  std::string uid;      // The review's.
+  std::string ns;       // The pod's namespace.
+  std::string name;     // As Kubernetes named the pod ("" before validation).
+  std::string display;  // "ns/name", or "ns/generateName" before validation.
+  bool dry_run = false;
+  json spec;
+  PodDemand demand;
+  core::CapacityRequest request;
+  core::Placement placement;
+  std::string who;  // "allocation ID member N".
+};
 
-std::string TeamNamespace(absl::string_view team) {
-  return absl::StrReplaceAll(team, {{"_", "-"}});
-}
-
-absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
-                                            const AdmissionLookups& lookups) {
+// Reads `body` into `pod`. Returns the answer when the review is decided
+// without going further (allowed: not a GPU pod CREATE; denied: no such
+// admitted allocation for this pod), or nullopt with `pod` filled.
+// INVALID_ARGUMENT (naming the field) when `body` is not an AdmissionReview.
+absl::StatusOr<std::optional<std::string>> ReadPodReview(absl::string_view body,
+                                                         const AdmissionLookups& lookups,
+                                                         PodReview& pod) {
   json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded() || !review.is_object()) {
     return absl::InvalidArgumentError("body: not a JSON object");
@@ -262,6 +279,7 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
     return absl::InvalidArgumentError("request.uid: missing");
   }
   const std::string uid = request["uid"].get<std::string>();
+  pod.uid = uid;
   const bool is_pod = request.contains("kind") && request["kind"].is_object() &&
                       request["kind"].value("kind", "") == "Pod" &&
                       request["kind"].value("group", "") == "";
@@ -269,16 +287,21 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
   if (!request.contains("object") || !request["object"].is_object()) {
     return absl::InvalidArgumentError("request.object: a Pod CREATE without the pod");
   }
-  const json& pod = request["object"];
+  pod.dry_run =
+      request.contains("dryRun") && request["dryRun"].is_boolean() && request["dryRun"].get<bool>();
+  const json& object = request["object"];
   const json empty = json::object();
-  const json& spec = pod.contains("spec") && pod["spec"].is_object() ? pod["spec"] : empty;
+  pod.spec = object.contains("spec") && object["spec"].is_object() ? object["spec"] : empty;
   const json& meta =
-      pod.contains("metadata") && pod["metadata"].is_object() ? pod["metadata"] : empty;
-  const std::string ns = request.value("namespace", meta.value("namespace", ""));
-  const std::string name = absl::StrCat(
-      ns, "/", request.value("name", meta.value("name", meta.value("generateName", ""))));
+      object.contains("metadata") && object["metadata"].is_object() ? object["metadata"] : empty;
+  pod.ns = request.value("namespace", meta.value("namespace", ""));
+  pod.name = request.value("name", meta.value("name", ""));
+  pod.display =
+      absl::StrCat(pod.ns, "/", pod.name.empty() ? meta.value("generateName", "") : pod.name);
+  const std::string& name = pod.display;
 
-  const PodDemand demand = DemandOf(spec);
+  pod.demand = DemandOf(pod.spec);
+  const PodDemand& demand = pod.demand;
   if (!demand.error.empty()) return Deny(uid, absl::StrCat("pod ", name, ": ", demand.error));
   if (demand.gpus.empty()) return Allow(uid);
 
@@ -317,7 +340,7 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
                 503);
   }
   const core::CapacityRequest& r = *found;
-  if (TeamNamespace(r.spec.team) != ns) {
+  if (TeamNamespace(r.spec.team) != pod.ns) {
     return Deny(uid,
                 absl::StrCat("pod ", name, ": allocation ", id, " belongs to team ", r.spec.team,
                              ", whose pods run in namespace ", TeamNamespace(r.spec.team)));
@@ -334,8 +357,49 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
                                   " member(s); ", kMemberAnnotation, " ", member, " is not one"));
   }
   const std::string who = absl::StrCat("allocation ", id, " member ", member);
+  pod.request = r;
+  pod.placement = *placement;
+  pod.who = who;
+  return std::nullopt;
+}
+
+// The holder of `member`'s claim, or "".
+std::string HolderOf(const core::CapacityRequest& r, int32_t member) {
+  for (const core::Claim& c : r.claims) {
+    if (c.member == member) return c.holder;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string TeamNamespace(absl::string_view team) {
+  return absl::StrReplaceAll(team, {{"_", "-"}});
+}
+
+std::string PodHolder(absl::string_view ns, absl::string_view name) {
+  return absl::StrCat(kPodHolderPrefix, ns, "/", name);
+}
+
+absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
+                                            const AdmissionLookups& lookups) {
+  PodReview pod;
+  ARBITER_ASSIGN_OR_RETURN(std::optional<std::string> early, ReadPodReview(body, lookups, pod));
+  if (early.has_value()) return *std::move(early);
+  const std::string& uid = pod.uid;
+  const std::string& name = pod.display;
+  const json& spec = pod.spec;
+  const core::Placement* placement = &pod.placement;
+  const std::string& who = pod.who;
+  // A member another pod holds: denied now, naming that pod (a pod named
+  // only by generateName is never the holder: its name is new).
+  if (std::string holder = HolderOf(pod.request, placement->member);
+      !holder.empty() && (pod.name.empty() || holder != PodHolder(pod.ns, pod.name))) {
+    return Deny(uid, absl::StrCat("pod ", name, ": ", who, " is already claimed by ", holder,
+                                  "; one allocation runs one workload"));
+  }
   std::string rename;
-  if (std::string why = CheckShape(demand, *placement, who, rename); !why.empty()) {
+  if (std::string why = CheckShape(pod.demand, *placement, who, rename); !why.empty()) {
     return Deny(uid, absl::StrCat("pod ", name, ": ", why));
   }
   const std::string node = lookups.node_name(placement->node_id);
@@ -358,6 +422,44 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
     PatchAnnotation("arbiter.dev/gpu-memory-mib", absl::StrCat(placement->gpu_memory_mib), patch);
   }
   return AllowWithPatch(uid, patch);
+}
+
+absl::StatusOr<std::string> ReviewClaim(absl::string_view body, const AdmissionLookups& lookups) {
+  PodReview pod;
+  ARBITER_ASSIGN_OR_RETURN(std::optional<std::string> early, ReadPodReview(body, lookups, pod));
+  if (early.has_value()) return *std::move(early);
+  if (pod.name.empty()) {
+    return absl::InvalidArgumentError(
+        "request.object.metadata.name: empty; the claim is made at validating admission, where "
+        "Kubernetes has named the pod");
+  }
+  const std::string holder = PodHolder(pod.ns, pod.name);
+  if (holder.size() > 253) {
+    return Deny(pod.uid,
+                absl::StrCat("pod ", pod.display, ": its holder name ", holder.substr(0, 40),
+                             "... is longer than 253 characters; shorten the pod's name"));
+  }
+  // A dry run has no side effects: it is answered as the claim would be.
+  if (pod.dry_run) {
+    const std::string held = HolderOf(pod.request, pod.placement.member);
+    if (!held.empty() && held != holder) {
+      return Deny(pod.uid, absl::StrCat("pod ", pod.display, ": ", pod.who,
+                                        " is already claimed by ", held));
+    }
+    return Allow(pod.uid);
+  }
+  absl::StatusOr<core::CapacityRequest> claimed =
+      lookups.claim(pod.request.id, pod.placement.member, holder);
+  if (absl::IsFailedPrecondition(claimed.status()) || absl::IsInvalidArgument(claimed.status())) {
+    return Deny(pod.uid, absl::StrCat("pod ", pod.display, ": ", claimed.status().message()));
+  }
+  if (!claimed.ok()) {
+    return Deny(pod.uid,
+                absl::StrCat("Arbiter cannot claim ", pod.who, " now (", claimed.status().message(),
+                             "); the pod may be created again later"),
+                503);
+  }
+  return Allow(pod.uid);
 }
 
 }  // namespace arbiter::server

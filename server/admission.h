@@ -18,9 +18,10 @@
 //     of a GPU arbiter.dev/gpu-milli and arbiter.dev/gpu-memory-mib (for MIG,
 //     arbiter.dev/mig-profile).
 // Pods that request no GPU, and operations other than CREATE, are allowed
-// unchanged.
+// unchanged. The validating webhook (/validate) then claims the member for
+// the pod, so that one allocation admits one pod per member (ReviewClaim).
 //
-// Thread-safe (stateless; the lookups must be thread-safe).
+// Thread-safe (no state of its own; the lookups must be thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,17 @@ struct AdmissionLookups {
   std::function<absl::StatusOr<core::CapacityRequest>(int64_t id)> request;
   // The Kubernetes node name of a node id ("" when unknown).
   std::function<std::string(int64_t node_id)> node_name;
+  // Claims `member` of allocation `id` for `holder` (docs/enforcement.md):
+  // the request as decided after COMMIT, or the decision's error
+  // (FAILED_PRECONDITION naming the holder when another holds it).
+  std::function<absl::StatusOr<core::CapacityRequest>(int64_t id, int32_t member,
+                                                      const std::string& holder)>
+      claim;
 };
+
+// A pod's workload identity in Arbiter's claims: "pod:<namespace>/<name>".
+inline constexpr absl::string_view kPodHolderPrefix = "pod:";
+std::string PodHolder(absl::string_view ns, absl::string_view name);
 
 // The namespace a team's pods run in: its name with '_' as '-'.
 std::string TeamNamespace(absl::string_view team);
@@ -51,7 +62,17 @@ std::string TeamNamespace(absl::string_view team);
 // Answers one AdmissionReview `body` with the AdmissionReview response JSON.
 // INVALID_ARGUMENT (naming the field) when `body` is not an
 // admission.k8s.io/v1 AdmissionReview request; the caller answers HTTP 400.
+// The mutating webhook (/admit). A member that another pod already holds
+// is denied, naming that pod.
 absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
                                             const AdmissionLookups& lookups);
+
+// The validating webhook (/validate): the same checks, then the pod claims
+// its member (lookups.claim, holder PodHolder) and is allowed once the claim
+// is committed. A second pod for a claimed member is denied with the
+// message naming the first; a dry run claims nothing. Validating admission
+// is where Kubernetes has named the pod (a generateName pod has no name
+// before it). Errors as ReviewAdmission's.
+absl::StatusOr<std::string> ReviewClaim(absl::string_view body, const AdmissionLookups& lookups);
 
 }  // namespace arbiter::server

@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <future>
+#include <utility>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -147,11 +150,26 @@ absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
   lookups.node_name = [nodes = &app_->nodes()](int64_t node_id) {
     return nodes->Get(node_id).second;
   };
+  lookups.claim = [allocations = &app_->allocations()](int64_t id, int32_t member,
+                                                       const std::string& holder) {
+    std::promise<absl::StatusOr<core::CapacityRequest>> decided;
+    std::future<absl::StatusOr<core::CapacityRequest>> answer = decided.get_future();
+    allocations->ClaimAllocation(
+        app::WebhookCaller(), id, holder, {member},
+        [&decided](absl::StatusOr<core::CapacityRequest> r) { decided.set_value(std::move(r)); });
+    return answer.get();
+  };
   auto handler = [lookups](const HttpRequest& request) -> HttpResponse {
+    constexpr absl::string_view kUsage =
+        "POST AdmissionReviews to /admit (mutating) and /validate (validating: claims)\n";
     if (request.path == "/healthz") return {200, "text/plain", "ok\n"};
-    if (request.path != "/admit") return {404, "text/plain", "POST AdmissionReviews to /admit\n"};
-    if (request.method != "POST") return {405, "text/plain", "POST AdmissionReviews to /admit\n"};
-    absl::StatusOr<std::string> answer = ReviewAdmission(request.body, lookups);
+    if (request.path != "/admit" && request.path != "/validate") {
+      return {404, "text/plain", std::string(kUsage)};
+    }
+    if (request.method != "POST") return {405, "text/plain", std::string(kUsage)};
+    absl::StatusOr<std::string> answer = request.path == "/admit"
+                                             ? ReviewAdmission(request.body, lookups)
+                                             : ReviewClaim(request.body, lookups);
     if (!answer.ok()) return {400, "text/plain", std::string(answer.status().message()) + "\n"};
     return {200, "application/json", *std::move(answer)};
   };

@@ -25,6 +25,7 @@ KNOWN = {
     ("v1", "Namespace"), ("v1", "ServiceAccount"), ("v1", "ConfigMap"), ("v1", "Secret"),
     ("v1", "Service"), ("apps/v1", "Deployment"), ("policy/v1", "PodDisruptionBudget"),
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
 }
@@ -136,16 +137,21 @@ def main():
     if not selects(pdb["spec"]["selector"]["matchLabels"], pod_labels):
         errors.append("PodDisruptionBudget selects no arbiterd pod")
 
-    hook = by_kind["MutatingWebhookConfiguration"][0]["webhooks"][0]
-    svc = hook["clientConfig"]["service"]
-    if (svc["name"], svc["namespace"]) != (service["metadata"]["name"], "arbiter-system") \
-            or svc["path"] != "/admit" \
-            or service_ports.get("webhook", {}).get("port") != svc["port"]:
-        errors.append(f"webhook clientConfig {svc} does not reach the Service's webhook port")
-    if hook["admissionReviewVersions"] != ["v1"] or hook["sideEffects"] != "None":
-        errors.append("webhook: admissionReviewVersions [v1] and sideEffects None")
-    if hook["rules"][0]["resources"] != ["pods"] or "CREATE" not in hook["rules"][0]["operations"]:
-        errors.append("webhook: must review pod CREATE")
+    # The mutating webhook pins pods (/admit, no side effects); the
+    # validating one claims (/validate, side effects except on dry runs).
+    for kind, path, effects in (("MutatingWebhookConfiguration", "/admit", "None"),
+                                ("ValidatingWebhookConfiguration", "/validate", "NoneOnDryRun")):
+        hook = by_kind[kind][0]["webhooks"][0]
+        svc = hook["clientConfig"]["service"]
+        if (svc["name"], svc["namespace"]) != (service["metadata"]["name"], "arbiter-system") \
+                or svc["path"] != path \
+                or service_ports.get("webhook", {}).get("port") != svc["port"]:
+            errors.append(f"{kind} clientConfig {svc} does not reach the Service's webhook port")
+        if hook["admissionReviewVersions"] != ["v1"] or hook["sideEffects"] != effects:
+            errors.append(f"{kind}: admissionReviewVersions [v1] and sideEffects {effects}")
+        if hook["rules"][0]["resources"] != ["pods"] or \
+                "CREATE" not in hook["rules"][0]["operations"]:
+            errors.append(f"{kind}: must review pod CREATE")
 
     monitor = by_kind["ServiceMonitor"][0]
     if not selects(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"]):

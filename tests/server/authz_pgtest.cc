@@ -591,11 +591,13 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
       "AllocationService.RequestCapacity", "AllocationService.ReleaseAllocation",
       "AllocationService.ClaimAllocation", "AllocationService.RenewLease"};
   const std::set<std::string> enforcer = {
-      "AllocationService.ClaimAllocation", "AllocationService.RenewLease",
-      "InventoryService.ListGpuModels",    "InventoryService.RegisterNode",
-      "InventoryService.UpdateNode",       "InventoryService.CordonNode",
-      "InventoryService.UncordonNode",     "InventoryService.DrainNode",
-      "InventoryService.MarkNodeFailed",   "InventoryService.NodeHeartbeat"};
+      "AllocationService.ClaimAllocation",   "AllocationService.RenewLease",
+      "AllocationService.ReleaseAllocation", "AllocationService.GetRequest",
+      "AllocationService.WatchAllocations",  "InventoryService.ListGpuModels",
+      "InventoryService.RegisterNode",       "InventoryService.UpdateNode",
+      "InventoryService.CordonNode",         "InventoryService.UncordonNode",
+      "InventoryService.DrainNode",          "InventoryService.MarkNodeFailed",
+      "InventoryService.NodeHeartbeat"};
   std::set<std::string> everything;
   for (const auto& [name, call] : Calls()) everything.insert(name);
   const std::vector<Identity> identities = {

@@ -1,0 +1,346 @@
+#include "clients/kube/controller.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace arbiter::kube {
+namespace {
+
+using json = nlohmann::json;
+
+const json& Field(const json& object, const char* key) {
+  static const json kNull;
+  return object.is_object() && object.contains(key) ? object[key] : kNull;
+}
+
+std::string Text(const json& object, const char* key) {
+  const json& v = Field(object, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+// Every action on the same thing has the same key: one in flight at a time.
+std::string Key(const Action& a) {
+  switch (a.kind) {
+    case Action::kRenew:
+      return absl::StrCat("renew/", a.allocation, "/", a.holder);
+    case Action::kRelease:
+    case Action::kLookup:
+      return absl::StrCat("allocation/", a.allocation);
+    case Action::kEvict:
+    case Action::kDelete:
+      return absl::StrCat("pod/", a.ns, "/", a.name);
+    default:
+      return absl::StrCat("node/", a.name);
+  }
+}
+
+bool Live(AllocationPhase p) {
+  return p == AllocationPhase::kAdmitted || p == AllocationPhase::kPreempting;
+}
+
+}  // namespace
+
+std::string PodInfo::holder() const { return absl::StrCat("pod:", ns, "/", name); }
+
+std::string Action::Describe() const {
+  switch (kind) {
+    case kRenew:
+      return absl::StrCat("renew allocation ", allocation, " for ", holder);
+    case kRelease:
+      return absl::StrCat("release allocation ", allocation);
+    case kLookup:
+      return absl::StrCat("look up allocation ", allocation);
+    case kEvict:
+      return absl::StrCat("evict pod ", ns, "/", name, " (allocation ", allocation, ")");
+    case kDelete:
+      return absl::StrCat("delete pod ", ns, "/", name, " (allocation ", allocation, ")");
+    case kCordon:
+      return absl::StrCat("cordon node ", name);
+    case kDrain:
+      return absl::StrCat("drain node ", name);
+    case kFail:
+      return absl::StrCat("mark node ", name, " failed");
+    case kUncordon:
+      return absl::StrCat("uncordon node ", name);
+  }
+  return "?";
+}
+
+absl::StatusOr<std::optional<PodInfo>> ReadPod(const json& pod) {
+  const json& meta = Field(pod, "metadata");
+  const json& annotations = Field(meta, "annotations");
+  const std::string allocation = Text(annotations, kAllocationAnnotation);
+  if (allocation.empty()) return std::nullopt;
+  PodInfo info;
+  info.uid = Text(meta, "uid");
+  info.ns = Text(meta, "namespace");
+  info.name = Text(meta, "name");
+  if (info.uid.empty() || info.ns.empty() || info.name.empty()) {
+    return absl::InvalidArgumentError("metadata: a pod needs uid, namespace and name");
+  }
+  if (!absl::SimpleAtoi(allocation, &info.allocation) || info.allocation <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata.annotations.", kAllocationAnnotation,
+                                                   ": \"", allocation, "\" is not a request id"));
+  }
+  const std::string member = Text(annotations, kMemberAnnotation);
+  if (!member.empty() && (!absl::SimpleAtoi(member, &info.member) || info.member < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata.annotations.", kMemberAnnotation,
+                                                   ": \"", member, "\" is not a member index"));
+  }
+  info.node = Text(Field(pod, "spec"), "nodeName");
+  const std::string phase = Text(Field(pod, "status"), "phase");
+  info.finished = phase == "Succeeded" || phase == "Failed";
+  info.deleting = Field(meta, "deletionTimestamp").is_string();
+  return info;
+}
+
+absl::StatusOr<NodeInfo> ReadNode(const json& node) {
+  NodeInfo info;
+  info.name = Text(Field(node, "metadata"), "name");
+  if (info.name.empty()) return absl::InvalidArgumentError("metadata.name: a node needs a name");
+  const json& unschedulable = Field(Field(node, "spec"), "unschedulable");
+  info.unschedulable = unschedulable.is_boolean() && unschedulable.get<bool>();
+  const json& conditions = Field(Field(node, "status"), "conditions");
+  if (conditions.is_array()) {
+    for (const json& c : conditions) {
+      if (Text(c, "type") != "Ready") continue;
+      info.ready = Text(c, "status") == "True";
+      absl::Time since;
+      std::string error;
+      if (absl::ParseTime(absl::RFC3339_full, Text(c, "lastTransitionTime"), &since, &error)) {
+        info.ready_since = since;
+      }
+    }
+  }
+  return info;
+}
+
+void Controller::ResetPods(const std::vector<PodInfo>& pods, absl::Time now) {
+  std::set<std::string> listed;
+  for (const PodInfo& pod : pods) {
+    listed.insert(pod.uid);
+    PodChanged(pod, now);
+  }
+  for (auto& [uid, state] : pods_) {
+    if (listed.count(uid) == 0) state.gone = true;
+  }
+}
+
+void Controller::PodChanged(const PodInfo& pod, absl::Time) {
+  PodState& state = pods_[pod.uid];
+  state.info = pod;
+  state.gone = false;
+  allocations_.try_emplace(pod.allocation);
+}
+
+void Controller::PodGone(const std::string& uid, absl::Time) {
+  if (auto it = pods_.find(uid); it != pods_.end()) it->second.gone = true;
+}
+
+void Controller::ResetNodes(const std::vector<NodeInfo>& nodes) {
+  std::set<std::string> listed;
+  for (const NodeInfo& node : nodes) {
+    listed.insert(node.name);
+    NodeChanged(node);
+  }
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    it = listed.count(it->first) == 0 ? nodes_.erase(it) : std::next(it);
+  }
+}
+
+void Controller::NodeChanged(const NodeInfo& node) { nodes_[node.name].info = node; }
+
+void Controller::NodeGone(const std::string& name) { nodes_.erase(name); }
+
+void Controller::AllocationChanged(int64_t allocation, AllocationPhase phase, absl::Time deadline) {
+  auto it = allocations_.find(allocation);
+  if (it == allocations_.end()) return;  // No pod of this cluster holds it.
+  it->second.phase = phase;
+  it->second.deadline = deadline;
+}
+
+AllocationPhase Controller::PhaseOf(int64_t allocation) const {
+  auto it = allocations_.find(allocation);
+  return it == allocations_.end() ? AllocationPhase::kUnknown : it->second.phase;
+}
+
+void Controller::Forget(int64_t allocation) {
+  for (auto it = pods_.begin(); it != pods_.end();) {
+    it = it->second.info.allocation == allocation ? pods_.erase(it) : std::next(it);
+  }
+  allocations_.erase(allocation);
+}
+
+std::vector<Action> Controller::Plan(absl::Time now) {
+  std::vector<Action> planned;
+  std::vector<int64_t> ids;
+  for (const auto& [id, a] : allocations_) ids.push_back(id);
+  for (int64_t id : ids) PlanAllocation(id, allocations_[id], now, planned);
+  for (auto& [name, n] : nodes_) PlanNode(n, now, planned);
+  std::vector<Action> out;
+  for (Action& a : planned) {
+    if (in_flight_.insert(Key(a)).second) out.push_back(std::move(a));
+  }
+  return out;
+}
+
+void Controller::PlanAllocation(int64_t id, AllocationState& a, absl::Time now,
+                                std::vector<Action>& out) {
+  std::vector<PodState*> pods;
+  for (auto& [uid, p] : pods_) {
+    if (p.info.allocation == id) pods.push_back(&p);
+  }
+  bool any_live = false;
+  bool all_gone = true;
+  for (const PodState* p : pods) {
+    any_live |= !p->gone && !p->info.finished;
+    all_gone &= p->gone;
+  }
+  const bool ended = a.released || a.phase == AllocationPhase::kEnded;
+  if (ended && all_gone) {
+    Forget(id);
+    return;
+  }
+  if (a.phase == AllocationPhase::kUnknown && Due(a.looked_up_at, options_.retry_after, now)) {
+    out.push_back(Action{Action::kLookup, id});
+    return;
+  }
+  for (PodState* p : pods) {
+    if (p->gone || p->info.finished) continue;
+    const PodInfo& pod = p->info;
+    const bool past_deadline = a.phase == AllocationPhase::kPreempting && now >= a.deadline;
+    const bool must_go = a.phase == AllocationPhase::kEnded || past_deadline;
+    if (must_go && Due(p->deleted_at, options_.retry_after, now)) {
+      out.push_back(Action{Action::kDelete, id, "", pod.ns, pod.name, pod.uid});
+      continue;
+    }
+    if (a.phase == AllocationPhase::kPreempting && !pod.deleting &&
+        p->evicted_at == absl::InfinitePast() &&
+        Due(p->evict_tried_at, options_.retry_after, now)) {
+      out.push_back(Action{Action::kEvict, id, "", pod.ns, pod.name, pod.uid});
+    }
+    if (Live(a.phase) && !past_deadline && Due(p->renewed_at, options_.renew_every, now)) {
+      out.push_back(Action{Action::kRenew, id, pod.holder()});
+    }
+  }
+  if (Live(a.phase) && !pods.empty() && !any_live && !a.released &&
+      Due(a.released_at, options_.retry_after, now)) {
+    out.push_back(Action{Action::kRelease, id});
+  }
+}
+
+void Controller::PlanNode(NodeState& n, absl::Time now, std::vector<Action>& out) {
+  NodeMark target;
+  if (!n.info.ready && now - n.info.ready_since >= options_.not_ready_after) {
+    target = NodeMark::kFailed;
+  } else if (!n.info.ready) {
+    return;  // Not ready for long enough: nothing changes yet.
+  } else if (n.info.unschedulable) {
+    target = options_.drain_grace > absl::ZeroDuration() ? NodeMark::kDrained : NodeMark::kCordoned;
+  } else {
+    target = NodeMark::kNone;
+  }
+  if (target == n.mark || !Due(n.tried_at, options_.retry_after, now)) return;
+  Action a{Action::kUncordon};
+  a.name = n.info.name;
+  // A failed node is uncordoned (its failure cleared) before anything else.
+  if (n.mark == NodeMark::kFailed || target == NodeMark::kNone) {
+    a.kind = Action::kUncordon;
+  } else if (target == NodeMark::kFailed) {
+    a.kind = Action::kFail;
+    a.at = n.info.ready_since == absl::InfinitePast() ? now : n.info.ready_since;
+  } else if (target == NodeMark::kDrained) {
+    a.kind = Action::kDrain;
+  } else {
+    a.kind = Action::kCordon;
+  }
+  out.push_back(std::move(a));
+}
+
+void Controller::Done(const Action& action, const Outcome& outcome, absl::Time now) {
+  in_flight_.erase(Key(action));
+  const absl::Status& status = outcome.status;
+  if (action.kind >= Action::kCordon) {
+    auto it = nodes_.find(action.name);
+    if (it == nodes_.end()) return;
+    NodeState& n = it->second;
+    n.tried_at = now;
+    // A node Arbiter does not know (no GPUs of this cluster) is left alone
+    // as if done, so that it is not tried again.
+    if (!status.ok() && !absl::IsNotFound(status)) return;
+    switch (action.kind) {
+      case Action::kCordon:
+        n.mark = NodeMark::kCordoned;
+        break;
+      case Action::kDrain:
+        n.mark = NodeMark::kDrained;
+        break;
+      case Action::kFail:
+        n.mark = NodeMark::kFailed;
+        break;
+      default:
+        n.mark = NodeMark::kNone;
+        break;
+    }
+    n.tried_at = absl::InfinitePast();
+    return;
+  }
+  auto found = allocations_.find(action.allocation);
+  if (found == allocations_.end()) return;
+  AllocationState& a = found->second;
+  auto learn = [&a, &outcome] {
+    a.phase = outcome.phase;
+    a.deadline = outcome.deadline;
+  };
+  auto pod = [this, &action]() -> PodState* {
+    for (auto& [uid, p] : pods_) {
+      if (p.info.ns == action.ns && p.info.name == action.name) return &p;
+    }
+    return nullptr;
+  };
+  switch (action.kind) {
+    case Action::kLookup:
+      a.looked_up_at = now;
+      if (status.ok()) learn();
+      if (absl::IsNotFound(status)) a.phase = AllocationPhase::kEnded;
+      break;
+    case Action::kRenew:
+      for (auto& [uid, p] : pods_) {
+        if (p.info.allocation != action.allocation || p.info.holder() != action.holder) continue;
+        // A failed renewal is tried again after retry_after.
+        p.renewed_at = status.ok() ? now : now - options_.renew_every + options_.retry_after;
+      }
+      if (status.ok()) learn();
+      // Refused (past a notice's deadline, ended, not claimed): ask again.
+      if (absl::IsFailedPrecondition(status)) a.phase = AllocationPhase::kUnknown;
+      if (absl::IsNotFound(status)) a.phase = AllocationPhase::kEnded;
+      break;
+    case Action::kRelease:
+      a.released_at = now;
+      // FAILED_PRECONDITION: it had ended already.
+      if (status.ok() || absl::IsFailedPrecondition(status) || absl::IsNotFound(status)) {
+        a.released = true;
+        a.phase = AllocationPhase::kEnded;
+      }
+      break;
+    case Action::kEvict:
+      if (PodState* p = pod(); p != nullptr) {
+        // Refused (a disruption budget: 429): tried again after retry_after.
+        p->evict_tried_at = now;
+        if (status.ok() || absl::IsNotFound(status)) p->evicted_at = now;
+      }
+      break;
+    case Action::kDelete:
+      if (PodState* p = pod(); p != nullptr) {
+        p->deleted_at = now;
+        if (absl::IsNotFound(status)) p->gone = true;
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace arbiter::kube
