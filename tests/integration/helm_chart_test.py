@@ -367,7 +367,7 @@ def check_webhooks(where, objs):
 
 RBAC = {("", "pods"): "get list watch delete", ("", "pods/eviction"): "create",
         ("", "nodes"): "get list watch", ("resource.k8s.io", "resourceslices"): "get list watch",
-        ("resource.k8s.io", "resourceclaims"): "get list watch create patch update",
+        ("resource.k8s.io", "resourceclaims"): "get list watch create patch update delete",
         ("resource.k8s.io", "resourceclaims/status"): "update patch"}
 KUEUE = {("kueue.x-k8s.io", r): "get list create patch"
          for r in ("clusterqueues", "cohorts", "resourceflavors", "localqueues")}

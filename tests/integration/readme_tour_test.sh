@@ -58,6 +58,14 @@ for line in "${commands[@]}"; do
   out=$("$arbctl" $args)
   echo "$out"
   case "$args" in
+    "requests get 7"*)  # The lease of one second runs out without a renewal.
+      for _ in $(seq 1 50); do
+        grep -q "LEASE_EXPIRED" <<<"$out" && break
+        sleep 0.2
+        out=$("$arbctl" $args)
+      done
+      echo "$out"
+      grep -q "LEASE_EXPIRED" <<<"$out" ;;
     "export kueue"*) grep -q "kind: ClusterQueue" <<<"$out" ;;
     "--output csv"*) grep -q "^TEAM,POOL" <<<"$out" ;;
     "--output yaml requests"*) grep -qE "^ +state: REQUEST_STATE_ADMITTED$" <<<"$out" ;;
