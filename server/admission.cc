@@ -118,6 +118,13 @@ std::string Deny(const std::string& uid, const std::string& message, int code = 
   return review.dump();
 }
 
+std::string AllowWithWarning(const std::string& uid, const std::string& warning) {
+  json review = Envelope(uid);
+  review["response"]["allowed"] = true;
+  review["response"]["warnings"] = json::array({warning});
+  return review.dump();
+}
+
 std::string AllowWithPatch(const std::string& uid, const json& patch) {
   json review = Envelope(uid);
   review["response"]["allowed"] = true;
@@ -450,6 +457,12 @@ absl::StatusOr<std::string> ReviewClaim(absl::string_view body, const AdmissionL
   }
   absl::StatusOr<core::CapacityRequest> claimed =
       lookups.claim(pod.request.id, pod.placement.member, holder);
+  if (absl::IsAborted(claimed.status())) {
+    return AllowWithWarning(
+        pod.uid, absl::StrCat("Arbiter: this replica does not lead, so ", pod.who,
+                              " is not claimed at admission; arbiter-kube claims it for pod ",
+                              pod.display, " (", claimed.status().message(), ")"));
+  }
   if (absl::IsFailedPrecondition(claimed.status()) || absl::IsInvalidArgument(claimed.status())) {
     return Deny(pod.uid, absl::StrCat("pod ", pod.display, ": ", claimed.status().message()));
   }

@@ -46,7 +46,8 @@ struct AdmissionLookups {
   std::function<std::string(int64_t node_id)> node_name;
   // Claims `member` of allocation `id` for `holder` (docs/enforcement.md):
   // the request as decided after COMMIT, or the decision's error
-  // (FAILED_PRECONDITION naming the holder when another holds it).
+  // (FAILED_PRECONDITION naming the holder when another holds it; ABORTED
+  // when this replica does not lead, so cannot decide).
   std::function<absl::StatusOr<core::CapacityRequest>(int64_t id, int32_t member,
                                                       const std::string& holder)>
       claim;
@@ -70,7 +71,9 @@ absl::StatusOr<std::string> ReviewAdmission(absl::string_view body,
 // The validating webhook (/validate): the same checks, then the pod claims
 // its member (lookups.claim, holder PodHolder) and is allowed once the claim
 // is committed. A second pod for a claimed member is denied with the
-// message naming the first; a dry run claims nothing. Validating admission
+// message naming the first; a dry run claims nothing. On a replica that
+// does not lead, the pod is allowed unclaimed with a warning: arbiter-kube
+// claims it when it sees it, and deletes it if another pod holds the member. Validating admission
 // is where Kubernetes has named the pod (a generateName pod has no name
 // before it). Errors as ReviewAdmission's.
 absl::StatusOr<std::string> ReviewClaim(absl::string_view body, const AdmissionLookups& lookups);

@@ -157,7 +157,13 @@ absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
     allocations->ClaimAllocation(
         app::WebhookCaller(), id, holder, {member},
         [&decided](absl::StatusOr<core::CapacityRequest> r) { decided.set_value(std::move(r)); });
-    return answer.get();
+    absl::StatusOr<core::CapacityRequest> r = answer.get();
+    // A follower cannot decide: ReviewClaim leaves the claim to the controller.
+    if (!r.ok() && r.status().GetPayload(app::kLeaderPayload).has_value()) {
+      return absl::StatusOr<core::CapacityRequest>(
+          absl::AbortedError(std::string(r.status().message())));
+    }
+    return r;
   };
   auto handler = [lookups](const HttpRequest& request) -> HttpResponse {
     constexpr absl::string_view kUsage =

@@ -28,8 +28,6 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include <CLI/CLI.hpp>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
 #include <unistd.h>
 
 #include "arbiter/v1/inventory.grpc.pb.h"
@@ -39,6 +37,7 @@
 #include "clients/agent/nvidia_smi.h"
 #include "clients/agent/registration.h"
 #include "clients/agent/sample.h"
+#include "clients/common/channel.h"
 
 namespace {
 
@@ -352,19 +351,6 @@ int main(int argc, char** argv) {
               << "\n";
     return 2;
   }
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!o.ca_file.empty() || !o.cert_file.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    bool ok_ca = false, ok_cert = false, ok_key = false;
-    ssl.pem_root_certs = ReadFile(o.ca_file, &ok_ca);
-    ssl.pem_cert_chain = ReadFile(o.cert_file, &ok_cert);
-    ssl.pem_private_key = ReadFile(o.key_file, &ok_key);
-    if (!ok_ca || !ok_cert || !ok_key) {
-      std::cerr << "arbiter-agent: --tls-ca, --tls-cert and --tls-key must all be readable\n";
-      return 2;
-    }
-    creds = grpc::SslCredentials(ssl);
-  }
   absl::Duration heartbeat_every;
   if (!absl::ParseDuration(o.heartbeat_every, &heartbeat_every) ||
       heartbeat_every < absl::ZeroDuration() || heartbeat_every > absl::Hours(1)) {
@@ -372,7 +358,13 @@ int main(int argc, char** argv) {
               << o.heartbeat_every << "\n";
     return 2;
   }
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(o.endpoint, creds);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> opened =
+      arbiter::clients::OpenChannel(o.endpoint, {o.ca_file, o.cert_file, o.key_file});
+  if (!opened.ok()) {
+    std::cerr << "arbiter-agent: " << opened.status().message() << "\n";
+    return 2;
+  }
+  std::shared_ptr<grpc::Channel> channel = *opened;
   auto stub = v1::TelemetryService::NewStub(channel);
   auto inventory = v1::InventoryService::NewStub(channel);
   absl::Time last_heartbeat = absl::InfinitePast();

@@ -5,26 +5,20 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
+#include "clients/kube/json_fields.h"
+
 namespace arbiter::kube {
 namespace {
 
 using json = nlohmann::json;
-
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  return object.is_object() && object.contains(key) ? object[key] : kNull;
-}
-
-std::string Text(const json& object, const char* key) {
-  const json& v = Field(object, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 // Every action on the same thing has the same key: one in flight at a time.
 std::string Key(const Action& a) {
   switch (a.kind) {
     case Action::kRenew:
       return absl::StrCat("renew/", a.allocation, "/", a.holder);
+    case Action::kClaim:
+      return absl::StrCat("claim/", a.allocation, "/", a.member);
     case Action::kRelease:
     case Action::kLookup:
       return absl::StrCat("allocation/", a.allocation);
@@ -46,6 +40,8 @@ std::string PodInfo::holder() const { return absl::StrCat("pod:", ns, "/", name)
 
 std::string Action::Describe() const {
   switch (kind) {
+    case kClaim:
+      return absl::StrCat("claim allocation ", allocation, " member ", member, " for ", holder);
     case kRenew:
       return absl::StrCat("renew allocation ", allocation, " for ", holder);
     case kRelease:
@@ -197,6 +193,8 @@ void Controller::PlanAllocation(int64_t id, AllocationState& a, absl::Time now,
   for (const PodState* p : pods) {
     any_live |= !p->gone && !p->info.finished;
     all_gone &= p->gone;
+    const auto held = a.holders.find(p->info.member);
+    a.held_by_pod |= held != a.holders.end() && held->second == p->info.holder();
   }
   const bool ended = a.released || a.phase == AllocationPhase::kEnded;
   if (ended && all_gone) {
@@ -216,6 +214,19 @@ void Controller::PlanAllocation(int64_t id, AllocationState& a, absl::Time now,
       out.push_back(Action{Action::kDelete, id, "", pod.ns, pod.name, pod.uid});
       continue;
     }
+    // Whose is the member: this pod's, nobody's yet, or another's.
+    const auto held = a.holders.find(pod.member);
+    const bool mine = !a.holders_known || (held != a.holders.end() && held->second == pod.holder());
+    if (a.holders_known && a.phase == AllocationPhase::kAdmitted && !mine) {
+      if (held == a.holders.end()) {
+        Action claim{Action::kClaim, id, pod.holder()};
+        claim.member = pod.member;
+        out.push_back(std::move(claim));
+      } else if (Due(p->deleted_at, options_.retry_after, now)) {
+        out.push_back(Action{Action::kDelete, id, "", pod.ns, pod.name, pod.uid});
+      }
+      continue;
+    }
     if (a.phase == AllocationPhase::kPreempting && !pod.deleting &&
         p->evicted_at == absl::InfinitePast() &&
         Due(p->evict_tried_at, options_.retry_after, now)) {
@@ -226,7 +237,7 @@ void Controller::PlanAllocation(int64_t id, AllocationState& a, absl::Time now,
     }
   }
   if (Live(a.phase) && !pods.empty() && !any_live && !a.released &&
-      Due(a.released_at, options_.retry_after, now)) {
+      (a.held_by_pod || !a.holders_known) && Due(a.released_at, options_.retry_after, now)) {
     out.push_back(Action{Action::kRelease, id});
   }
 }
@@ -293,6 +304,10 @@ void Controller::Done(const Action& action, const Outcome& outcome, absl::Time n
   auto learn = [&a, &outcome] {
     a.phase = outcome.phase;
     a.deadline = outcome.deadline;
+    if (outcome.holders.has_value()) {
+      a.holders = *outcome.holders;
+      a.holders_known = true;
+    }
   };
   auto pod = [this, &action]() -> PodState* {
     for (auto& [uid, p] : pods_) {
@@ -316,6 +331,12 @@ void Controller::Done(const Action& action, const Outcome& outcome, absl::Time n
       // Refused (past a notice's deadline, ended, not claimed): ask again.
       if (absl::IsFailedPrecondition(status)) a.phase = AllocationPhase::kUnknown;
       if (absl::IsNotFound(status)) a.phase = AllocationPhase::kEnded;
+      break;
+    case Action::kClaim:
+      if (status.ok()) learn();
+      // Claimed by another meanwhile, or no longer admitted: ask again.
+      if (!status.ok()) a.holders_known = false;
+      if (absl::IsFailedPrecondition(status)) a.phase = AllocationPhase::kUnknown;
       break;
     case Action::kRelease:
       a.released_at = now;

@@ -6,8 +6,11 @@
 //
 // The rules:
 //   - a pod that carries arbiter.dev/allocation holds its member's claim
-//     (the validating webhook made it, holder "pod:<namespace>/<name>");
+//     (holder "pod:<namespace>/<name>"), which the validating webhook made;
 //     while it is not finished, its lease is renewed every `renew_every`;
+//   - a pod admitted unclaimed (a webhook replica that did not lead, or no
+//     validating webhook) is claimed for; a pod whose member another holder
+//     holds is deleted: its GPUs are promised to that workload;
 //   - once every pod seen for an allocation has finished (Succeeded, Failed)
 //     or is gone, the allocation is released: for a preempted one this is
 //     the enforcer's confirmation;
@@ -80,6 +83,7 @@ enum class AllocationPhase { kUnknown, kAdmitted, kPreempting, kEnded };
 
 struct Action {
   enum Kind {
+    kClaim,     // ClaimAllocation(allocation, holder, {member})
     kRenew,     // RenewLease(allocation, holder)
     kRelease,   // ReleaseAllocation(allocation)
     kLookup,    // GetRequest(allocation): the phase of a new allocation
@@ -92,11 +96,12 @@ struct Action {
   };
   Kind kind;
   int64_t allocation = 0;
-  std::string holder;  // kRenew.
+  std::string holder;  // kClaim, kRenew.
   std::string ns;      // kEvict, kDelete.
   std::string name;    // kEvict, kDelete: the pod; node actions: the node.
   std::string uid;     // kDelete: the pod's uid (a precondition).
   absl::Time at;       // kFail: since when.
+  int32_t member = 0;  // kClaim.
 
   std::string Describe() const;
 };
@@ -104,10 +109,13 @@ struct Action {
 // What carrying out an action found.
 struct Outcome {
   absl::Status status;
-  // kRenew, kRelease, kLookup: the allocation's phase after the call, and
-  // its notice's deadline when kPreempting.
+  // kClaim, kRenew, kRelease, kLookup: the allocation's phase after the
+  // call, and its notice's deadline when kPreempting.
   AllocationPhase phase = AllocationPhase::kUnknown;
   absl::Time deadline = absl::InfiniteFuture();
+  // kClaim, kRenew, kLookup: the holder of each claimed member (nullopt:
+  // not told).
+  std::optional<std::map<int32_t, std::string>> holders;
 };
 
 struct ControllerOptions {
@@ -158,6 +166,13 @@ class Controller {
     absl::Time looked_up_at = absl::InfinitePast();
     absl::Time released_at = absl::InfinitePast();
     bool released = false;
+    // Who holds each member, as Arbiter last said (known after a lookup,
+    // renewal or claim).
+    std::map<int32_t, std::string> holders;
+    bool holders_known = false;
+    // Whether a pod seen holds one of its members: only then do the pods'
+    // ends release it (not when the holder is another kind of workload).
+    bool held_by_pod = false;
   };
   // Arbiter's state of a node as the controller set it.
   enum class NodeMark { kNone, kCordoned, kDrained, kFailed };

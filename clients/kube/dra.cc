@@ -6,20 +6,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
+#include "clients/kube/json_fields.h"
+
 namespace arbiter::kube {
 namespace {
 
 using json = nlohmann::json;
-
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  return object.is_object() && object.contains(key) ? object[key] : kNull;
-}
-
-std::string Text(const json& object, const char* key) {
-  const json& v = Field(object, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 // An attribute's string or int value ({"string": ...} or {"int": ...}).
 std::string StringAttribute(const json& attributes, const char* name) {

@@ -113,6 +113,46 @@ absl::StatusOr<KubeApiOptions> KubeApiOptions::InCluster() {
 
 KubeApi::KubeApi(KubeApiOptions options) : options_(std::move(options)) {}
 
+namespace {
+
+// What every request sets: the URL, headers (the token re-read), no proxy
+// or redirects, the CA, and the callbacks into `transfer`.
+absl::Status Prepare(const KubeApiOptions& options, CURL* c, const std::string& url,
+                     const std::string& content_type,
+                     std::unique_ptr<curl_slist, CurlDeleter>& headers, char* error,
+                     Transfer& transfer) {
+  auto add_header = [&headers](const std::string& h) {
+    headers.reset(curl_slist_append(headers.release(), h.c_str()));
+  };
+  add_header("Accept: application/json");
+  if (!content_type.empty()) add_header("Content-Type: " + content_type);
+  if (!options.token_file.empty()) {
+    std::string token;
+    if (!ReadFile(options.token_file, token)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kube-token-file: cannot read ", options.token_file));
+    }
+    add_header("Authorization: Bearer " + token);
+  }
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_PROXY, "");     // Not even one named in the environment.
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // Timeouts without SIGALRM: thread-safe.
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "arbiter-kube");
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  if (!options.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options.ca_file.c_str());
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<KubeReply> KubeApi::Call(const std::string& method, const std::string& path,
                                         const std::string& body,
                                         const std::string& content_type) const {
@@ -121,40 +161,18 @@ absl::StatusOr<KubeReply> KubeApi::Call(const std::string& method, const std::st
   CURL* c = curl.get();
   Transfer transfer;
   std::unique_ptr<curl_slist, CurlDeleter> headers;
-  auto add_header = [&headers](const std::string& h) {
-    headers.reset(curl_slist_append(headers.release(), h.c_str()));
-  };
-  add_header("Accept: application/json");
-  if (!body.empty()) add_header("Content-Type: " + content_type);
-  if (!options_.token_file.empty()) {
-    std::string token;
-    if (!ReadFile(options_.token_file, token)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("kube-token-file: cannot read ", options_.token_file));
-    }
-    add_header("Authorization: Bearer " + token);
-  }
-  const std::string url = options_.server + path;
   char error[CURL_ERROR_SIZE] = "";
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(c, CURLOPT_PROXY, "");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "arbiter-kube");
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  if (!options_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options_.ca_file.c_str());
+  const std::string url = options_.server + path;
+  if (absl::Status s =
+          Prepare(options_, c, url, body.empty() ? "" : content_type, headers, error, transfer);
+      !s.ok()) {
+    return s;
+  }
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
   if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   }
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
                    static_cast<long>(absl::ToInt64Milliseconds(options_.timeout)));
   const CURLcode rc = curl_easy_perform(c);
@@ -180,30 +198,9 @@ absl::Status KubeApi::Watch(const std::string& path,
   transfer.on_line = &on_line;
   transfer.stop = &stop;
   std::unique_ptr<curl_slist, CurlDeleter> headers;
-  headers.reset(curl_slist_append(nullptr, "Accept: application/json"));
-  if (!options_.token_file.empty()) {
-    std::string token;
-    if (!ReadFile(options_.token_file, token)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("kube-token-file: cannot read ", options_.token_file));
-    }
-    headers.reset(curl_slist_append(headers.release(), ("Authorization: Bearer " + token).c_str()));
-  }
-  const std::string url = options_.server + path;
   char error[CURL_ERROR_SIZE] = "";
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_PROXY, "");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "arbiter-kube");
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  if (!options_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options_.ca_file.c_str());
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
+  const std::string url = options_.server + path;
+  if (absl::Status s = Prepare(options_, c, url, "", headers, error, transfer); !s.ok()) return s;
   // The progress callback runs at least once a second while idle: it is
   // how `stop` ends a quiet stream.
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);

@@ -13,11 +13,10 @@
 // Lease (--lease-name); only the leader acts, the others keep their caches.
 #include <atomic>
 #include <csignal>
-#include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,13 +24,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include <CLI/CLI.hpp>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
 #include <unistd.h>
 
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
+#include "clients/common/channel.h"
 #include "clients/kube/controller.h"
 #include "clients/kube/dra_binder.h"
 #include "clients/kube/informer.h"
@@ -56,20 +54,13 @@ struct Options {
   std::string renew_every = "20s", drain_grace = "300s", not_ready_after = "120s";
   std::string kueue_every = "0s", kueue_queue_name = "gpu";
   std::string lease_namespace = "arbiter-system", lease_name, identity;
+  std::string lease_duration = "15s";
   bool dra = false;
 };
 
 void Log(const std::string& line) {
   std::cerr << absl::FormatTime("%Y-%m-%dT%H:%M:%SZ ", absl::Now(), absl::UTCTimeZone())
             << "arbiter-kube: " << line << "\n";
-}
-
-std::string ReadFile(const std::string& path, bool* ok) {
-  std::ifstream in(path);
-  *ok = static_cast<bool>(in);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 absl::Status StatusOf(const grpc::Status& s) {
@@ -102,6 +93,14 @@ kube::AllocationPhase PhaseOf(const v1::CapacityRequest& r, absl::Time* deadline
   }
 }
 
+// What an answer says of the allocation: its phase, deadline and holders.
+void Learn(const v1::CapacityRequest& r, kube::Outcome& out) {
+  out.phase = PhaseOf(r, &out.deadline);
+  std::map<int32_t, std::string> holders;
+  for (const v1::Claim& c : r.claims()) holders[c.member()] = c.holder();
+  out.holders = std::move(holders);
+}
+
 // The calls an action makes, on arbiterd or the Kubernetes API.
 class Actor {
  public:
@@ -116,13 +115,23 @@ class Actor {
   kube::Outcome Do(const kube::Action& a) {
     kube::Outcome out;
     switch (a.kind) {
+      case kube::Action::kClaim: {
+        v1::ClaimAllocationRequest req;
+        req.set_id(a.allocation);
+        req.set_holder(a.holder);
+        req.add_members(a.member);
+        v1::ClaimAllocationResponse resp;
+        out.status = StatusOf(allocations_->ClaimAllocation(Context().get(), req, &resp));
+        if (out.status.ok()) Learn(resp.request(), out);
+        break;
+      }
       case kube::Action::kRenew: {
         v1::RenewLeaseRequest req;
         req.set_id(a.allocation);
         req.set_holder(a.holder);
         v1::RenewLeaseResponse resp;
         out.status = StatusOf(allocations_->RenewLease(Context().get(), req, &resp));
-        if (out.status.ok()) out.phase = PhaseOf(resp.request(), &out.deadline);
+        if (out.status.ok()) Learn(resp.request(), out);
         break;
       }
       case kube::Action::kLookup: {
@@ -130,7 +139,7 @@ class Actor {
         req.set_id(a.allocation);
         v1::GetRequestResponse resp;
         out.status = StatusOf(allocations_->GetRequest(Context().get(), req, &resp));
-        if (out.status.ok()) out.phase = PhaseOf(resp.request(), &out.deadline);
+        if (out.status.ok()) Learn(resp.request(), out);
         break;
       }
       case kube::Action::kRelease: {
@@ -406,13 +415,18 @@ int main(int argc, char** argv) {
   app.add_option("--lease-name", o.lease_name,
                  "the Lease's name; empty: no election (one replica)");
   app.add_option("--identity", o.identity, "this replica's name in the Lease; default: hostname");
+  app.add_option("--lease-duration", o.lease_duration,
+                 "another replica takes over once the Lease has not changed this long; renewed "
+                 "at a third of it")
+      ->capture_default_str();
   app.add_flag("--dra", o.dra,
                "express each admitted member as a ResourceClaim (resource.k8s.io/v1) allocated to "
                "its devices, read from the NVIDIA driver's ResourceSlices");
   CLI11_PARSE(app, argc, argv);
 
-  absl::Duration renew_every, drain_grace, not_ready_after, kueue_every;
-  if (!ParseFlagDuration("renew-every", o.renew_every, &renew_every) ||
+  absl::Duration renew_every, drain_grace, not_ready_after, kueue_every, lease_duration;
+  if (!ParseFlagDuration("lease-duration", o.lease_duration, &lease_duration) ||
+      !ParseFlagDuration("renew-every", o.renew_every, &renew_every) ||
       !ParseFlagDuration("drain-grace", o.drain_grace, &drain_grace) ||
       !ParseFlagDuration("not-ready-after", o.not_ready_after, &not_ready_after) ||
       !ParseFlagDuration("kueue-every", o.kueue_every, &kueue_every)) {
@@ -420,6 +434,10 @@ int main(int argc, char** argv) {
   }
   if (renew_every < absl::Seconds(1)) {
     std::cerr << "arbiter-kube: --renew-every must be at least 1s\n";
+    return 2;
+  }
+  if (lease_duration < absl::Seconds(3)) {
+    std::cerr << "arbiter-kube: --lease-duration must be at least 3s\n";
     return 2;
   }
   kube::KubeApiOptions api_options;
@@ -440,20 +458,13 @@ int main(int argc, char** argv) {
     gethostname(host, sizeof(host) - 1);
     o.identity = host;
   }
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!o.ca_file.empty() || !o.cert_file.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    bool ok_ca = false, ok_cert = false, ok_key = false;
-    ssl.pem_root_certs = ReadFile(o.ca_file, &ok_ca);
-    ssl.pem_cert_chain = ReadFile(o.cert_file, &ok_cert);
-    ssl.pem_private_key = ReadFile(o.key_file, &ok_key);
-    if (!ok_ca || !ok_cert || !ok_key) {
-      std::cerr << "arbiter-kube: --tls-ca, --tls-cert and --tls-key must all be readable\n";
-      return 2;
-    }
-    creds = grpc::SslCredentials(ssl);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> opened =
+      arbiter::clients::OpenChannel(o.endpoint, {o.ca_file, o.cert_file, o.key_file});
+  if (!opened.ok()) {
+    std::cerr << "arbiter-kube: " << opened.status().message() << "\n";
+    return 2;
   }
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(o.endpoint, creds);
+  std::shared_ptr<grpc::Channel> channel = *opened;
   const kube::KubeApi api(api_options);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
@@ -540,18 +551,20 @@ int main(int argc, char** argv) {
   std::unique_ptr<kube::LeaseElector> elector;
   if (!o.lease_name.empty()) {
     elector =
-        std::make_unique<kube::LeaseElector>(api, o.lease_namespace, o.lease_name, o.identity);
+        std::make_unique<kube::LeaseElector>(api, o.lease_namespace, o.lease_name, o.identity,
+                                             lease_duration);
   }
   bool leading = elector == nullptr;
   absl::Time elected_at = absl::InfinitePast(), kueue_at = absl::InfinitePast();
   Log(absl::StrCat("watching ", api.server(), " for cluster ", o.cluster, " as ", o.identity));
   while (!g_stop.load()) {
     const absl::Time now = absl::Now();
-    if (elector != nullptr && now - elected_at >= absl::Seconds(5)) {
+    if (elector != nullptr && now - elected_at >= lease_duration / 3) {
+      const bool first = elected_at == absl::InfinitePast();
       const bool was = leading;
       leading = elector->Try(now);
       elected_at = now;
-      if (leading != was) {
+      if (leading != was || first) {
         Log(leading ? "leading" : absl::StrCat("following ", elector->holder()));
       }
     }

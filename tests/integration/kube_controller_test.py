@@ -22,7 +22,10 @@ outcomes:
   - a Kubernetes cordon drains the node in Arbiter, uncordon undoes it; a
     node NotReady is marked failed, and Ready again uncordons it;
   - Kueue's objects are applied, and applied again after a quota change;
-  - the controller holds its leader election Lease;
+  - a pod admitted unclaimed (a webhook replica that does not lead) is
+    claimed by the controller; a pod for a member another holds is deleted;
+  - the controller holds its leader election Lease; a second replica
+    follows, and takes over (and acts) when the leader stops;
   - with --dra, an admitted member is a ResourceClaim allocated to the
     devices Arbiter chose (whole GPUs, a MIG instance), read from
     ResourceSlices in the NVIDIA driver's v1 shape (tests/kube/fixtures/dra),
@@ -176,6 +179,37 @@ def check_bind_and_second_pod(c):
     # The pod ends: the allocation is released.
     c.set_phase("train-a", "Succeeded")
     wait_for("the release", lambda: c.get(a.id).state == c.t.REQUEST_STATE_RELEASED)
+
+
+def check_adoption(c):
+    """A pod admitted unclaimed (through a webhook replica that did not lead)
+    is claimed for; a pod for a member another holds is deleted."""
+    f = c.ask("f", 1)
+    review = c.review("train-f", f, 1)
+    answer = c.mutate.review(review)
+    assert answer["allowed"], answer
+    pod = apply_patch(review["request"]["object"], json.loads(base64.b64decode(answer["patch"])))
+    pod["metadata"]["uid"] = str(uuid.uuid4())
+    pod["spec"]["nodeName"] = pod["metadata"]["annotations"]["arbiter.dev/node"]
+    pod["status"] = {"phase": "Running"}
+    c.kube.add(pod)
+    wait_for("the controller's claim",
+             lambda: [x.holder for x in c.get(f.id).claims] == ["pod:research/train-f"])
+    # Another pod for the same member, created around the webhooks.
+    intruder = json.loads(json.dumps(pod))
+    intruder["metadata"]["name"] = "train-f-copy"
+    intruder["metadata"]["uid"] = str(uuid.uuid4())
+    c.kube.add(intruder)
+    deleted = wait_for("the intruder deleted", lambda: [x for x in c.kube.deletions
+                                                        if x["name"] == "train-f-copy"])
+    assert deleted[0]["grace"] == 0, deleted
+    wait_for("the intruder gone", lambda: c.kube.get("Pod", "train-f-copy", NS) is None)
+    time.sleep(1.5)
+    r = c.get(f.id)
+    assert r.state == c.t.REQUEST_STATE_ADMITTED and \
+        [x.holder for x in r.claims] == ["pod:research/train-f"], r
+    c.set_phase("train-f", "Succeeded")
+    wait_for("the release", lambda: c.get(f.id).state == c.t.REQUEST_STATE_RELEASED)
 
 
 def check_preemption(c):
@@ -383,30 +417,51 @@ def main():
         token = os.path.join(live.work, "kube-token")
         open(token, "w").write("test-token\n")
         log = open(os.path.join(live.work, "arbiter-kube.log"), "w")
-        proc = subprocess.Popen(
-            [controller, "--endpoint", live.endpoint, "--cluster", "east",
-             "--kube-api", kube.url, "--kube-token-file", token, "--renew-every", "1s",
-             "--drain-grace", "30s", "--not-ready-after", "3s", "--kueue-every", "1s",
-             "--lease-namespace", "arbiter-system", "--lease-name", "arbiter-kube",
-             "--identity", "kube-test-0", "--dra"], stderr=log)
+        def start(identity, log):
+            return subprocess.Popen(
+                [controller, "--endpoint", live.endpoint, "--cluster", "east",
+                 "--kube-api", kube.url, "--kube-token-file", token, "--renew-every", "1s",
+                 "--drain-grace", "30s", "--not-ready-after", "3s", "--kueue-every", "1s",
+                 "--lease-namespace", "arbiter-system", "--lease-name", "arbiter-kube",
+                 "--lease-duration", "3s", "--identity", identity, "--dra"], stderr=log)
+        proc = start("kube-test-0", log)
+        holder = lambda: (kube.get("Lease", "arbiter-kube", "arbiter-system") or
+                          {"spec": {}})["spec"].get("holderIdentity")
+        standby_log = open(os.path.join(live.work, "arbiter-kube-1.log"), "w")
+        standby = None
         try:
-            lease = wait_for("the Lease", lambda: kube.get("Lease", "arbiter-kube",
-                                                           "arbiter-system"))
-            assert lease["spec"]["holderIdentity"] == "kube-test-0", lease
+            wait_for("the Lease", lambda: holder() == "kube-test-0")
+            # A second replica follows; only the leader acts.
+            standby = start("kube-test-1", standby_log)
             check_bind_and_second_pod(c)
             check_preemption(c)
             check_relist(c)
             check_nodes(c)
             check_kueue(c)
             check_dra(c)
-        except BaseException:
-            log.flush()
-            sys.stderr.write(open(log.name).read()[-6000:])
-            raise
-        finally:
+            check_adoption(c)
+            assert holder() == "kube-test-0"
+            assert "following kube-test-0" in open(standby_log.name).read()
+            # The leader stops: the standby takes the Lease over and acts.
             proc.terminate()
             proc.wait(timeout=10)
-        assert proc.returncode == 0, proc.returncode
+            assert proc.returncode == 0, proc.returncode
+            wait_for("the takeover", lambda: holder() == "kube-test-1")
+            g = c.ask("g", 1)
+            c.create_pod("train-g", g, 1)
+            c.set_phase("train-g", "Failed")
+            wait_for("the new leader's release",
+                     lambda: c.get(g.id).state == c.t.REQUEST_STATE_RELEASED)
+        except BaseException:
+            for f in (log, standby_log):
+                f.flush()
+                sys.stderr.write(open(f.name).read()[-5000:])
+            raise
+        finally:
+            for p in (proc, standby):
+                if p is not None and p.poll() is None:
+                    p.terminate()
+                    p.wait(timeout=10)
     print("arbiter-kube: bind, deny, renew, release, evict, delete at the deadline, relist, "
           "drain, fail and Kueue reconcile as expected")
 

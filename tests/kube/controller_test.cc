@@ -1,5 +1,6 @@
 #include "clients/kube/controller.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,50 @@ TEST(ControllerTest, ARelistDropsThePodsItNoLongerHolds) {
   Step(c, kStart);
   c.ResetPods({Pod("train-1", 8)}, kStart);  // train-0 was deleted during a 410.
   EXPECT_EQ(Step(c, kStart + absl::Seconds(1)), std::vector<std::string>{"release allocation 7"});
+}
+
+// What Arbiter says of allocation 7's holders.
+Outcome Held(std::map<int32_t, std::string> holders) {
+  Outcome o = Ok();
+  o.holders = std::move(holders);
+  return o;
+}
+
+TEST(ControllerTest, APodAdmittedUnclaimedIsClaimedForThenRenewed) {
+  Controller c(Options());
+  c.PodChanged(Pod("train-0", 7), kStart);
+  EXPECT_EQ(Step(c, kStart, Held({})), std::vector<std::string>{"look up allocation 7"});
+  std::vector<Action> claim = c.Plan(kStart);
+  ASSERT_EQ(Describe(claim),
+            std::vector<std::string>{"claim allocation 7 member 0 for pod:research/train-0"});
+  c.Done(claim[0], Held({{0, "pod:research/train-0"}}), kStart);
+  EXPECT_EQ(Step(c, kStart),
+            std::vector<std::string>{"renew allocation 7 for pod:research/train-0"});
+}
+
+TEST(ControllerTest, APodWhoseMemberAnotherHoldsIsDeletedAndNotReleasedFor) {
+  Controller c(Options());
+  c.PodChanged(Pod("intruder", 7), kStart);
+  Step(c, kStart, Held({{0, "slurm:4242.0"}}));
+  EXPECT_EQ(Step(c, kStart),
+            std::vector<std::string>{"delete pod research/intruder (allocation 7)"});
+  c.PodGone("uid-intruder", kStart);
+  EXPECT_TRUE(Step(c, kStart + absl::Seconds(30)).empty())
+      << "the allocation is slurm:4242.0's: the intruder's end releases nothing";
+}
+
+TEST(ControllerTest, AClaimLostToAnotherPodIsLookedUpAgainThenDeleted) {
+  Controller c(Options());
+  c.PodChanged(Pod("train-1", 7), kStart);
+  Step(c, kStart, Held({}));
+  std::vector<Action> claim = c.Plan(kStart);
+  ASSERT_EQ(claim.size(), 1u);
+  c.Done(claim[0], Outcome{absl::FailedPreconditionError("claimed by pod:research/train-0")},
+         kStart);
+  EXPECT_EQ(Step(c, kStart + absl::Seconds(5), Held({{0, "pod:research/train-0"}})),
+            std::vector<std::string>{"look up allocation 7"});
+  EXPECT_EQ(Step(c, kStart + absl::Seconds(5)),
+            std::vector<std::string>{"delete pod research/train-1 (allocation 7)"});
 }
 
 NodeInfo Node(const std::string& name, bool ready = true, bool unschedulable = false,
