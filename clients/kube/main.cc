@@ -550,9 +550,8 @@ int main(int argc, char** argv) {
   auto governance = v1::GovernanceService::NewStub(channel);
   std::unique_ptr<kube::LeaseElector> elector;
   if (!o.lease_name.empty()) {
-    elector =
-        std::make_unique<kube::LeaseElector>(api, o.lease_namespace, o.lease_name, o.identity,
-                                             lease_duration);
+    elector = std::make_unique<kube::LeaseElector>(api, o.lease_namespace, o.lease_name, o.identity,
+                                                   lease_duration);
   }
   bool leading = elector == nullptr;
   absl::Time elected_at = absl::InfinitePast(), kueue_at = absl::InfinitePast();
