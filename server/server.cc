@@ -1,6 +1,8 @@
 #include "server/server.h"
 
+#include <chrono>
 #include <future>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -152,11 +154,21 @@ absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
   };
   lookups.claim = [allocations = &app_->allocations()](int64_t id, int32_t member,
                                                        const std::string& holder) {
-    std::promise<absl::StatusOr<core::CapacityRequest>> decided;
-    std::future<absl::StatusOr<core::CapacityRequest>> answer = decided.get_future();
+    // Shared with the reply, which may come after the wait below gave up.
+    auto decided = std::make_shared<std::promise<absl::StatusOr<core::CapacityRequest>>>();
+    std::future<absl::StatusOr<core::CapacityRequest>> answer = decided->get_future();
     allocations->ClaimAllocation(
         app::WebhookCaller(), id, holder, {member},
-        [&decided](absl::StatusOr<core::CapacityRequest> r) { decided.set_value(std::move(r)); });
+        [decided](absl::StatusOr<core::CapacityRequest> r) { decided->set_value(std::move(r)); });
+    // Within the API server's webhook timeout (5 s in the shipped
+    // registration), so that the pod is denied 503 rather than timed out.
+    // A claim committed after this answer is held by a pod that was not
+    // created: arbiter-kube releases nothing for it, and a pool's lease
+    // ends it.
+    if (answer.wait_for(std::chrono::seconds(3)) != std::future_status::ready) {
+      return absl::StatusOr<core::CapacityRequest>(
+          absl::UnavailableError("the claim was not decided within 3 s"));
+    }
     absl::StatusOr<core::CapacityRequest> r = answer.get();
     // A follower cannot decide: ReviewClaim leaves the claim to the controller.
     if (!r.ok() && r.status().GetPayload(app::kLeaderPayload).has_value()) {

@@ -21,6 +21,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "clients/arbctl/table.h"
+#include "clients/common/channel.h"
 
 namespace arbiter::arbctl {
 namespace {
@@ -148,13 +149,7 @@ void Commands::Connect(const std::string& endpoint) const {
 }
 
 std::string Commands::LeaderNamedIn(const grpc::Status& status) {
-  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
-  const std::string& message = status.error_message();
-  const size_t at = message.find("leader=");
-  if (at == std::string::npos) return "";
-  const size_t from = at + std::string("leader=").size();
-  const size_t to = message.find_first_of(" ;,", from);
-  return message.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  return clients::LeaderNamedIn(status);
 }
 
 void Commands::Deadline(grpc::ClientContext& ctx) const {

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -32,7 +33,47 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& en
     }
     creds = grpc::SslCredentials(ssl);
   }
-  return grpc::CreateChannel(endpoint, creds);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  return grpc::CreateCustomChannel(endpoint, creds, args);
+}
+
+std::string LeaderNamedIn(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
+  const std::string& message = status.error_message();
+  const size_t at = message.find("leader=");
+  if (at == std::string::npos) return "";
+  const size_t from = at + std::string("leader=").size();
+  const size_t to = message.find_first_of(" ;,)", from);
+  return message.substr(from, to == std::string::npos ? std::string::npos : to - from);
+}
+
+LeaderChannel::LeaderChannel(std::string endpoint, ChannelFiles files,
+                             std::shared_ptr<grpc::Channel> first)
+    : files_(std::move(files)), address_(std::move(endpoint)), channel_(std::move(first)) {}
+
+std::shared_ptr<grpc::Channel> LeaderChannel::Get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return channel_;
+}
+
+std::string LeaderChannel::address() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return address_;
+}
+
+bool LeaderChannel::Follow(const grpc::Status& status) {
+  const std::string leader = LeaderNamedIn(status);
+  if (leader.empty()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (leader == address_) return false;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> opened = OpenChannel(leader, files_);
+  if (!opened.ok()) return false;
+  address_ = leader;
+  channel_ = *std::move(opened);
+  return true;
 }
 
 }  // namespace arbiter::clients

@@ -2,8 +2,10 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 #include "clients/kube/json_fields.h"
 
@@ -37,6 +39,10 @@ bool Live(AllocationPhase p) {
 }  // namespace
 
 std::string PodInfo::holder() const { return absl::StrCat("pod:", ns, "/", name); }
+
+std::string TeamNamespace(const std::string& team) {
+  return absl::StrReplaceAll(team, {{"_", "-"}});
+}
 
 std::string Action::Describe() const {
   switch (kind) {
@@ -85,7 +91,23 @@ absl::StatusOr<std::optional<PodInfo>> ReadPod(const json& pod) {
     return absl::InvalidArgumentError(absl::StrCat("metadata.annotations.", kMemberAnnotation,
                                                    ": \"", member, "\" is not a member index"));
   }
-  info.node = Text(Field(pod, "spec"), "nodeName");
+  const json& spec = Field(pod, "spec");
+  info.node = Text(spec, "nodeName");
+  info.asks_for_gpus = Field(spec, "resourceClaims").is_array() && !spec["resourceClaims"].empty();
+  for (const char* list : {"containers", "initContainers"}) {
+    const json& containers = Field(spec, list);
+    if (!containers.is_array()) continue;
+    for (const json& c : containers) {
+      for (const char* section : {"limits", "requests"}) {
+        const json& resources = Field(Field(c, "resources"), section);
+        if (!resources.is_object()) continue;
+        for (const auto& [name, quantity] : resources.items()) {
+          info.asks_for_gpus |=
+              absl::StartsWith(name, "nvidia.com/") && quantity != "0" && quantity != 0;
+        }
+      }
+    }
+  }
   const std::string phase = Text(Field(pod, "status"), "phase");
   info.finished = phase == "Succeeded" || phase == "Failed";
   info.deleting = Field(meta, "deletionTimestamp").is_string();
@@ -150,11 +172,13 @@ void Controller::NodeChanged(const NodeInfo& node) { nodes_[node.name].info = no
 
 void Controller::NodeGone(const std::string& name) { nodes_.erase(name); }
 
-void Controller::AllocationChanged(int64_t allocation, AllocationPhase phase, absl::Time deadline) {
+void Controller::AllocationChanged(int64_t allocation, AllocationPhase phase, absl::Time deadline,
+                                   const std::string& ns) {
   auto it = allocations_.find(allocation);
   if (it == allocations_.end()) return;  // No pod of this cluster holds it.
   it->second.phase = phase;
   it->second.deadline = deadline;
+  it->second.ns = ns;
 }
 
 AllocationPhase Controller::PhaseOf(int64_t allocation) const {
@@ -184,9 +208,15 @@ std::vector<Action> Controller::Plan(absl::Time now) {
 
 void Controller::PlanAllocation(int64_t id, AllocationState& a, absl::Time now,
                                 std::vector<Action>& out) {
+  // Its pods: in its team's namespace (once known), asking for GPUs. Others
+  // carrying its annotation are not its workloads: ignored.
   std::vector<PodState*> pods;
+  bool any_seen = false;
   for (auto& [uid, p] : pods_) {
-    if (p.info.allocation == id) pods.push_back(&p);
+    if (p.info.allocation != id) continue;
+    any_seen = true;
+    if (!p.info.asks_for_gpus || (!a.ns.empty() && p.info.ns != a.ns)) continue;
+    pods.push_back(&p);
   }
   bool any_live = false;
   bool all_gone = true;
@@ -201,8 +231,9 @@ void Controller::PlanAllocation(int64_t id, AllocationState& a, absl::Time now,
     Forget(id);
     return;
   }
-  if (a.phase == AllocationPhase::kUnknown && Due(a.looked_up_at, options_.retry_after, now)) {
-    out.push_back(Action{Action::kLookup, id});
+  if (!any_seen) return;
+  if (a.phase == AllocationPhase::kUnknown || a.ns.empty()) {
+    if (Due(a.looked_up_at, options_.retry_after, now)) out.push_back(Action{Action::kLookup, id});
     return;
   }
   for (PodState* p : pods) {
@@ -236,8 +267,9 @@ void Controller::PlanAllocation(int64_t id, AllocationState& a, absl::Time now,
       out.push_back(Action{Action::kRenew, id, pod.holder()});
     }
   }
-  if (Live(a.phase) && !pods.empty() && !any_live && !a.released &&
-      (a.held_by_pod || !a.holders_known) && Due(a.released_at, options_.retry_after, now)) {
+  // Released for its pods only when one of them held it, as Arbiter said.
+  if (Live(a.phase) && !pods.empty() && !any_live && !a.released && a.holders_known &&
+      a.held_by_pod && Due(a.released_at, options_.retry_after, now)) {
     out.push_back(Action{Action::kRelease, id});
   }
 }
@@ -280,7 +312,8 @@ void Controller::Done(const Action& action, const Outcome& outcome, absl::Time n
     n.tried_at = now;
     // A node Arbiter does not know (no GPUs of this cluster) is left alone
     // as if done, so that it is not tried again.
-    if (!status.ok() && !absl::IsNotFound(status)) return;
+    // FAILED_PRECONDITION (draining a node Arbiter has failed) is final too.
+    if (!status.ok() && !absl::IsNotFound(status) && !absl::IsFailedPrecondition(status)) return;
     switch (action.kind) {
       case Action::kCordon:
         n.mark = NodeMark::kCordoned;
@@ -302,18 +335,21 @@ void Controller::Done(const Action& action, const Outcome& outcome, absl::Time n
   if (found == allocations_.end()) return;
   AllocationState& a = found->second;
   auto learn = [&a, &outcome] {
-    a.phase = outcome.phase;
-    a.deadline = outcome.deadline;
+    // A notice is never withdrawn: an answer sent before it (a renewal that
+    // crossed the watch's event) does not undo it.
+    if (!(a.phase == AllocationPhase::kPreempting && outcome.phase == AllocationPhase::kAdmitted)) {
+      a.phase = outcome.phase;
+      a.deadline = outcome.deadline;
+    }
+    if (!outcome.ns.empty()) a.ns = outcome.ns;
     if (outcome.holders.has_value()) {
       a.holders = *outcome.holders;
       a.holders_known = true;
     }
   };
   auto pod = [this, &action]() -> PodState* {
-    for (auto& [uid, p] : pods_) {
-      if (p.info.ns == action.ns && p.info.name == action.name) return &p;
-    }
-    return nullptr;
+    auto it = pods_.find(action.uid);
+    return it == pods_.end() ? nullptr : &it->second;
   };
   switch (action.kind) {
     case Action::kLookup:

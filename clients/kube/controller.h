@@ -55,6 +55,9 @@ struct PodInfo {
   int64_t allocation = 0;
   int32_t member = 0;
   bool finished = false;  // Phase Succeeded or Failed.
+  // Asks for GPUs (an nvidia.com/ resource or a resource claim): a pod that
+  // does not is no workload of its allocation, whatever it is annotated.
+  bool asks_for_gpus = false;
   bool deleting = false;  // deletionTimestamp set.
 
   // "pod:<namespace>/<name>", as the webhook claimed.
@@ -73,6 +76,9 @@ struct NodeInfo {
   // When the Ready condition last changed (lastTransitionTime).
   absl::Time ready_since = absl::InfinitePast();
 };
+
+// A team's namespace: its name with '_' as '-' (as the webhook requires).
+std::string TeamNamespace(const std::string& team);
 
 // A v1 Node's fields the controller reads. INVALID_ARGUMENT for a node
 // without metadata.name.
@@ -113,6 +119,8 @@ struct Outcome {
   // call, and its notice's deadline when kPreempting.
   AllocationPhase phase = AllocationPhase::kUnknown;
   absl::Time deadline = absl::InfiniteFuture();
+  // kClaim, kRenew, kLookup: the namespace of the allocation's team.
+  std::string ns;
   // kClaim, kRenew, kLookup: the holder of each claimed member (nullopt:
   // not told).
   std::optional<std::map<int32_t, std::string>> holders;
@@ -140,8 +148,10 @@ class Controller {
   void NodeChanged(const NodeInfo& node);
   void NodeGone(const std::string& name);
 
-  // Arbiter said so (a watch event, a renewal's answer).
-  void AllocationChanged(int64_t allocation, AllocationPhase phase, absl::Time deadline);
+  // Arbiter said so (a watch event): the phase, a notice's deadline, and
+  // the namespace of the allocation's team.
+  void AllocationChanged(int64_t allocation, AllocationPhase phase, absl::Time deadline,
+                         const std::string& ns);
 
   // The actions due at `now`, each marked in flight until Done.
   std::vector<Action> Plan(absl::Time now);
@@ -163,6 +173,8 @@ class Controller {
   struct AllocationState {
     AllocationPhase phase = AllocationPhase::kUnknown;
     absl::Time deadline = absl::InfiniteFuture();
+    // Its team's namespace: only pods there are its workloads.
+    std::string ns;
     absl::Time looked_up_at = absl::InfinitePast();
     absl::Time released_at = absl::InfinitePast();
     bool released = false;

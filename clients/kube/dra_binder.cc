@@ -8,6 +8,8 @@
 #include "absl/strings/str_replace.h"
 #include <grpcpp/client_context.h>
 
+#include "clients/kube/controller.h"
+
 namespace arbiter::kube {
 namespace {
 
@@ -23,10 +25,6 @@ std::string ClaimPath(const std::string& ns, const std::string& name) {
   return absl::StrCat(kClaims, ns, "/resourceclaims/", name);
 }
 
-std::string TeamNamespace(const std::string& team) {
-  return absl::StrReplaceAll(team, {{"_", "-"}});
-}
-
 bool OnCluster(const v1::CapacityRequest& r, const std::string& cluster) {
   for (const v1::Placement& p : r.placements()) {
     if (p.cluster() == cluster) return true;
@@ -36,8 +34,8 @@ bool OnCluster(const v1::CapacityRequest& r, const std::string& cluster) {
 
 }  // namespace
 
-DraBinder::DraBinder(const KubeApi& api, v1::InventoryService::Stub& inventory, std::string cluster)
-    : api_(api), inventory_(inventory), cluster_(std::move(cluster)) {}
+DraBinder::DraBinder(const KubeApi& api, clients::LeaderChannel& leader, std::string cluster)
+    : api_(api), leader_(leader), cluster_(std::move(cluster)) {}
 
 void DraBinder::SlicesReset(const std::vector<json>& slices) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -102,8 +100,10 @@ void DraBinder::RefreshUuids(absl::Time now) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::ListNodesResponse nodes;
-  const grpc::Status status = inventory_.ListNodes(&ctx, v1::ListNodesRequest(), &nodes);
+  const grpc::Status status =
+      v1::InventoryService::NewStub(leader_.Get())->ListNodes(&ctx, v1::ListNodesRequest(), &nodes);
   if (!status.ok()) {
+    leader_.Follow(status);
     Log(absl::StrCat("listing nodes: ", status.error_message()));
     return;
   }

@@ -23,6 +23,7 @@
 
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/types.pb.h"
+#include "clients/common/channel.h"
 #include "clients/kube/dra.h"
 #include "clients/kube/kube_api.h"
 
@@ -30,7 +31,7 @@ namespace arbiter::kube {
 
 class DraBinder {
  public:
-  DraBinder(const KubeApi& api, v1::InventoryService::Stub& inventory, std::string cluster);
+  DraBinder(const KubeApi& api, clients::LeaderChannel& leader, std::string cluster);
 
   void SlicesReset(const std::vector<nlohmann::json>& slices);
   void SliceChanged(const std::string& type, const nlohmann::json& slice);
@@ -62,7 +63,7 @@ class DraBinder {
   std::vector<SliceDevice> AllDevices() const;
 
   const KubeApi& api_;
-  v1::InventoryService::Stub& inventory_;
+  clients::LeaderChannel& leader_;
   const std::string cluster_;
 
   mutable std::mutex mu_;

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include <CLI/CLI.hpp>
+#include <curl/curl.h>
 #include <unistd.h>
 
 #include "arbiter/v1/allocation.grpc.pb.h"
@@ -41,6 +42,7 @@ namespace {
 
 namespace v1 = ::arbiter::v1;
 namespace kube = ::arbiter::kube;
+namespace clients = ::arbiter::clients;
 using nlohmann::json;
 
 std::atomic<bool> g_stop{false};
@@ -96,6 +98,7 @@ kube::AllocationPhase PhaseOf(const v1::CapacityRequest& r, absl::Time* deadline
 // What an answer says of the allocation: its phase, deadline and holders.
 void Learn(const v1::CapacityRequest& r, kube::Outcome& out) {
   out.phase = PhaseOf(r, &out.deadline);
+  out.ns = kube::TeamNamespace(r.team());
   std::map<int32_t, std::string> holders;
   for (const v1::Claim& c : r.claims()) holders[c.member()] = c.holder();
   out.holders = std::move(holders);
@@ -104,13 +107,9 @@ void Learn(const v1::CapacityRequest& r, kube::Outcome& out) {
 // The calls an action makes, on arbiterd or the Kubernetes API.
 class Actor {
  public:
-  Actor(std::shared_ptr<grpc::Channel> channel, const kube::KubeApi& api, const Options& o,
+  Actor(clients::LeaderChannel& leader, const kube::KubeApi& api, const Options& o,
         absl::Duration drain_grace)
-      : allocations_(v1::AllocationService::NewStub(channel)),
-        inventory_(v1::InventoryService::NewStub(channel)),
-        api_(api),
-        options_(o),
-        drain_grace_(drain_grace) {}
+      : leader_(leader), api_(api), options_(o), drain_grace_(drain_grace) {}
 
   kube::Outcome Do(const kube::Action& a) {
     kube::Outcome out;
@@ -121,7 +120,7 @@ class Actor {
         req.set_holder(a.holder);
         req.add_members(a.member);
         v1::ClaimAllocationResponse resp;
-        out.status = StatusOf(allocations_->ClaimAllocation(Context().get(), req, &resp));
+        out.status = Seen(Alloc()->ClaimAllocation(Context().get(), req, &resp));
         if (out.status.ok()) Learn(resp.request(), out);
         break;
       }
@@ -130,7 +129,7 @@ class Actor {
         req.set_id(a.allocation);
         req.set_holder(a.holder);
         v1::RenewLeaseResponse resp;
-        out.status = StatusOf(allocations_->RenewLease(Context().get(), req, &resp));
+        out.status = Seen(Alloc()->RenewLease(Context().get(), req, &resp));
         if (out.status.ok()) Learn(resp.request(), out);
         break;
       }
@@ -138,7 +137,7 @@ class Actor {
         v1::GetRequestRequest req;
         req.set_id(a.allocation);
         v1::GetRequestResponse resp;
-        out.status = StatusOf(allocations_->GetRequest(Context().get(), req, &resp));
+        out.status = Seen(Alloc()->GetRequest(Context().get(), req, &resp));
         if (out.status.ok()) Learn(resp.request(), out);
         break;
       }
@@ -146,13 +145,14 @@ class Actor {
         v1::ReleaseAllocationRequest req;
         req.set_id(a.allocation);
         v1::ReleaseAllocationResponse resp;
-        out.status = StatusOf(allocations_->ReleaseAllocation(Context().get(), req, &resp));
+        out.status = Seen(Alloc()->ReleaseAllocation(Context().get(), req, &resp));
         break;
       }
       case kube::Action::kEvict: {
         const json eviction = {{"apiVersion", "policy/v1"},
                                {"kind", "Eviction"},
-                               {"metadata", {{"name", a.name}, {"namespace", a.ns}}}};
+                               {"metadata", {{"name", a.name}, {"namespace", a.ns}}},
+                               {"deleteOptions", {{"preconditions", {{"uid", a.uid}}}}}};
         out.status =
             Kube("POST", absl::StrCat("/api/v1/namespaces/", a.ns, "/pods/", a.name, "/eviction"),
                  eviction.dump());
@@ -174,13 +174,19 @@ class Actor {
     return out;
   }
 
-  // Server-side apply of Kueue's objects when Arbiter's governance changed.
-  void ReconcileKueue(v1::GovernanceService::Stub& governance) {
+  // Forgets what was applied: the next reconcile applies everything again.
+  void Forget() { last_kueue_.clear(); }
+
+  // Server-side apply of Kueue's objects when Arbiter's governance changed
+  // (and once after gaining the lead). Objects of removed teams or quotas
+  // are not deleted.
+  void ReconcileKueue() {
+    auto governance = v1::GovernanceService::NewStub(leader_.Get());
     kube::KueueInputs in;
-    absl::Status s = StatusOf(governance.ListTeams(Context().get(), {}, &in.teams));
-    if (s.ok()) s = StatusOf(governance.ListQuotas(Context().get(), {}, &in.quotas));
-    if (s.ok()) s = StatusOf(inventory_->ListGpuModels(Context().get(), {}, &in.models));
-    if (s.ok()) s = StatusOf(inventory_->ListNodes(Context().get(), {}, &in.nodes));
+    absl::Status s = Seen(governance->ListTeams(Context().get(), {}, &in.teams));
+    if (s.ok()) s = Seen(governance->ListQuotas(Context().get(), {}, &in.quotas));
+    if (s.ok()) s = Seen(Inv()->ListGpuModels(Context().get(), {}, &in.models));
+    if (s.ok()) s = Seen(Inv()->ListNodes(Context().get(), {}, &in.nodes));
     if (!s.ok()) {
       Log(absl::StrCat("kueue: reading Arbiter's governance: ", s.message()));
       return;
@@ -244,7 +250,7 @@ class Actor {
         req.set_cluster(options_.cluster);
         req.set_name(a.name);
         v1::CordonNodeResponse resp;
-        s = inventory_->CordonNode(Context().get(), req, &resp);
+        s = Inv()->CordonNode(Context().get(), req, &resp);
         break;
       }
       case kube::Action::kUncordon: {
@@ -252,7 +258,7 @@ class Actor {
         req.set_cluster(options_.cluster);
         req.set_name(a.name);
         v1::UncordonNodeResponse resp;
-        s = inventory_->UncordonNode(Context().get(), req, &resp);
+        s = Inv()->UncordonNode(Context().get(), req, &resp);
         break;
       }
       case kube::Action::kDrain: {
@@ -261,7 +267,7 @@ class Actor {
         req.set_name(a.name);
         req.set_grace_seconds(absl::ToInt64Seconds(drain_grace_));
         v1::DrainNodeResponse resp;
-        s = inventory_->DrainNode(Context().get(), req, &resp);
+        s = Inv()->DrainNode(Context().get(), req, &resp);
         break;
       }
       case kube::Action::kFail: {
@@ -270,17 +276,29 @@ class Actor {
         req.set_name(a.name);
         req.mutable_failed_at()->set_seconds(absl::ToUnixSeconds(a.at));
         v1::MarkNodeFailedResponse resp;
-        s = inventory_->MarkNodeFailed(Context().get(), req, &resp);
+        s = Inv()->MarkNodeFailed(Context().get(), req, &resp);
         break;
       }
       default:
         break;
     }
+    return Seen(s);
+  }
+
+  // Stubs on the leader's channel as now known; a refusal by a follower
+  // that names the leader moves the channel there (Seen).
+  std::unique_ptr<v1::AllocationService::Stub> Alloc() {
+    return v1::AllocationService::NewStub(leader_.Get());
+  }
+  std::unique_ptr<v1::InventoryService::Stub> Inv() {
+    return v1::InventoryService::NewStub(leader_.Get());
+  }
+  absl::Status Seen(const grpc::Status& s) {
+    if (leader_.Follow(s)) Log("following arbiterd's leader at " + leader_.address());
     return StatusOf(s);
   }
 
-  std::unique_ptr<v1::AllocationService::Stub> allocations_;
-  std::unique_ptr<v1::InventoryService::Stub> inventory_;
+  clients::LeaderChannel& leader_;
   const kube::KubeApi& api_;
   const Options& options_;
   const absl::Duration drain_grace_;
@@ -289,8 +307,9 @@ class Actor {
 
 // The live allocations (ADMITTED and PREEMPTING), for the DRA binder's
 // start: the requests and the revision to watch from. False on failure.
-bool ListLive(v1::AllocationService::Stub& stub, std::vector<v1::CapacityRequest>& out,
+bool ListLive(clients::LeaderChannel& leader, std::vector<v1::CapacityRequest>& out,
               int64_t& revision) {
+  auto stub = v1::AllocationService::NewStub(leader.Get());
   revision = 0;
   for (v1::RequestState state : {v1::REQUEST_STATE_ADMITTED, v1::REQUEST_STATE_PREEMPTING}) {
     std::string token;
@@ -300,8 +319,9 @@ bool ListLive(v1::AllocationService::Stub& stub, std::vector<v1::CapacityRequest
       req.set_page_size(500);
       req.set_page_token(token);
       v1::ListRequestsResponse resp;
-      const grpc::Status s = stub.ListRequests(Context().get(), req, &resp);
+      const grpc::Status s = stub->ListRequests(Context().get(), req, &resp);
       if (!s.ok()) {
+        leader.Follow(s);
         Log(absl::StrCat("listing allocations: ", s.error_message()));
         return false;
       }
@@ -319,14 +339,14 @@ bool ListLive(v1::AllocationService::Stub& stub, std::vector<v1::CapacityRequest
 // evictions start at the notice rather than at the next renewal; with a DRA
 // binder, also its admissions (listed first, then watched from the list's
 // revision).
-void WatchArbiter(std::shared_ptr<grpc::Channel> channel, const std::string& cluster,
-                  std::mutex& mu, kube::Controller& controller, kube::DraBinder* dra) {
-  auto stub = v1::AllocationService::NewStub(channel);
+void WatchArbiter(clients::LeaderChannel& leader, const std::string& cluster, std::mutex& mu,
+                  kube::Controller& controller, kube::DraBinder* dra) {
   int64_t revision = 0;
   while (!g_stop.load()) {
+    auto stub = v1::AllocationService::NewStub(leader.Get());
     if (dra != nullptr && revision == 0) {
       std::vector<v1::CapacityRequest> live;
-      if (!ListLive(*stub, live, revision)) {
+      if (!ListLive(leader, live, revision)) {
         absl::SleepFor(absl::Seconds(1));
         continue;
       }
@@ -357,13 +377,18 @@ void WatchArbiter(std::shared_ptr<grpc::Channel> channel, const std::string& clu
       if (dra != nullptr && phase == kube::AllocationPhase::kEnded)
         dra->Ended(event.request().id());
       std::lock_guard<std::mutex> lock(mu);
-      controller.AllocationChanged(event.request().id(), phase, deadline);
+      controller.AllocationChanged(event.request().id(), phase, deadline,
+                                   kube::TeamNamespace(event.request().team()));
     }
     const grpc::Status status = reader->Finish();
     done.store(true);
     canceller.join();
     if (g_stop.load()) break;
     if (status.error_code() == grpc::StatusCode::OUT_OF_RANGE) revision = 0;
+    if (leader.Follow(status)) {
+      Log("arbiterd watch: following the leader at " + leader.address());
+      continue;
+    }
     if (!status.ok()) Log(absl::StrCat("arbiterd watch: ", status.error_message()));
     absl::SleepFor(absl::Seconds(1));
   }
@@ -423,6 +448,7 @@ int main(int argc, char** argv) {
                "express each admitted member as a ResourceClaim (resource.k8s.io/v1) allocated to "
                "its devices, read from the NVIDIA driver's ResourceSlices");
   CLI11_PARSE(app, argc, argv);
+  curl_global_init(CURL_GLOBAL_DEFAULT);  // Before any thread makes a handle.
 
   absl::Duration renew_every, drain_grace, not_ready_after, kueue_every, lease_duration;
   if (!ParseFlagDuration("lease-duration", o.lease_duration, &lease_duration) ||
@@ -464,7 +490,7 @@ int main(int argc, char** argv) {
     std::cerr << "arbiter-kube: " << opened.status().message() << "\n";
     return 2;
   }
-  std::shared_ptr<grpc::Channel> channel = *opened;
+  clients::LeaderChannel leader(o.endpoint, {o.ca_file, o.cert_file, o.key_file}, *opened);
   const kube::KubeApi api(api_options);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
@@ -524,11 +550,10 @@ int main(int argc, char** argv) {
   };
   node_callbacks.error = [](const std::string& m) { Log("nodes: " + m); };
 
-  auto inventory = v1::InventoryService::NewStub(channel);
   std::unique_ptr<kube::DraBinder> dra;
   kube::InformerCallbacks slice_callbacks;
   if (o.dra) {
-    dra = std::make_unique<kube::DraBinder>(api, *inventory, o.cluster);
+    dra = std::make_unique<kube::DraBinder>(api, leader, o.cluster);
     slice_callbacks.reset = [&](const std::vector<json>& items) { dra->SlicesReset(items); };
     slice_callbacks.event = [&](const std::string& type, const json& object) {
       dra->SliceChanged(type, object);
@@ -544,10 +569,9 @@ int main(int argc, char** argv) {
   std::thread slice_thread([&] {
     if (dra != nullptr) slices.Run(g_stop);
   });
-  std::thread arbiter_thread([&] { WatchArbiter(channel, o.cluster, mu, controller, dra.get()); });
+  std::thread arbiter_thread([&] { WatchArbiter(leader, o.cluster, mu, controller, dra.get()); });
 
-  Actor actor(channel, api, o, drain_grace);
-  auto governance = v1::GovernanceService::NewStub(channel);
+  Actor actor(leader, api, o, drain_grace);
   std::unique_ptr<kube::LeaseElector> elector;
   if (!o.lease_name.empty()) {
     elector = std::make_unique<kube::LeaseElector>(api, o.lease_namespace, o.lease_name, o.identity,
@@ -555,6 +579,7 @@ int main(int argc, char** argv) {
   }
   bool leading = elector == nullptr;
   absl::Time elected_at = absl::InfinitePast(), kueue_at = absl::InfinitePast();
+  absl::Time held_at = absl::InfinitePast();  // The last renewal of the Lease.
   Log(absl::StrCat("watching ", api.server(), " for cluster ", o.cluster, " as ", o.identity));
   while (!g_stop.load()) {
     const absl::Time now = absl::Now();
@@ -563,6 +588,8 @@ int main(int argc, char** argv) {
       const bool was = leading;
       leading = elector->Try(now);
       elected_at = now;
+      if (leading) held_at = now;
+      if (leading && !was) actor.Forget();  // What another leader may have changed.
       if (leading != was || first) {
         Log(leading ? "leading" : absl::StrCat("following ", elector->holder()));
       }
@@ -574,6 +601,14 @@ int main(int argc, char** argv) {
         actions = controller.Plan(now);
       }
       for (const kube::Action& a : actions) {
+        // An action runs only while this replica surely holds the Lease:
+        // a slow batch must not outlast it (another replica may lead).
+        if (elector != nullptr && absl::Now() - held_at > lease_duration * 2 / 3) {
+          std::lock_guard<std::mutex> lock(mu);
+          controller.Done(a, kube::Outcome{absl::UnavailableError("the Lease may have passed")},
+                          absl::Now());
+          continue;
+        }
         const kube::Outcome outcome = actor.Do(a);
         if (a.kind != kube::Action::kRenew || !outcome.status.ok()) {
           Log(absl::StrCat(a.Describe(), ": ",
@@ -584,7 +619,7 @@ int main(int argc, char** argv) {
       }
       if (dra != nullptr) dra->Step(now);
       if (kueue_every > absl::ZeroDuration() && now - kueue_at >= kueue_every) {
-        actor.ReconcileKueue(*governance);
+        actor.ReconcileKueue();
         kueue_at = now;
       }
     }

@@ -21,6 +21,7 @@ PodInfo Pod(const std::string& name, int64_t allocation, int32_t member = 0) {
   p.node = "gpu-0";
   p.allocation = allocation;
   p.member = member;
+  p.asks_for_gpus = true;
   return p;
 }
 
@@ -30,9 +31,14 @@ std::vector<std::string> Describe(const std::vector<Action>& actions) {
   return out;
 }
 
+// What Arbiter answers by default: team research, its members held by the
+// pods train-0 (member 0) and train-1 (member 1).
 Outcome Ok(AllocationPhase phase = AllocationPhase::kAdmitted,
            absl::Time deadline = absl::InfiniteFuture()) {
-  return Outcome{absl::OkStatus(), phase, deadline};
+  Outcome o{absl::OkStatus(), phase, deadline, "research"};
+  o.holders =
+      std::map<int32_t, std::string>{{0, "pod:research/train-0"}, {1, "pod:research/train-1"}};
+  return o;
 }
 
 // Plans at `now` and reports every action done with `outcome`.
@@ -72,7 +78,8 @@ TEST(ControllerTest, AnActionInFlightIsNotPlannedTwice) {
 
 TEST(ControllerTest, ReleasesWhenEveryPodOfTheAllocationHasFinished) {
   Controller c(Options());
-  c.AllocationChanged(7, AllocationPhase::kAdmitted, absl::InfiniteFuture());  // Unknown: ignored.
+  c.AllocationChanged(7, AllocationPhase::kAdmitted, absl::InfiniteFuture(),
+                      "research");  // Unknown: ignored.
   c.PodChanged(Pod("train-0", 7, 0), kStart);
   c.PodChanged(Pod("train-1", 7, 1), kStart);
   Step(c, kStart);  // Look up.
@@ -108,7 +115,7 @@ TEST(ControllerTest, PreemptionEvictsAtOnceDeletesAtTheDeadlineAndConfirmsByRele
   Step(c, kStart);
   Step(c, kStart);
   const absl::Time deadline = kStart + absl::Seconds(60);
-  c.AllocationChanged(7, AllocationPhase::kPreempting, deadline);
+  c.AllocationChanged(7, AllocationPhase::kPreempting, deadline, "research");
   EXPECT_EQ(Step(c, kStart + absl::Seconds(1)),
             std::vector<std::string>{"evict pod research/train-0 (allocation 7)"});
   PodInfo terminating = Pod("train-0", 7);
@@ -155,10 +162,10 @@ TEST(ControllerTest, PodsOfAnAllocationThatEndedInArbiterAreDeleted) {
 TEST(ControllerTest, ARelistDropsThePodsItNoLongerHolds) {
   Controller c(Options());
   c.PodChanged(Pod("train-0", 7), kStart);
-  c.PodChanged(Pod("train-1", 8), kStart);
+  c.PodChanged(Pod("train-1", 8, 1), kStart);
   Step(c, kStart);
   Step(c, kStart);
-  c.ResetPods({Pod("train-1", 8)}, kStart);  // train-0 was deleted during a 410.
+  c.ResetPods({Pod("train-1", 8, 1)}, kStart);  // train-0 was deleted during a 410.
   EXPECT_EQ(Step(c, kStart + absl::Seconds(1)), std::vector<std::string>{"release allocation 7"});
 }
 
@@ -204,6 +211,34 @@ TEST(ControllerTest, AClaimLostToAnotherPodIsLookedUpAgainThenDeleted) {
             std::vector<std::string>{"look up allocation 7"});
   EXPECT_EQ(Step(c, kStart + absl::Seconds(5)),
             std::vector<std::string>{"delete pod research/train-1 (allocation 7)"});
+}
+
+TEST(ControllerTest, PodsOutsideTheTeamsNamespaceOrWithoutGpusAreNotItsWorkloads) {
+  Controller c(Options());
+  PodInfo elsewhere = Pod("train-0", 7);
+  elsewhere.ns = "evil";
+  elsewhere.uid = "uid-evil";
+  PodInfo idle = Pod("train-1", 7, 1);
+  idle.asks_for_gpus = false;
+  c.PodChanged(elsewhere, kStart);
+  c.PodChanged(idle, kStart);
+  EXPECT_EQ(Step(c, kStart, Held({})), std::vector<std::string>{"look up allocation 7"});
+  EXPECT_TRUE(Step(c, kStart + absl::Seconds(30), Held({})).empty())
+      << "neither is claimed for, renewed, deleted or released for";
+}
+
+TEST(ControllerTest, ARenewalAnsweredBeforeANoticeDoesNotUndoIt) {
+  Controller c(Options());
+  c.PodChanged(Pod("train-0", 7), kStart);
+  Step(c, kStart);
+  std::vector<Action> renew = c.Plan(kStart);
+  ASSERT_EQ(renew.size(), 1u);
+  const absl::Time deadline = kStart + absl::Seconds(60);
+  c.AllocationChanged(7, AllocationPhase::kPreempting, deadline, "research");
+  c.Done(renew[0], Ok(AllocationPhase::kAdmitted), kStart);  // Sent before the notice.
+  EXPECT_EQ(c.PhaseOf(7), AllocationPhase::kPreempting);
+  EXPECT_EQ(Step(c, kStart + absl::Seconds(1)),
+            std::vector<std::string>{"evict pod research/train-0 (allocation 7)"});
 }
 
 NodeInfo Node(const std::string& name, bool ready = true, bool unschedulable = false,
