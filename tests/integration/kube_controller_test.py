@@ -24,6 +24,7 @@ outcomes:
   - Kueue's objects are applied, and applied again after a quota change;
   - a pod admitted unclaimed (a webhook replica that does not lead) is
     claimed by the controller; a pod for a member another holds is deleted;
+  - the controller, pointed at a follower arbiterd, follows the leader;
   - the controller holds its leader election Lease; a second replica
     follows, and takes over (and acts) when the leader stops;
   - with --dra, an admitted member is a ResourceClaim allocated to the
@@ -417,9 +418,21 @@ def main():
         token = os.path.join(live.work, "kube-token")
         open(token, "w").write("test-token\n")
         log = open(os.path.join(live.work, "arbiter-kube.log"), "w")
+        # A second arbiterd replica on the same database, which follows: the
+        # controller is pointed at it and must find the leader.
+        follower_port = os.path.join(live.work, "port.follower")
+        follower = subprocess.Popen(
+            [arbiterd, "--log-level", "warn", "serve", "--dsn",
+             f"{live.cluster_dsn} dbname={live.db}", "--listen", "127.0.0.1:0",
+             "--port-file", follower_port, "--insecure-loopback", "--replica-name",
+             "kube-follower"])
+        wait_for("the follower", lambda: os.path.exists(follower_port) and
+                 open(follower_port).read().strip())
+        follower_endpoint = "127.0.0.1:" + open(follower_port).read().strip()
+
         def start(identity, log):
             return subprocess.Popen(
-                [controller, "--endpoint", live.endpoint, "--cluster", "east",
+                [controller, "--endpoint", follower_endpoint, "--cluster", "east",
                  "--kube-api", kube.url, "--kube-token-file", token, "--renew-every", "1s",
                  "--drain-grace", "30s", "--not-ready-after", "3s", "--kueue-every", "1s",
                  "--lease-namespace", "arbiter-system", "--lease-name", "arbiter-kube",
@@ -434,6 +447,8 @@ def main():
             # A second replica follows; only the leader acts.
             standby = start("kube-test-1", standby_log)
             check_bind_and_second_pod(c)
+            assert f"following arbiterd's leader at {live.endpoint}" in open(log.name).read() \
+                or f"following the leader at {live.endpoint}" in open(log.name).read()
             check_preemption(c)
             check_relist(c)
             check_nodes(c)
@@ -458,7 +473,7 @@ def main():
                 sys.stderr.write(open(f.name).read()[-5000:])
             raise
         finally:
-            for p in (proc, standby):
+            for p in (proc, standby, follower):
                 if p is not None and p.poll() is None:
                     p.terminate()
                     p.wait(timeout=10)
