@@ -303,8 +303,8 @@ struct Quota {
 // RenewLease).
 struct Claim {
   int32_t member = 0;
-  // The workload's identity: "pod:<uid>", "slurm:<job>.<step>" or an opaque
-  // id (ValidateHolder).
+  // The workload's identity: "pod:<namespace>/<name>" (Kubernetes),
+  // "slurm:<job>.<step>" or an opaque id (ValidateHolder).
   std::string holder;
   absl::Time claimed_at = absl::InfinitePast();
   // The last renewal (claimed_at at first). Held in memory, not written: a

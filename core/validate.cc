@@ -283,7 +283,8 @@ absl::Status ValidateHolder(absl::string_view field, absl::string_view holder) {
     const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
                     absl::string_view("._:/@-").find(c) != absl::string_view::npos;
     if (!ok) {
-      return Invalid(field, "may hold only letters, digits and . _ : / @ - (e.g. pod:<uid>)");
+      return Invalid(field,
+                     "may hold only letters, digits and . _ : / @ - (e.g. pod:<namespace>/<name>)");
     }
   }
   return absl::OkStatus();

@@ -46,7 +46,7 @@ inline constexpr int64_t kMaxStartSkewSeconds = 300;
 [[nodiscard]] absl::Status ValidateDescription(absl::string_view field, absl::string_view value);
 
 // Validates a claim's holder, the identity of a workload: 1..kMaxHolderLength
-// characters of [A-Za-z0-9._:/@-], e.g. "pod:<uid>" or "slurm:1234.0".
+// characters of [A-Za-z0-9._:/@-], e.g. "pod:<namespace>/<name>" or "slurm:1234.0".
 inline constexpr size_t kMaxHolderLength = 253;
 [[nodiscard]] absl::Status ValidateHolder(absl::string_view field, absl::string_view holder);
 

@@ -115,7 +115,9 @@ void AddClaims(CLI::App& root, CliContext& ctx) {
       "claim",
       "claim an admitted allocation for one workload\n  e.g. arbctl claim 42 --holder pod:7f3a");
   claim->add_option("id", f->id, "request id")->required()->check(CLI::PositiveNumber);
-  claim->add_option("--holder", f->holder, "the workload: pod:<uid>, slurm:<job>.<step>, ...")
+  claim
+      ->add_option("--holder", f->holder,
+                   "the workload: pod:<namespace>/<name>, slurm:<job>.<step>, ...")
       ->required();
   claim->add_option("--member", f->members, "only this member, 0-based (repeatable; default all)")
       ->check(CLI::NonNegativeNumber);
