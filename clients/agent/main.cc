@@ -7,12 +7,14 @@
 // cordoned) and keeps the registration current every --refresh-every
 // (docs/nodes.md, "Agents").
 //
-// Every --interval it scrapes once; every --flush-every scrapes it sends what
+// With --nvml it reads the GPUs through NVML (loaded at run time) instead of
+// a dcgm-exporter. Every --interval it scrapes once; every --flush-every scrapes it sends what
 // it holds as one batch. Every --heartbeat-every it sends the node's
 // heartbeat (InventoryService.NodeHeartbeat): a node whose heartbeats stop
 // turns unreachable and takes no new placements (docs/nodes.md). A batch that cannot be sent is
 // kept and sent with the next (up to --max-pending samples; the oldest are dropped beyond). Arbiter
 // ignores samples it already has, so a resend is safe.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -35,6 +37,7 @@
 #include "clients/agent/dcgm_text.h"
 #include "clients/agent/http_get.h"
 #include "clients/agent/nvidia_smi.h"
+#include "clients/agent/nvml.h"
 #include "clients/agent/registration.h"
 #include "clients/agent/sample.h"
 #include "clients/common/channel.h"
@@ -54,6 +57,7 @@ struct Options {
   std::string cluster, node;
   std::string dcgm_url;
   std::string file;
+  std::string nvml;  // The NVML library to read instead of scraping; "" for none.
   std::string interval = "10s";
   std::string heartbeat_every = "10s";
   int flush_every = 6;
@@ -62,7 +66,8 @@ struct Options {
   // Registration (--register).
   bool do_register = false;
   std::string nvidia_smi = "nvidia-smi";
-  std::string nvidia_smi_xml;  // A recorded `nvidia-smi -q -x` instead.
+  std::string nvidia_smi_xml;    // A recorded `nvidia-smi -q -x` instead.
+  std::string nvidia_smi_lgipp;  // A recorded `nvidia-smi mig -lgipp` instead.
   std::string pool;
   std::string topology_domain;
   int64_t cpu_milli = 0;   // 0: the host's online CPUs.
@@ -172,16 +177,16 @@ std::pair<int64_t, int64_t> HostCapacity() {
 }
 
 // Each catalog model's MIG table: profile -> (SMs, MiB).
-std::map<std::string, std::map<std::string, std::pair<int32_t, int64_t>>> Catalog(
-    v1::InventoryService::Stub& stub) {
-  std::map<std::string, std::map<std::string, std::pair<int32_t, int64_t>>> out;
+arbiter::agent::CatalogMig Catalog(v1::InventoryService::Stub& stub) {
+  arbiter::agent::CatalogMig out;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::ListGpuModelsResponse resp;
   if (!stub.ListGpuModels(&ctx, v1::ListGpuModelsRequest(), &resp).ok()) return out;
   for (const v1::GpuModel& m : resp.gpu_models()) {
     for (const v1::MigProfile& p : m.mig_profiles()) {
-      out[m.name()][p.name()] = {p.sm_count(), p.memory_mib()};
+      out.sizes[m.name()][p.name()] = {p.sm_count(), p.memory_mib()};
+      out.ids[m.name()][p.profile_id()] = p.name();
     }
   }
   return out;
@@ -214,8 +219,30 @@ bool Register(v1::InventoryService::Stub& stub, const Options& o) {
                                    o.topology_domain,
                                    o.cpu_milli > 0 ? o.cpu_milli : host_cpu,
                                    o.memory_mib > 0 ? o.memory_mib : host_mem};
+  // Where MIG-enabled GPUs can place instances: `nvidia-smi mig -lgipp`.
+  std::vector<arbiter::agent::MigPlacementFacts> placements;
+  const bool any_mig = std::any_of(gpus->begin(), gpus->end(),
+                                   [](const arbiter::agent::GpuFacts& g) { return g.mig_enabled; });
+  if (any_mig) {
+    std::string lgipp;
+    bool read = false;
+    if (!o.nvidia_smi_lgipp.empty()) {
+      lgipp = ReadFile(o.nvidia_smi_lgipp, &read);
+    } else {
+      read = RunCommand(o.nvidia_smi + " mig -lgipp", &lgipp);
+    }
+    absl::StatusOr<std::vector<arbiter::agent::MigPlacementFacts>> parsed =
+        read ? arbiter::agent::ParseMigPlacements(lgipp)
+             : absl::UnavailableError("`nvidia-smi mig -lgipp` could not be read");
+    if (parsed.ok()) {
+      placements = *std::move(parsed);
+    } else {
+      // The model's built-in placements stand in.
+      std::cerr << "arbiter-agent: MIG placements: " << parsed.status().message() << "\n";
+    }
+  }
   absl::StatusOr<arbiter::agent::Registration> reg =
-      arbiter::agent::RegistrationOf(who, *gpus, Catalog(stub));
+      arbiter::agent::RegistrationOf(who, *gpus, Catalog(stub), placements);
   if (!reg.ok()) {
     std::cerr << "arbiter-agent: " << reg.status().message() << "\n";
     return false;
@@ -307,7 +334,11 @@ int main(int argc, char** argv) {
   app.add_option("--node", o.node, "the node's name, as registered");
   auto* url = app.add_option("--dcgm-url", o.dcgm_url, "dcgm-exporter metrics URL");
   auto* file = app.add_option("--file", o.file, "read this capture instead of scraping");
+  auto* nvml = app.add_option("--nvml", o.nvml,
+                              "read the GPUs through NVML instead of dcgm-exporter, from this "
+                              "library (e.g. libnvidia-ml.so.1, loaded at run time)");
   url->excludes(file);
+  nvml->excludes(url)->excludes(file);
   app.add_option("--interval", o.interval, "scrape interval, e.g. 10s")->capture_default_str();
   app.add_option("--flush-every", o.flush_every, "scrapes per batch sent")->capture_default_str();
   app.add_option("--heartbeat-every", o.heartbeat_every,
@@ -320,6 +351,8 @@ int main(int argc, char** argv) {
   app.add_option("--nvidia-smi", o.nvidia_smi, "the nvidia-smi to run")->capture_default_str();
   app.add_option("--nvidia-smi-xml", o.nvidia_smi_xml,
                  "read this recorded `nvidia-smi -q -x` instead of running it");
+  app.add_option("--nvidia-smi-lgipp", o.nvidia_smi_lgipp,
+                 "read this recorded `nvidia-smi mig -lgipp` instead of running it");
   app.add_option("--pool", o.pool, "the pool the node's capacity belongs to (--register)");
   app.add_option("--topology-domain", o.topology_domain, "NVLink domain or rack (--register)");
   app.add_option("--cpu-milli", o.cpu_milli, "allocatable CPU; default: the host's CPUs")
@@ -329,9 +362,19 @@ int main(int argc, char** argv) {
   app.add_option("--refresh-every", o.refresh_every, "re-read nvidia-smi this often (--register)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (o.dcgm_url.empty() && o.file.empty() && !o.do_register) {
-    std::cerr << "arbiter-agent: pass --dcgm-url, --file or --register\n";
+  if (o.dcgm_url.empty() && o.file.empty() && o.nvml.empty() && !o.do_register) {
+    std::cerr << "arbiter-agent: pass --dcgm-url, --file, --nvml or --register\n";
     return 2;
+  }
+  std::unique_ptr<arbiter::agent::Nvml> nvml_reader;
+  if (!o.nvml.empty()) {
+    absl::StatusOr<std::unique_ptr<arbiter::agent::Nvml>> opened =
+        arbiter::agent::Nvml::Open(o.nvml);
+    if (!opened.ok()) {
+      std::cerr << "arbiter-agent: " << opened.status().message() << "\n";
+      return 1;
+    }
+    nvml_reader = *std::move(opened);
   }
   if (o.do_register && o.pool.empty()) {
     std::cerr << "arbiter-agent: --register needs --pool\n";
@@ -343,7 +386,7 @@ int main(int argc, char** argv) {
               << o.refresh_every << "\n";
     return 2;
   }
-  const bool telemetry = !o.dcgm_url.empty() || !o.file.empty();
+  const bool telemetry = !o.dcgm_url.empty() || !o.file.empty() || nvml_reader != nullptr;
   absl::Duration interval;
   if (!absl::ParseDuration(o.interval, &interval) || interval < absl::Seconds(1) ||
       interval > absl::Hours(1)) {
@@ -393,15 +436,23 @@ int main(int argc, char** argv) {
       continue;
     }
     std::string text;
-    const bool scraped = Scrape(o, interval, &text);
+    const bool scraped = nvml_reader != nullptr || Scrape(o, interval, &text);
     if (o.once && !scraped) return 1;
     if (scraped) {
-      arbiter::agent::Scrape parsed = arbiter::agent::ParseDcgmScrape(text);
-      for (const auto& p : parsed.problems) {
-        std::cerr << "arbiter-agent: line " << p.line << ": " << p.message << "\n";
+      std::vector<DeviceReading> devices;
+      if (nvml_reader != nullptr) {
+        std::vector<std::string> problems;
+        devices = nvml_reader->Read(&problems);
+        for (const std::string& p : problems) std::cerr << "arbiter-agent: NVML: " << p << "\n";
+      } else {
+        arbiter::agent::Scrape parsed = arbiter::agent::ParseDcgmScrape(text);
+        for (const auto& p : parsed.problems) {
+          std::cerr << "arbiter-agent: line " << p.line << ": " << p.message << "\n";
+        }
+        devices = std::move(parsed.devices);
       }
       const google::protobuf::Timestamp at = Now();
-      for (const DeviceReading& d : parsed.devices) pending.push_back(ToSample(d, at));
+      for (const DeviceReading& d : devices) pending.push_back(ToSample(d, at));
       if (pending.size() > o.max_pending) {
         pending.erase(pending.begin(), pending.begin() + (pending.size() - o.max_pending));
       }

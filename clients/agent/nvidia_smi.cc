@@ -314,4 +314,42 @@ std::string ProfileOf(const std::map<std::string, std::pair<int32_t, int64_t>>& 
   return best;
 }
 
+absl::StatusOr<std::vector<MigPlacementFacts>> ParseMigPlacements(absl::string_view text) {
+  std::vector<MigPlacementFacts> out;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    auto bad = [&] {
+      return absl::InvalidArgumentError(
+          absl::StrCat("line ", line_number,
+                       ": not a -lgipp placement (GPU N Profile ID N Placements: "
+                       "{S,...}:N): ",
+                       line.substr(0, 80)));
+    };
+    // "GPU  0 Profile ID  9 Placements: {0,4}:4"
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    const size_t brace = line.find('{');
+    const size_t close = line.find("}:");
+    if (words.size() < 6 || words[0] != "GPU" || words[2] != "Profile" || words[3] != "ID" ||
+        !absl::StartsWith(words[5], "Placement") || brace == absl::string_view::npos ||
+        close == absl::string_view::npos || close < brace) {
+      return bad();
+    }
+    MigPlacementFacts p;
+    if (!absl::SimpleAtoi(words[1], &p.gpu) || !absl::SimpleAtoi(words[4], &p.profile_id) ||
+        !absl::SimpleAtoi(line.substr(close + 2), &p.size) || p.size <= 0) {
+      return bad();
+    }
+    for (absl::string_view start : absl::StrSplit(line.substr(brace + 1, close - brace - 1), ',')) {
+      int32_t slot = 0;
+      if (!absl::SimpleAtoi(start, &slot) || slot < 0 || slot > 7) return bad();
+      p.starts.push_back(slot);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace arbiter::agent

@@ -68,6 +68,23 @@ struct GpuFacts {
 // memory total that is not "<n> MiB").
 absl::StatusOr<std::vector<GpuFacts>> ParseNvidiaSmi(absl::string_view xml);
 
+// One line of `nvidia-smi mig -lgipp`: where GPU `gpu` can create GPU
+// instances of profile `profile_id`, at these start memory slices, each
+// `size` slices long.
+struct MigPlacementFacts {
+  int32_t gpu = 0;
+  int32_t profile_id = 0;
+  std::vector<int32_t> starts;
+  int32_t size = 0;
+
+  bool operator==(const MigPlacementFacts&) const = default;
+};
+
+// The placements of a `nvidia-smi mig -lgipp` output ("GPU  0 Profile ID  9
+// Placements: {0,4}:4", or "Placement :" for one start). Blank lines are
+// skipped. INVALID_ARGUMENT naming the line for one of another shape.
+absl::StatusOr<std::vector<MigPlacementFacts>> ParseMigPlacements(absl::string_view text);
+
 // The catalog model of a GPU product (shipped catalog names), telling the
 // 40 and 80 GB A100s and the 16 and 32 GB V100s apart by `memory_mib`.
 // NOT_FOUND naming the product when no catalog model matches: add one with

@@ -39,11 +39,23 @@ struct Registration {
   bool unhealthy = false;
 };
 
-// The registration of `gpus` as node `who`. `catalog` gives each catalog
-// model's MIG table (profile -> (SMs, MiB)), for naming the MIG instances
-// found. NOT_FOUND naming the GPU whose product maps to no catalog model.
-absl::StatusOr<Registration> RegistrationOf(
-    const NodeIdentity& who, const std::vector<GpuFacts>& gpus,
-    const std::map<std::string, std::map<std::string, std::pair<int32_t, int64_t>>>& catalog);
+// What the agent knows of the catalog's MIG tables, by catalog model.
+struct CatalogMig {
+  // Profile name -> (SMs, MiB), for naming the MIG instances found.
+  std::map<std::string, std::map<std::string, std::pair<int32_t, int64_t>>> sizes;
+  // GPU instance profile ID -> profile name, for naming -lgipp's placements.
+  std::map<std::string, std::map<int32_t, std::string>> ids;
+};
+
+// The registration of `gpus` as node `who`. A MIG-enabled GPU reports the
+// placements `nvidia-smi mig -lgipp` lists for it (`placements`, by GPU
+// index) of the profiles its catalog model has, so that Arbiter places
+// instances only where this GPU can create them; profiles the catalog does
+// not name (media-extension variants, a newer driver's) are noted and left
+// out. NOT_FOUND naming the GPU whose product maps to no catalog model.
+absl::StatusOr<Registration> RegistrationOf(const NodeIdentity& who,
+                                            const std::vector<GpuFacts>& gpus,
+                                            const CatalogMig& catalog,
+                                            const std::vector<MigPlacementFacts>& placements = {});
 
 }  // namespace arbiter::agent

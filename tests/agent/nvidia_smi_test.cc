@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 #include "clients/agent/registration.h"
@@ -34,17 +35,24 @@ std::vector<GpuFacts> Gpus(const std::string& name) {
   return gpus.value_or(std::vector<GpuFacts>());
 }
 
-// The shipped catalog's A100-80GB MIG table (SMs, MiB), as the agent reads
-// it from ListGpuModels.
-const std::map<std::string, std::map<std::string, std::pair<int32_t, int64_t>>> kCatalog = {
-    {"A100-80GB",
-     {{"1g.10gb", {14, 9728}},
-      {"1g.10gb+me", {14, 9728}},
-      {"1g.20gb", {14, 20224}},
-      {"2g.20gb", {28, 19968}},
-      {"3g.40gb", {42, 40448}},
-      {"4g.40gb", {56, 40448}},
-      {"7g.80gb", {98, 81152}}}}};
+// The shipped catalog's A100-80GB MIG table (SMs, MiB; profile IDs), as the
+// agent reads it from ListGpuModels.
+const CatalogMig kCatalog = {{{"A100-80GB",
+                               {{"1g.10gb", {14, 9728}},
+                                {"1g.10gb+me", {14, 9728}},
+                                {"1g.20gb", {14, 20224}},
+                                {"2g.20gb", {28, 19968}},
+                                {"3g.40gb", {42, 40448}},
+                                {"4g.40gb", {56, 40448}},
+                                {"7g.80gb", {98, 81152}}}}},
+                             {{"A100-80GB",
+                               {{19, "1g.10gb"},
+                                {20, "1g.10gb+me"},
+                                {15, "1g.20gb"},
+                                {14, "2g.20gb"},
+                                {9, "3g.40gb"},
+                                {5, "4g.40gb"},
+                                {0, "7g.80gb"}}}}};
 
 const NodeIdentity kWho{"east", "gpu-1", "batch", "rack-1", 64'000, 512'000};
 
@@ -145,6 +153,51 @@ TEST(NvidiaSmiTest, ProductsMapByNameAndMemory) {
   EXPECT_EQ(*CatalogModelOf("Tesla V100-SXM2-16GB", 16160), "V100M16");
   EXPECT_EQ(*CatalogModelOf("NVIDIA B200", 183359), "B200");
   EXPECT_FALSE(CatalogModelOf("NVIDIA A40", 46068).ok());
+}
+
+TEST(MigPlacementsTest, ReadsNvidiaSmiMigLgipp) {
+  absl::StatusOr<std::vector<MigPlacementFacts>> placements =
+      ParseMigPlacements(Fixture("nvidia-smi-mig-lgipp.a100-40gb.mig-user-guide.txt"));
+  ASSERT_TRUE(placements.ok()) << placements.status();
+  ASSERT_EQ(placements->size(), 7u);
+  EXPECT_EQ((*placements)[0], (MigPlacementFacts{0, 19, {0, 1, 2, 3, 4, 5, 6}, 1}));
+  EXPECT_EQ((*placements)[4], (MigPlacementFacts{0, 9, {0, 4}, 4}));
+  EXPECT_EQ((*placements)[5], (MigPlacementFacts{0, 5, {0}, 4})) << "\"Placement :\", one start";
+  EXPECT_EQ((*placements)[6], (MigPlacementFacts{0, 0, {0}, 8}));
+}
+
+TEST(MigPlacementsTest, ALineOfAnotherShapeIsNamed) {
+  absl::StatusOr<std::vector<MigPlacementFacts>> placements = ParseMigPlacements(
+      "GPU  0 Profile ID 19 Placements: {0,1}:1\nNo MIG-enabled devices found.\n");
+  EXPECT_EQ(placements.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(placements.status().message(), "line 2")) << placements.status();
+  EXPECT_FALSE(ParseMigPlacements("GPU 0 Profile ID 9 Placements: {0,9}:4").ok()) << "slot 9";
+}
+
+TEST(MigPlacementsTest, AMigGpuReportsWhereItCanCreateEachCatalogProfile) {
+  const std::vector<GpuFacts> gpus = Gpus("telegraf-a100-sxm4-v12.xml");
+  absl::StatusOr<std::vector<MigPlacementFacts>> placements =
+      ParseMigPlacements(Fixture("nvidia-smi-mig-lgipp.a100-40gb.mig-user-guide.txt"));
+  ASSERT_TRUE(placements.ok());
+  CatalogMig catalog = kCatalog;
+  catalog.ids["A100-80GB"].erase(20);  // A catalog without the +me profile.
+  absl::StatusOr<Registration> reg = RegistrationOf(kWho, gpus, catalog, *placements);
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  const v1::Gpu& gpu = reg->node.gpus(0);
+  std::map<std::string, std::vector<int32_t>> reported;
+  for (const v1::MigPlacementReport& r : gpu.reported_mig_placements()) {
+    reported[r.profile()] = {r.start_slots().begin(), r.start_slots().end()};
+  }
+  EXPECT_EQ(reported,
+            (std::map<std::string, std::vector<int32_t>>{{"1g.10gb", {0, 1, 2, 3, 4, 5, 6}},
+                                                         {"1g.20gb", {0, 2, 4, 6}},
+                                                         {"2g.20gb", {0, 2, 4}},
+                                                         {"3g.40gb", {0, 4}},
+                                                         {"4g.40gb", {0}},
+                                                         {"7g.80gb", {0}}}));
+  EXPECT_TRUE(std::any_of(reg->notes.begin(), reg->notes.end(), [](const std::string& n) {
+    return absl::StrContains(n, "MIG profile IDs 20 are not in the catalog's A100-80GB table");
+  }));
 }
 
 }  // namespace

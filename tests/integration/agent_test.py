@@ -32,6 +32,10 @@ DEVICES = {
 }
 
 
+# The GPUs of tests/agent/fake_nvml.cc.
+NVML_UUIDS = ["GPU-3f1c9a52-7d4e-4b8a-9c21-5e6f70a18b01", "GPU-a84e2d17-0b93-4c6f-8e5a-12d3c4b5f602"]
+
+
 def run_agent(agent, endpoint, path):
     out = subprocess.run([agent, "--endpoint", endpoint, "--cluster", "east",
                           "--node", "ub20-a100-k8s", "--file", path, "--once"],
@@ -45,6 +49,7 @@ def run_agent(agent, endpoint, path):
 
 def main():
     arbiterd, agent, source_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+    fake_nvml = sys.argv[4] if len(sys.argv) > 4 else ""
     with LiveArbiterd(arbiterd, source_dir, "agent", ["--rollup-every", "1s", "--rollup-settle", "0s"]) as live:
         from arbiter.v1 import allocation_pb2 as al, allocation_pb2_grpc as alg
         from arbiter.v1 import governance_pb2 as gov, governance_pb2_grpc as govg
@@ -98,20 +103,50 @@ def main():
                 ("smi-dgx2", "pai-v100-sxm3-retired-pages.xml", ["V100M32"],
                  t.NODE_STATE_CORDONED)]:
             for _ in range(2):  # The second run updates, and records nothing new.
+                # The MIG GPU's placements from `nvidia-smi mig -lgipp` (the MIG
+                # User Guide's A100 output; A100-40GB and -80GB share profile IDs
+                # and geometry).
+                lgipp = (["--nvidia-smi-lgipp",
+                          os.path.join(smi, "nvidia-smi-mig-lgipp.a100-40gb.mig-user-guide.txt")]
+                         if fixture.startswith("telegraf-a100") else [])
                 out = subprocess.run(
                     [agent, "--endpoint", endpoint, "--cluster", "east", "--node", name,
                      "--register", "--pool", "batch", "--nvidia-smi-xml",
-                     os.path.join(smi, fixture), "--once"],
+                     os.path.join(smi, fixture), "--once"] + lgipp,
                     capture_output=True, text=True, timeout=60)
                 assert out.returncode == 0, (fixture, out.stdout, out.stderr)
             assert "updated node east/" + name in out.stdout, out.stdout
             if fixture.startswith("telegraf-a100"):
                 assert "4 x 1g.20gb" in out.stdout, out.stdout
+                a100 = next(n for n in inventory.ListNodes(
+                    inv.ListNodesRequest(cluster="east"), timeout=10).nodes if n.name == name)
+                reported = {r.profile: list(r.start_slots)
+                            for r in a100.gpus[0].reported_mig_placements}
+                assert reported["3g.40gb"] == [0, 4] and reported["7g.80gb"] == [0], reported
+                assert reported["1g.10gb"] == [0, 1, 2, 3, 4, 5, 6], reported
             node = next(n for n in inventory.ListNodes(
                 inv.ListNodesRequest(cluster="east"), timeout=10).nodes if n.name == name)
             assert [g.model for g in node.gpus] == models, (name, node)
             assert all(g.uuid.startswith("GPU-") for g in node.gpus), node
             assert node.state == state and node.heartbeats, (name, node)
+
+        # NVML through dlopen (--nvml), here the stand-in library with NVML's
+        # symbols (tests/agent/fake_nvml.cc): both of its GPUs' readings stored.
+        if fake_nvml:
+            inventory.RegisterNode(inv.RegisterNodeRequest(node=t.Node(
+                cluster="east", name="nvml-node", pool="batch", cpu_milli=32000,
+                memory_mib=256000, gpus=[t.Gpu(index=i, model="H100-80GB", uuid=u)
+                                         for i, u in enumerate(NVML_UUIDS)])), timeout=10)
+            out = subprocess.run([agent, "--endpoint", endpoint, "--cluster", "east", "--node",
+                                  "nvml-node", "--nvml", fake_nvml, "--once"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, (out.stdout, out.stderr)
+            assert "stored 2, duplicates 0, unknown GPUs 0" in out.stdout, out.stdout
+            out = subprocess.run([agent, "--endpoint", endpoint, "--cluster", "east", "--node",
+                                  "nvml-node", "--nvml", "libnvidia-ml-not-here.so.1", "--once"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 1 and "cannot load libnvidia-ml-not-here.so.1" in out.stderr, \
+                (out.stdout, out.stderr)
 
         # A capture of our own, in the exporter's format: 37% busy, 9 GiB used.
         capture = os.path.join(live.work, "capture.prom")
