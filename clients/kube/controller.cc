@@ -147,7 +147,12 @@ void Controller::ResetPods(const std::vector<PodInfo>& pods, absl::Time now) {
 }
 
 void Controller::PodChanged(const PodInfo& pod, absl::Time) {
-  PodState& state = pods_[pod.uid];
+  auto [it, added] = pods_.try_emplace(pod.uid);
+  PodState& state = it->second;
+  if (!added && state.info.allocation != pod.allocation) {
+    pods_by_allocation_[state.info.allocation].erase(pod.uid);  // Its annotation changed.
+  }
+  pods_by_allocation_[pod.allocation].insert(pod.uid);
   state.info = pod;
   state.gone = false;
   allocations_.try_emplace(pod.allocation);
@@ -187,10 +192,19 @@ AllocationPhase Controller::PhaseOf(int64_t allocation) const {
 }
 
 void Controller::Forget(int64_t allocation) {
-  for (auto it = pods_.begin(); it != pods_.end();) {
-    it = it->second.info.allocation == allocation ? pods_.erase(it) : std::next(it);
+  if (auto it = pods_by_allocation_.find(allocation); it != pods_by_allocation_.end()) {
+    for (const std::string& uid : it->second) pods_.erase(uid);
+    pods_by_allocation_.erase(it);
   }
   allocations_.erase(allocation);
+}
+
+std::vector<Controller::PodState*> Controller::PodsOf(int64_t allocation) {
+  std::vector<PodState*> out;
+  if (auto it = pods_by_allocation_.find(allocation); it != pods_by_allocation_.end()) {
+    for (const std::string& uid : it->second) out.push_back(&pods_.at(uid));
+  }
+  return out;
 }
 
 std::vector<Action> Controller::Plan(absl::Time now) {
@@ -212,11 +226,10 @@ void Controller::PlanAllocation(int64_t id, AllocationState& a, absl::Time now,
   // carrying its annotation are not its workloads: ignored.
   std::vector<PodState*> pods;
   bool any_seen = false;
-  for (auto& [uid, p] : pods_) {
-    if (p.info.allocation != id) continue;
+  for (PodState* p : PodsOf(id)) {
     any_seen = true;
-    if (!p.info.asks_for_gpus || (!a.ns.empty() && p.info.ns != a.ns)) continue;
-    pods.push_back(&p);
+    if (!p->info.asks_for_gpus || (!a.ns.empty() && p->info.ns != a.ns)) continue;
+    pods.push_back(p);
   }
   bool any_live = false;
   bool all_gone = true;
@@ -358,10 +371,10 @@ void Controller::Done(const Action& action, const Outcome& outcome, absl::Time n
       if (absl::IsNotFound(status)) a.phase = AllocationPhase::kEnded;
       break;
     case Action::kRenew:
-      for (auto& [uid, p] : pods_) {
-        if (p.info.allocation != action.allocation || p.info.holder() != action.holder) continue;
+      for (PodState* p : PodsOf(action.allocation)) {
+        if (p->info.holder() != action.holder) continue;
         // A failed renewal is tried again after retry_after.
-        p.renewed_at = status.ok() ? now : now - options_.renew_every + options_.retry_after;
+        p->renewed_at = status.ok() ? now : now - options_.renew_every + options_.retry_after;
       }
       if (status.ok()) learn();
       // Refused (past a notice's deadline, ended, not claimed): ask again.

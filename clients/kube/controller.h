@@ -195,6 +195,8 @@ class Controller {
   };
 
   void PlanAllocation(int64_t id, AllocationState& a, absl::Time now, std::vector<Action>& out);
+  // The pods that name `allocation`.
+  std::vector<PodState*> PodsOf(int64_t allocation);
   void PlanNode(NodeState& n, absl::Time now, std::vector<Action>& out);
   void Forget(int64_t allocation);
   bool Due(absl::Time last, absl::Duration every, absl::Time now) const {
@@ -203,6 +205,9 @@ class Controller {
 
   const ControllerOptions options_;
   std::map<std::string, PodState> pods_;  // By uid.
+  // The uids of pods_ by the allocation they name: each allocation's pods
+  // without a scan of every pod (Plan runs twice a second).
+  std::map<int64_t, std::set<std::string>> pods_by_allocation_;
   std::map<int64_t, AllocationState> allocations_;
   std::map<std::string, NodeState> nodes_;
   std::set<std::string> in_flight_;  // Action keys.
