@@ -164,8 +164,13 @@ class Actor {
         out.status = Call(Alloc()->ClaimAllocation(Context().get(), req, &resp));
         if (!out.status.ok()) break;
         out.request = ViewOf(resp.request());
-        out.status = Slurm({"scontrol", "update", "JobId=" + job,
-                            "ReqNodeList=" + absl::StrJoin(a.nodes, ","), "Comment=" + a.text});
+        std::vector<std::string> pin = {"scontrol", "update", "JobId=" + job,
+                                        "ReqNodeList=" + absl::StrJoin(a.nodes, ","),
+                                        "Comment=" + a.text};
+        // Slurm delays a requeued job's start (its begin time); Arbiter
+        // has admitted this run now.
+        if (a.restart > 0) pin.push_back("StartTime=now");
+        out.status = Slurm(pin);
         if (out.status.ok()) out.status = Slurm({"scontrol", "release", job});
         break;
       }
