@@ -79,8 +79,10 @@ void Bridge::Jobs(const std::vector<SlurmJob>& jobs, absl::Time now) {
       // preemption), and the new run is asked for anew.
       if (t.request > 0 && !t.released) t.to_release.push_back(t.request);
       std::vector<int64_t> to_release = std::move(t.to_release);
+      const bool in_flight = t.in_flight;  // The earlier run's action, still out.
       t = Tracked{};
       t.to_release = std::move(to_release);
+      t.in_flight = in_flight;
     }
     t.job = job;
     t.listed = true;
@@ -263,9 +265,9 @@ absl::StatusOr<Ask> Bridge::AskFor(const SlurmJob& job) const {
     if (model == options_.gpu_types.end()) {
       std::vector<std::string> known;
       for (const auto& [type, m] : options_.gpu_types) known.push_back(type);
-      return absl::InvalidArgumentError(absl::StrCat("GPU type '", job.gpus.type,
-                                                     "' is not one Arbiter knows (known: ",
-                                                     absl::StrJoin(known, ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPU type '", job.gpus.type,
+                       "' is not one Arbiter knows (known: ", absl::StrJoin(known, ", "), ")"));
     }
     ask.gpu_model = model->second;
   }
@@ -281,8 +283,8 @@ absl::StatusOr<Ask> Bridge::AskFor(const SlurmJob& job) const {
   ask.gpus_per_member = job.gpus.per_node;
   ask.preemptible = !options_.preemptible_qos.empty() && job.qos == options_.preemptible_qos;
   ask.duration_seconds = std::min(job.time_limit_minutes * 60, kMaxDurationSeconds);
-  ask.description = Truncated(absl::StrCat("slurm job ", job.id, " (", job.name, ") of ", job.user),
-                              256);
+  ask.description =
+      Truncated(absl::StrCat("slurm job ", job.id, " (", job.name, ") of ", job.user), 256);
   return ask;
 }
 
@@ -290,8 +292,14 @@ void Bridge::Done(const Action& action, const Outcome& outcome, absl::Time now) 
   auto it = tracked_.find(action.job);
   if (it == tracked_.end()) return;
   Tracked& t = it->second;
-  t.in_flight = false;
-  if (action.restart != t.job.restart_count) return;  // For an earlier run.
+  t.in_flight = false;  // This was the job's one action in flight.
+  if (action.restart != t.job.restart_count) {
+    // For an earlier run: a request it asked for is released.
+    if (action.kind == Action::kAsk && outcome.status.ok() && outcome.request.has_value()) {
+      t.to_release.push_back(outcome.request->id);
+    }
+    return;
+  }
   if (outcome.status.ok() && outcome.request.has_value() && outcome.request->id == t.request) {
     t.view = outcome.request;
   }
@@ -303,12 +311,12 @@ void Bridge::Done(const Action& action, const Outcome& outcome, absl::Time now) 
         t.view = outcome.request;
         t.trouble.clear();
       } else if (Permanent(outcome.status)) {
-        t.refusal = Truncated(absl::StrCat("arbiter: refused: ", outcome.status.message()),
-                              kMaxComment);
+        t.refusal =
+            Truncated(absl::StrCat("arbiter: refused: ", outcome.status.message()), kMaxComment);
       } else {
-        t.trouble = Truncated(absl::StrCat("arbiter: held: Arbiter did not answer (",
-                                           outcome.status.message(), ")"),
-                              kMaxComment);
+        t.trouble = Truncated(
+            absl::StrCat("arbiter: held: Arbiter did not answer (", outcome.status.message(), ")"),
+            kMaxComment);
       }
       break;
     case Action::kLookup:

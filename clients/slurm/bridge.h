@@ -48,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "clients/slurm/jobs.h"
 
 namespace arbiter::slurm {
@@ -77,7 +78,7 @@ struct RequestView {
   std::string state;  // REQUEST_STATE_... without the prefix, e.g. "QUEUED".
   std::string reason_code;
   std::string reason;
-  std::vector<std::string> nodes;  // One per member, when placed.
+  std::vector<std::string> nodes;                // One per member, when placed.
   absl::Time deadline = absl::InfiniteFuture();  // kPreempting.
 };
 
@@ -111,9 +112,9 @@ struct Action {
   int64_t job = 0;
   int32_t restart = 0;
   int64_t request = 0;
-  bool requeueable = false;  // kRequeue.
-  Ask ask;                   // kAsk.
-  std::string holder;        // kAdmit, kRenew.
+  bool requeueable = false;        // kRequeue.
+  Ask ask;                         // kAsk.
+  std::string holder;              // kAdmit, kRenew.
   std::vector<std::string> nodes;  // kAdmit: distinct, in member order.
   std::string text;                // kShow, kCancel, kRequeue.
 
@@ -156,7 +157,7 @@ class Bridge {
     bool signalled = false;
     bool finished = false;  // Cancelled or requeued by this bridge.
     bool in_flight = false;
-    absl::Time acted_at = absl::InfinitePast();   // The last ask, lookup or hold.
+    absl::Time acted_at = absl::InfinitePast();  // The last ask, lookup or hold.
     absl::Time renewed_at = absl::InfinitePast();
     std::string shown;  // The comment last written.
     // Why Arbiter will never admit the job as it is (its comment, then it

@@ -1,17 +1,16 @@
 #include "clients/slurm/command.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace arbiter::slurm {
 namespace {
@@ -75,8 +74,18 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
   }
   close(out_pipe[0]);
   close(err_pipe[0]);
+  // A command may close its output and go on running: it is waited for
+  // until the deadline too.
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (true) {
+    const pid_t done = waitpid(pid, &status, timed_out ? 0 : WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (done == 0 && absl::Now() >= deadline) {
+      timed_out = true;
+      kill(pid, SIGKILL);
+    } else if (done == 0) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
   }
   if (timed_out) {
     return absl::DeadlineExceededError(
@@ -84,11 +93,11 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
-    return absl::UnavailableError(absl::StrCat(
-        command, ": ",
-        WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
-                          : absl::StrCat("signal ", WTERMSIG(status)),
-        err.empty() ? "" : ": ", err));
+    return absl::UnavailableError(absl::StrCat(command, ": ",
+                                               WIFEXITED(status)
+                                                   ? absl::StrCat("exit ", WEXITSTATUS(status))
+                                                   : absl::StrCat("signal ", WTERMSIG(status)),
+                                               err.empty() ? "" : ": ", err));
   }
   return out;
 }

@@ -104,16 +104,20 @@ absl::StatusOr<std::vector<std::string>> ExpandHostList(absl::string_view list) 
     absl::string_view prefix = item.substr(0, open);
     absl::string_view ranges = item.substr(open + 1, close - open - 1);
     absl::string_view suffix = item.substr(close + 1);
+    if (suffix.find('[') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host list '", list, "': one bracketed range per name"));
+    }
     for (absl::string_view range : absl::StrSplit(ranges, ',')) {
-      std::pair<absl::string_view, absl::string_view> ends = absl::StrSplit(range, '-');
-      if (ends.second.empty()) ends.second = ends.first;
+      std::vector<absl::string_view> ends = absl::StrSplit(range, '-');
+      if (ends.size() == 1) ends.push_back(ends[0]);
       int64_t from = 0, to = 0;
-      if (!absl::SimpleAtoi(ends.first, &from) || !absl::SimpleAtoi(ends.second, &to) ||
-          from > to || to - from > 100000) {
+      if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &from) ||
+          !absl::SimpleAtoi(ends[1], &to) || from > to || to - from > 100000) {
         return absl::InvalidArgumentError(
             absl::StrCat("host list '", list, "': bad range '", range, "'"));
       }
-      const size_t width = ends.first.size();
+      const size_t width = ends[0].size();
       for (int64_t n = from; n <= to; ++n) {
         std::string number = absl::StrCat(n);
         if (number.size() < width) number.insert(0, width - number.size(), '0');
@@ -147,9 +151,9 @@ bool SlurmJob::Active() const {
 }
 
 bool SlurmJob::Ended() const {
-  static const std::set<std::string>* ended = new std::set<std::string>{
-      "COMPLETED", "FAILED",        "CANCELLED", "TIMEOUT",  "NODE_FAIL",
-      "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED"};
+  static const std::set<std::string>* ended =
+      new std::set<std::string>{"COMPLETED", "FAILED",        "CANCELLED", "TIMEOUT",  "NODE_FAIL",
+                                "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED"};
   return ended->count(state) > 0;
 }
 
@@ -187,7 +191,8 @@ absl::StatusOr<std::vector<SlurmJob>> ParseSqueueJson(absl::string_view text) {
       if (!other.ok() || other->any) job.gpus_not_per_node = true;
     }
     absl::StatusOr<std::vector<std::string>> nodes = ExpandHostList(Text(j, "nodes"));
-    if (!nodes.ok()) return absl::InvalidArgumentError(where + std::string(nodes.status().message()));
+    if (!nodes.ok())
+      return absl::InvalidArgumentError(where + std::string(nodes.status().message()));
     job.node_list = *std::move(nodes);
     jobs.push_back(std::move(job));
   }

@@ -54,8 +54,8 @@ struct SlurmJob {
   std::string comment;
   std::string admin_comment;
   int32_t restart_count = 0;
-  bool requeue = false;  // May be requeued.
-  int64_t time_limit_minutes = 0;  // 0: none.
+  bool requeue = false;                // May be requeued.
+  int64_t time_limit_minutes = 0;      // 0: none.
   std::vector<std::string> node_list;  // Where it runs (running jobs).
 
   // Running, or about to (CONFIGURING), or ending (COMPLETING): its

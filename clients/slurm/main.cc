@@ -8,9 +8,6 @@
 // a job it has not admitted stays held. Every --sync-every it writes the
 // job_submit plugin's policy (teams, GPU types) and adds Arbiter's teams as
 // Slurm accounts.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -29,6 +26,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
@@ -199,8 +198,8 @@ class Actor {
       case slurm::Action::kRequeue:
         out.status = Slurm({"scontrol", "update", "JobId=" + job, "Comment=" + a.text});
         if (out.status.ok()) {
-          out.status = a.requeueable ? Slurm({"scontrol", "requeuehold", job})
-                                     : Slurm({"scancel", job});
+          out.status =
+              a.requeueable ? Slurm({"scontrol", "requeuehold", job}) : Slurm({"scancel", job});
         }
         break;
       case slurm::Action::kCancel:
@@ -216,9 +215,9 @@ class Actor {
   // tries again.
   void Sync(bool accounts, uid_t bridge_uid) {
     v1::ListTeamsResponse teams;
-    const absl::Status listed = Call(
-        v1::GovernanceService::NewStub(leader_.Get())
-            ->ListTeams(Context().get(), v1::ListTeamsRequest(), &teams));
+    const absl::Status listed =
+        Call(v1::GovernanceService::NewStub(leader_.Get())
+                 ->ListTeams(Context().get(), v1::ListTeamsRequest(), &teams));
     if (!listed.ok()) {
       Log(absl::StrCat("sync: listing teams: ", listed.ToString()));
       return;
@@ -229,9 +228,8 @@ class Actor {
     }
     if (!options_.policy_file.empty()) WritePolicy(names, bridge_uid);
     if (!accounts) return;
-    absl::StatusOr<std::string> existing =
-        slurm::RunCommand({"sacctmgr", "--noheader", "--parsable2", "list", "account",
-                           "format=account"});
+    absl::StatusOr<std::string> existing = slurm::RunCommand(
+        {"sacctmgr", "--noheader", "--parsable2", "list", "account", "format=account"});
     if (!existing.ok()) {
       Log(absl::StrCat("sync: listing accounts: ", existing.status().ToString()));
       return;
@@ -355,8 +353,7 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", o.cert_file,
                  "this bridge's certificate (PEM): team_member of the Slurm teams");
   app.add_option("--tls-key", o.key_file, "this bridge's private key (PEM)");
-  app.add_option("--cluster", o.cluster, "the Arbiter cluster the Slurm nodes are in")
-      ->required();
+  app.add_option("--cluster", o.cluster, "the Arbiter cluster the Slurm nodes are in")->required();
   app.add_option("--gpu-type", o.gpu_types,
                  "a Slurm GRES type and the Arbiter GPU model it is, TYPE=MODEL (repeat)");
   app.add_option("--partition-pool", o.partition_pools,

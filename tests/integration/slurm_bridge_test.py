@@ -29,8 +29,9 @@ import subprocess
 import sys
 import time
 
-SOURCE = sys.argv[3]
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "slurm"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
 from live_arbiterd import LiveArbiterd  # noqa: E402
 from slurm_cluster import BRIDGE_USER, JOB_USER, ROOT, SlurmCluster, as_user  # noqa: E402
 
@@ -93,12 +94,12 @@ class Arbiter:
 class Bridge:
     """arbiter-slurm as a Slurm operator, restartable."""
 
-    def __init__(self, binary, cluster, endpoint):
+    def __init__(self, binary, cluster, endpoint, poll_every="300ms"):
         self.argv = as_user(BRIDGE_USER, [
             binary, "--endpoint", endpoint, "--cluster", CLUSTER,
             "--gpu-type", "h100=H100-80GB", "--gpu-type", "a100=A100-80GB",
             "--policy-file", cluster.path("etc", "arbiter-policy.lua"),
-            "--poll-every", "300ms", "--renew-every", "1s", "--retry-every", "500ms",
+            "--poll-every", poll_every, "--renew-every", "1s", "--retry-every", "500ms",
             "--sync-every", "2s"])
         self.env = cluster.env
         self.log = open(cluster.path("log", "arbiter-slurm.log"), "a")
