@@ -35,6 +35,7 @@
 #include "clients/slurm/bridge.h"
 #include "clients/slurm/command.h"
 #include "clients/slurm/jobs.h"
+#include "clients/slurm/limits.h"
 
 namespace {
 
@@ -47,6 +48,7 @@ void OnSignal(int) { g_stop.store(true); }
 
 struct Options {
   std::string endpoint = "127.0.0.1:50051";
+  std::map<std::string, std::string> gpu_type_map, partition_pools_map;
   std::string ca_file, cert_file, key_file;
   std::string cluster;
   std::vector<std::string> gpu_types, partition_pools;
@@ -245,6 +247,60 @@ class Actor {
                  "Description=Arbiter team " + name, "Organization=arbiter"});
       Log(absl::StrCat("sync: account ", name, ": ", added.ok() ? "added" : added.ToString()));
     }
+    SyncLimits(names);
+  }
+
+  // Sets each team account's GrpTRES to what Arbiter's quotas in the
+  // cluster's pools allow it (clients/slurm/limits.h).
+  void SyncLimits(const std::vector<std::string>& teams) {
+    v1::ListQuotasResponse quotas;
+    const absl::Status listed =
+        Call(v1::GovernanceService::NewStub(leader_.Get())
+                 ->ListQuotas(Context().get(), v1::ListQuotasRequest(), &quotas));
+    absl::StatusOr<std::string> partitions =
+        slurm::RunCommand({"sinfo", "--noheader", "--format=%R"});
+    absl::StatusOr<std::string> associations =
+        slurm::RunCommand({"sacctmgr", "--noheader", "--parsable2", "show", "association",
+                           "format=account,user,grptres"});
+    if (!listed.ok() || !partitions.ok() || !associations.ok()) {
+      Log(absl::StrCat("sync: limits: ", !listed.ok()       ? listed.ToString()
+                                         : !partitions.ok() ? partitions.status().ToString()
+                                                            : associations.status().ToString()));
+      return;
+    }
+    std::set<std::string> pools;
+    for (absl::string_view p : absl::StrSplit(*partitions, '\n', absl::SkipWhitespace())) {
+      const std::string partition(absl::StripAsciiWhitespace(p));
+      auto mapped = options_.partition_pools_map.find(partition);
+      pools.insert(mapped == options_.partition_pools_map.end() ? partition : mapped->second);
+    }
+    std::map<std::string, std::string> model_types;
+    for (const auto& [type, model] : options_.gpu_type_map) model_types[model] = type;
+    std::vector<slurm::QuotaLine> lines;
+    for (const v1::QuotaUsage& u : quotas.quotas()) {
+      const v1::Quota& q = u.quota();
+      slurm::QuotaLine line{q.team(), q.pool(), q.gpu_model(), q.nominal_milli(), std::nullopt};
+      if (q.has_borrowing_limit_milli()) line.borrowing_limit_milli = q.borrowing_limit_milli();
+      lines.push_back(line);
+    }
+    const std::map<std::string, slurm::TresLimits> wanted =
+        slurm::GrpTresFor(lines, pools, model_types);
+    std::map<std::string, slurm::TresLimits> current;
+    for (absl::string_view line : absl::StrSplit(*associations, '\n', absl::SkipWhitespace())) {
+      std::vector<std::string> f = absl::StrSplit(line, '|');
+      if (f.size() == 3 && f[1].empty()) current[f[0]] = slurm::ParseTres(f[2]);
+    }
+    for (const std::string& team : teams) {
+      if (current.count(team) == 0) continue;  // No account (yet).
+      auto w = wanted.find(team);
+      const std::string change =
+          slurm::TresChange(current[team], w == wanted.end() ? slurm::TresLimits{} : w->second);
+      if (change.empty()) continue;
+      const absl::Status set = Slurm({"sacctmgr", "--immediate", "modify", "account", "where",
+                                      "name=" + team, "set", "GrpTRES=" + change});
+      Log(absl::StrCat("sync: account ", team, " GrpTRES=", change, ": ",
+                       set.ok() ? "set" : set.ToString()));
+    }
   }
 
  private:
@@ -399,6 +455,8 @@ int main(int argc, char** argv) {
       !ParsePairs("partition-pool", o.partition_pools, &options.partition_pools)) {
     return 2;
   }
+  o.gpu_type_map = options.gpu_types;
+  o.partition_pools_map = options.partition_pools;
   v1::WorkloadClass workload_class;
   if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(o.workload_class),
                                &workload_class) ||

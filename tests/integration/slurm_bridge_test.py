@@ -3,6 +3,8 @@
 munged, MariaDB, slurmdbd, slurmctld, two slurmd) and a live arbiterd, with
 deploy/slurm/job_submit.lua installed. Checked, with exact outcomes:
   - a job without GPUs runs untouched;
+  - the teams become Slurm accounts, and their quotas the accounts' GrpTRES,
+    following a quota change;
   - refused at submission, with a message: an account that is no Arbiter
     team, a GPU type Arbiter does not know, GPUs asked per job;
   - quota: of two teams' jobs beyond their quotas, those within run, pinned
@@ -65,7 +67,7 @@ class Arbiter:
                                      timeout=10)
         self.inventory.CreatePool(inv.CreatePoolRequest(pool=t.Pool(
             name="gpu", latency_class=t.LATENCY_CLASS_BATCH, claim_deadline_seconds=120,
-            lease_seconds=6, reclaim_grace_seconds=4)), timeout=10)
+            lease_seconds=20, reclaim_grace_seconds=4)), timeout=10)
         for name, model in (("n1", "H100-80GB"), ("n2", "A100-80GB")):
             self.inventory.RegisterNode(inv.RegisterNodeRequest(node=t.Node(
                 cluster=CLUSTER, name=name, pool="gpu", cpu_milli=16000, memory_mib=64000,
@@ -137,6 +139,22 @@ def check_refusals(c):
     job = c.submit(["--account=research", "--wrap", "true"])
     done = wait_for("the CPU job", lambda: c.jobs()[job]["job_state"] == "COMPLETED" and c.jobs()[job])
     assert done["comment"] == "" and done["admin_comment"] == "", done
+
+
+def grp_tres(c, account):
+    out = c.operator(["sacctmgr", "-nP", "show", "association", f"account={account}",
+                      "format=user,grptres"]).stdout
+    return next((line.split("|")[1] for line in out.splitlines() if line.startswith("|")), None)
+
+
+def check_limits(c, a):
+    # Pool-wide quotas: nominal plus borrowing limit, in whole GPUs.
+    wait_for("research's limit", lambda: grp_tres(c, "research") == "gres/gpu=4")
+    wait_for("vision's limit", lambda: grp_tres(c, "vision") == "gres/gpu=8")
+    a.quota("research", 6000)
+    wait_for("research's new limit", lambda: grp_tres(c, "research") == "gres/gpu=6")
+    a.quota("research", 4000)
+    wait_for("research's limit again", lambda: grp_tres(c, "research") == "gres/gpu=4")
 
 
 def check_quota_and_end(c, a, holder):
@@ -212,6 +230,11 @@ def check_bridge_kill_and_slurmctld_restart(c, a, bridge):
     jobs = [c.submit(["--account=research", "--gres=gpu:h100:2", "--wrap", "sleep 8"])
             for _ in range(3)]
     wait_for("two running", lambda: sum(c.jobs()[j]["job_state"] == "RUNNING" for j in jobs) == 2)
+    # Slurm 22.05 refuses updates to a job whose accounting record slurmdbd
+    # has not yet indexed when slurmctld restarts ("the DB index is being
+    # set"), for as long as it stays held: the restart comes once slurmdbd
+    # knows the jobs, as it would in a run (docs/slurm.md).
+    wait_for("slurmdbd's records", lambda: len(c.sacct(jobs)) == 3)
     bridge.kill9()
     c.stop_slurmctld()
     c.start_slurmctld()
@@ -264,6 +287,8 @@ def main():
                 holder = lambda job: f"slurm:{CLUSTER}/{job}"  # noqa: E731
                 check_refusals(c)
                 print("refusals: ok", flush=True)
+                check_limits(c, a)
+                print("accounts' limits: ok", flush=True)
                 check_quota_and_end(c, a, holder)
                 print("quota and job end: ok", flush=True)
                 check_reclaim(c, a)
