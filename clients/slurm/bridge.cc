@@ -187,7 +187,9 @@ std::optional<Action> Bridge::ForPending(Tracked& t, absl::Time now) const {
         a.text = comment;
         return a;
       }
-      return due ? std::optional<Action>(On(t, Action::kLookup)) : std::nullopt;
+      return now - t.acted_at >= options_.lookup_every
+                 ? std::optional<Action>(On(t, Action::kLookup))
+                 : std::nullopt;
     }
     case Phase::kAdmitted: {
       if (job.held) {

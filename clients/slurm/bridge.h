@@ -65,9 +65,13 @@ struct BridgeOptions {
   // Jobs in this QOS are preemptible (may borrow beyond quota).
   std::string preemptible_qos = "preemptible";
   absl::Duration renew_every = absl::Seconds(10);
-  // A waiting request (or an answer that failed) is looked at again this
-  // often.
+  // A failed call is retried, and a request the bridge has not seen yet
+  // (after its restart) is looked up, this often.
   absl::Duration retry_every = absl::Seconds(2);
+  // A waiting request is looked at again this often: its admission comes
+  // through the watch (AllocationChanged) at once; the lookup catches a
+  // denial or a new reason, and a watch that missed something.
+  absl::Duration lookup_every = absl::Seconds(10);
 };
 
 // What Arbiter says of a job's request.

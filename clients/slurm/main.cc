@@ -15,8 +15,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -55,6 +57,7 @@ struct Options {
   std::string preemptible_qos = "preemptible";
   std::string workload_class = "training";
   std::string poll_every = "1s", renew_every = "10s", retry_every = "2s", sync_every = "30s";
+  std::string lookup_every = "10s";
   std::string checkpoint_signal = "USR1";
   std::string policy_file;
   bool sync_accounts = true;
@@ -370,6 +373,48 @@ class Actor {
   std::string written_;
 };
 
+// Follows the cluster's admissions, preemption notices and endings on
+// arbiterd (WatchAllocations), so that a waiting job is released and a
+// preempted one signalled at once rather than at the next lookup or
+// renewal. From the current revision: what happened before is what the
+// lookups and renewals read.
+void WatchArbiter(clients::LeaderChannel& leader, const std::string& cluster, std::mutex& mu,
+                  slurm::Bridge& bridge) {
+  while (!g_stop.load()) {
+    auto stub = v1::AllocationService::NewStub(leader.Get());
+    grpc::ClientContext ctx;
+    v1::WatchAllocationsRequest req;
+    req.set_cluster(cluster);
+    for (v1::AllocationEventType type :
+         {v1::ALLOCATION_EVENT_TYPE_ADMITTED, v1::ALLOCATION_EVENT_TYPE_PREEMPTING,
+          v1::ALLOCATION_EVENT_TYPE_RELEASED, v1::ALLOCATION_EVENT_TYPE_PREEMPTED}) {
+      req.add_types(type);
+    }
+    std::atomic<bool> done{false};
+    std::thread canceller([&] {
+      while (!g_stop.load() && !done.load()) absl::SleepFor(absl::Milliseconds(200));
+      ctx.TryCancel();
+    });
+    auto reader = stub->WatchAllocations(&ctx, req);
+    v1::WatchAllocationsResponse event;
+    while (reader->Read(&event)) {
+      if (!event.has_request()) continue;  // A bookmark.
+      std::lock_guard<std::mutex> lock(mu);
+      bridge.AllocationChanged(ViewOf(event.request()));
+    }
+    const grpc::Status status = reader->Finish();
+    done.store(true);
+    canceller.join();
+    if (g_stop.load()) break;
+    if (leader.Follow(status)) {
+      Log("arbiterd watch: following the leader at " + leader.address());
+      continue;
+    }
+    if (!status.ok()) Log(absl::StrCat("arbiterd watch: ", status.error_message()));
+    absl::SleepFor(absl::Seconds(1));
+  }
+}
+
 bool ParseFlagDuration(const std::string& flag, const std::string& text, absl::Duration min,
                        absl::Duration* out) {
   if (!absl::ParseDuration(text, out) || *out < min || *out > absl::Hours(24)) {
@@ -427,6 +472,9 @@ int main(int argc, char** argv) {
   app.add_option("--retry-every", o.retry_every,
                  "look at a waiting request, or retry a failed call, this often")
       ->capture_default_str();
+  app.add_option("--lookup-every", o.lookup_every,
+                 "look at a waiting request this often (admissions come through the watch)")
+      ->capture_default_str();
   app.add_option("--sync-every", o.sync_every,
                  "write the policy file and add missing accounts this often")
       ->capture_default_str();
@@ -439,11 +487,12 @@ int main(int argc, char** argv) {
                "do not add Arbiter's teams as Slurm accounts (sacctmgr)");
   CLI11_PARSE(app, argc, argv);
 
-  absl::Duration poll_every, renew_every, retry_every, sync_every;
+  absl::Duration poll_every, renew_every, retry_every, sync_every, lookup_every;
   if (!ParseFlagDuration("poll-every", o.poll_every, absl::Milliseconds(100), &poll_every) ||
       !ParseFlagDuration("renew-every", o.renew_every, absl::Seconds(1), &renew_every) ||
       !ParseFlagDuration("retry-every", o.retry_every, absl::Milliseconds(100), &retry_every) ||
-      !ParseFlagDuration("sync-every", o.sync_every, absl::Seconds(1), &sync_every)) {
+      !ParseFlagDuration("sync-every", o.sync_every, absl::Seconds(1), &sync_every) ||
+      !ParseFlagDuration("lookup-every", o.lookup_every, absl::Milliseconds(100), &lookup_every)) {
     return 2;
   }
   slurm::BridgeOptions options;
@@ -451,6 +500,7 @@ int main(int argc, char** argv) {
   options.preemptible_qos = o.preemptible_qos;
   options.renew_every = renew_every;
   options.retry_every = retry_every;
+  options.lookup_every = lookup_every;
   if (!ParsePairs("gpu-type", o.gpu_types, &options.gpu_types) ||
       !ParsePairs("partition-pool", o.partition_pools, &options.partition_pools)) {
     return 2;
@@ -475,6 +525,8 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
 
   slurm::Bridge bridge(options);
+  std::mutex mu;  // Serialises the bridge's calls: the loop and the watch.
+  std::thread watch_thread([&] { WatchArbiter(leader, o.cluster, mu, bridge); });
   Actor actor(leader, o, workload_class);
   absl::Time synced_at = absl::InfinitePast();
   std::string last_error;
@@ -496,14 +548,20 @@ int main(int argc, char** argv) {
       last_error = error;
     } else {
       last_error.clear();
-      bridge.Jobs(*jobs, absl::Now());
-      for (const slurm::Action& a : bridge.Plan(absl::Now())) {
+      std::vector<slurm::Action> actions;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        bridge.Jobs(*jobs, absl::Now());
+        actions = bridge.Plan(absl::Now());
+      }
+      for (const slurm::Action& a : actions) {
         const slurm::Outcome outcome = actor.Do(a);
         if ((a.kind != slurm::Action::kRenew && a.kind != slurm::Action::kLookup) ||
             !outcome.status.ok()) {
           Log(absl::StrCat(a.Describe(), ": ",
                            outcome.status.ok() ? "done" : outcome.status.ToString()));
         }
+        std::lock_guard<std::mutex> lock(mu);
         bridge.Done(a, outcome, absl::Now());
       }
     }
@@ -511,6 +569,7 @@ int main(int argc, char** argv) {
       absl::SleepFor(std::min(absl::Milliseconds(50), poll_every));
     }
   }
+  watch_thread.join();
   Log("stopped");
   return 0;
 }

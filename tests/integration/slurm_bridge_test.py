@@ -102,6 +102,8 @@ class Bridge:
             "--gpu-type", "h100=H100-80GB", "--gpu-type", "a100=A100-80GB",
             "--policy-file", cluster.path("etc", "arbiter-policy.lua"),
             "--poll-every", poll_every, "--renew-every", "1s", "--retry-every", "500ms",
+            # Admissions of waiting jobs come through the watch.
+            "--lookup-every", "60s",
             "--sync-every", "2s"])
         self.env = cluster.env
         self.log = open(cluster.path("log", "arbiter-slurm.log"), "a")

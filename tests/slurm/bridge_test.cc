@@ -31,6 +31,7 @@ BridgeOptions Options() {
   o.preemptible_qos = "preemptible";
   o.renew_every = absl::Seconds(10);
   o.retry_every = absl::Seconds(2);
+  o.lookup_every = absl::Seconds(2);
   return o;
 }
 
@@ -251,7 +252,7 @@ TEST_F(BridgeTest, GpusAskedOtherThanPerNodeCancelTheJob) {
 }
 
 // While the request waits the job stays held, its comment showing Arbiter's
-// reason; the request is looked at again every retry_every; never admitted.
+// reason; the request is looked at again every lookup_every; never admitted.
 TEST_F(BridgeTest, AWaitingRequestIsShownAndLookedAtAgain) {
   bridge_.Jobs({HeldJob(7)}, At(0));
   bridge_.Done(One(At(0)), Answer(Waiting(42)), At(0));
@@ -281,6 +282,23 @@ TEST_F(BridgeTest, AWaitingRequestIsShownAndLookedAtAgain) {
   EXPECT_EQ(again.text, CommentFor(Waiting(42, "POOL_FULL")));
   bridge_.Done(again, Ok(), At(8));
   EXPECT_EQ(One(At(10)).kind, Action::kLookup);
+}
+
+// The watch brings the admission at once; lookups of a waiting request wait
+// for lookup_every, not retry_every.
+TEST_F(BridgeTest, TheWatchAdmitsWithoutWaitingForALookup) {
+  BridgeOptions o = Options();
+  o.lookup_every = absl::Seconds(30);
+  Bridge bridge(o);
+  bridge.Jobs({HeldJob(7)}, At(0));
+  bridge.Done(One(At(0), &bridge), Answer(Waiting(42)), At(0));
+  bridge.Done(One(At(0), &bridge), Ok(), At(0));  // Show.
+  EXPECT_TRUE(bridge.Plan(At(10)).empty());
+
+  bridge.AllocationChanged(Admitted(42, {"n1"}));
+  const Action admit = One(At(11), &bridge);
+  EXPECT_EQ(admit.kind, Action::kAdmit) << admit.Describe();
+  EXPECT_EQ(admit.nodes, std::vector<std::string>{"n1"});
 }
 
 TEST_F(BridgeTest, CommentForIsAtMost250Characters) {
