@@ -251,6 +251,54 @@ class Actor {
       Log(absl::StrCat("sync: account ", name, ": ", added.ok() ? "added" : added.ToString()));
     }
     SyncLimits(names);
+    SyncQos(names);
+  }
+
+  // The preemptible QOS exists, and every team account may use it: a job
+  // in it is asked for as preemptible (it may borrow beyond quota, and is
+  // what Arbiter reclaims first). Arbiter preempts; Slurm's own preemption
+  // stays off for it.
+  void SyncQos(const std::vector<std::string>& teams) {
+    const std::string& qos = options_.preemptible_qos;
+    if (qos.empty() || !LuaSafe(qos)) return;
+    absl::StatusOr<std::string> existing =
+        slurm::RunCommand({"sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=name"});
+    absl::StatusOr<std::string> associations =
+        slurm::RunCommand({"sacctmgr", "--noheader", "--parsable2", "show", "association",
+                           "format=account,user,qos"});
+    if (!existing.ok() || !associations.ok()) {
+      Log(absl::StrCat("sync: qos: ", !existing.ok() ? existing.status().ToString()
+                                                     : associations.status().ToString()));
+      return;
+    }
+    bool have = false;
+    for (absl::string_view line : absl::StrSplit(*existing, '\n', absl::SkipWhitespace())) {
+      have = have || absl::StripAsciiWhitespace(line) == qos;
+    }
+    if (!have) {
+      const absl::Status added =
+          Slurm({"sacctmgr", "--immediate", "add", "qos", qos,
+                 "Description=Arbiter: preemptible, may borrow beyond quota"});
+      Log(absl::StrCat("sync: qos ", qos, ": ", added.ok() ? "added" : added.ToString()));
+      if (!added.ok()) return;
+    }
+    std::map<std::string, std::set<std::string>> allowed;  // Account -> its QOS.
+    for (absl::string_view line : absl::StrSplit(*associations, '\n', absl::SkipWhitespace())) {
+      std::vector<std::string> f = absl::StrSplit(line, '|');
+      if (f.size() != 3 || !f[1].empty()) continue;
+      for (absl::string_view q : absl::StrSplit(f[2], ',', absl::SkipEmpty())) {
+        allowed[f[0]].insert(std::string(q));
+      }
+      allowed[f[0]];  // An account with no QOS listed.
+    }
+    for (const std::string& team : teams) {
+      auto it = allowed.find(team);
+      if (it == allowed.end() || it->second.count(qos) > 0) continue;
+      const absl::Status set = Slurm({"sacctmgr", "--immediate", "modify", "account", "where",
+                                      "name=" + team, "set", "QOS+=" + qos});
+      Log(absl::StrCat("sync: account ", team, " QOS+=", qos, ": ",
+                       set.ok() ? "set" : set.ToString()));
+    }
   }
 
   // Sets each team account's GrpTRES to what Arbiter's quotas in the

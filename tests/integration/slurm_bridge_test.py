@@ -3,8 +3,8 @@
 munged, MariaDB, slurmdbd, slurmctld, two slurmd) and a live arbiterd, with
 deploy/slurm/job_submit.lua installed. Checked, with exact outcomes:
   - a job without GPUs runs untouched;
-  - the teams become Slurm accounts, and their quotas the accounts' GrpTRES,
-    following a quota change;
+  - the teams become Slurm accounts that may use the preemptible QOS, and
+    their quotas the accounts' GrpTRES, following a quota change;
   - refused at submission, with a message: an account that is no Arbiter
     team, a GPU type Arbiter does not know, GPUs asked per job;
   - quota: of two teams' jobs beyond their quotas, those within run, pinned
@@ -143,10 +143,15 @@ def check_refusals(c):
     assert done["comment"] == "" and done["admin_comment"] == "", done
 
 
-def grp_tres(c, account):
+def association(c, account, field):
+    """A field of the account's own association (no user), or None."""
     out = c.operator(["sacctmgr", "-nP", "show", "association", f"account={account}",
-                      "format=user,grptres"]).stdout
+                      f"format=user,{field}"]).stdout
     return next((line.split("|")[1] for line in out.splitlines() if line.startswith("|")), None)
+
+
+def grp_tres(c, account):
+    return association(c, account, "grptres")
 
 
 def check_limits(c, a):
@@ -248,8 +253,13 @@ def check_bridge_kill_and_slurmctld_restart(c, a, bridge):
         wait_for(f"job {job} done", lambda: c.jobs()[job]["job_state"] == "COMPLETED", timeout=60)
         wait_for(f"job {job} released", lambda: a.state(request_of(c.jobs()[job])) ==
                  "REQUEST_STATE_RELEASED", timeout=20)
-    # Each job ran on its own request, admitted before it started.
+    # Each job ran on its own request, admitted before it started (Slurm
+    # records whole seconds).
     assert len({request_of(c.jobs()[j]) for j in jobs}) == 3
+    starts = {int(r["JobID"]): int(r["Start"]) for r in c.sacct(jobs, "JobID,Start")}
+    for job in jobs:
+        admitted = a.get(request_of(c.jobs()[job])).admitted_at.seconds
+        assert admitted <= starts[job] + 1, (job, admitted, starts[job])
 
 
 def check_arbiter_unreachable(c, a, live, bridge):
@@ -281,10 +291,11 @@ def main():
                 # The bridge adds the teams as accounts; the site puts its users in them.
                 wait_for("the accounts", lambda: "vision" in c.operator(
                     ["sacctmgr", "-nP", "list", "account", "format=account"]).stdout)
-                c.operator(["sacctmgr", "-i", "add", "qos", "preemptible"])
+                # ... and lets them use the preemptible QOS, which it creates.
                 for team in ("research", "vision"):
-                    c.operator(["sacctmgr", "-i", "add", "user", JOB_USER, f"account={team}",
-                                "qos=normal,preemptible"])
+                    wait_for(f"{team}'s QOS", lambda: "preemptible" in (
+                        association(c, team, "qos") or ""))
+                    c.operator(["sacctmgr", "-i", "add", "user", JOB_USER, f"account={team}"])
                 wait_for("the policy", lambda: os.path.exists(c.path("etc", "arbiter-policy.lua")))
                 holder = lambda job: f"slurm:{CLUSTER}/{job}"  # noqa: E731
                 check_refusals(c)

@@ -58,7 +58,8 @@ class SlurmCluster:
         self.extra_conf = extra_conf
         self.work = work or tempfile.mkdtemp(prefix="arbiter-slurm-")
         self.conf = os.path.join(self.work, "etc", "slurm.conf")
-        self.env = dict(os.environ, SLURM_CONF=self.conf)
+        # Times as Unix seconds in the client tools' output (sacct's Start).
+        self.env = dict(os.environ, SLURM_CONF=self.conf, SLURM_TIME_FORMAT="%s")
         self.procs = {}
 
     # Paths and commands.
