@@ -217,7 +217,7 @@ void Allocations::DenyRequest(const Caller& caller, int64_t id, std::string reas
       std::move(reply));
 }
 
-void Allocations::ReleaseAllocation(const Caller& caller, int64_t id,
+void Allocations::ReleaseAllocation(const Caller& caller, int64_t id, core::WorkloadRun run,
                                     Reply<core::CapacityRequest> reply) const {
   if (absl::Status access = ctx_.access->Check(caller, kRelease, Resource{kAnyTeam, ""});
       !access.ok()) {
@@ -225,14 +225,14 @@ void Allocations::ReleaseAllocation(const Caller& caller, int64_t id,
   }
   RunCommand<core::CapacityRequest>(
       ctx_, caller.actor(),
-      [access = ctx_.access, caller, id](
+      [access = ctx_.access, caller, id, run](
           core::State& state, absl::Time now,
           core::ChangeSet& changes) -> absl::StatusOr<core::CapacityRequest> {
         if (absl::Status on_team = CheckOnTeam(*access, caller, kRelease, state, id);
             !on_team.ok()) {
           return on_team;
         }
-        return core::ReleaseRequest(state, id, now, changes);
+        return core::ReleaseRequest(state, id, now, changes, run);
       },
       std::move(reply));
 }

@@ -52,10 +52,11 @@ class Allocations {
   void ApproveRequest(const Caller& caller, int64_t id, Reply<core::CapacityRequest> reply) const;
   void DenyRequest(const Caller& caller, int64_t id, std::string reason,
                    Reply<core::CapacityRequest> reply) const;
-  // Releases a live request of a team the caller acts for. Callers without
-  // any team role are refused before the request is looked up, so that they
-  // learn nothing about it.
-  void ReleaseAllocation(const Caller& caller, int64_t id,
+  // Releases a live request of a team the caller acts for, charged for
+  // `run` when its enforcer reports one (core::ReleaseRequest). Callers
+  // without any team role are refused before the request is looked up, so
+  // that they learn nothing about it.
+  void ReleaseAllocation(const Caller& caller, int64_t id, core::WorkloadRun run,
                          Reply<core::CapacityRequest> reply) const;
   // Claims members of an admitted allocation for `holder`, and renews the
   // leases `holder` holds on one (core::ClaimAllocation, core::RenewLease),

@@ -180,8 +180,11 @@ void ChargeBudget(State& state, CapacityRequest& request, absl::Time now) {
 // projection charged at admission becomes the cost actually incurred.
 void SettleCost(State& state, CapacityRequest& request, absl::Time now) {
   if (request.admitted_at == absl::InfinitePast()) return;
-  const int64_t actual =
-      PlacedCost(state, request.spec, request.placements, request.admitted_at, now);
+  // A reported run is what is charged (ReleaseRequest checked it).
+  const bool ran = request.run_started_at != absl::InfinitePast();
+  const int64_t actual = PlacedCost(state, request.spec, request.placements,
+                                    ran ? request.run_started_at : request.admitted_at,
+                                    ran ? request.run_ended_at : now);
   state.AddSpend(request.spec.team, MonthStart(request.admitted_at), actual - request.cost_micros);
   request.cost_micros = actual;
 }
@@ -915,8 +918,46 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   return RequestOutcome{std::move(request), /*replayed=*/false};
 }
 
+namespace {
+
+// Whether `run` may be charged for `request` released at `now`.
+absl::Status CheckRun(const CapacityRequest& request, const WorkloadRun& run, absl::Time now) {
+  const bool started = run.started != absl::InfinitePast();
+  const bool ended = run.ended != absl::InfinitePast();
+  if (!started && !ended) return absl::OkStatus();
+  if (!ended) {
+    return absl::InvalidArgumentError("workload_ended_at: required with workload_started_at");
+  }
+  if (!started) {
+    return absl::InvalidArgumentError("workload_started_at: required with workload_ended_at");
+  }
+  if (!HoldsCapacity(request.state) || request.admitted_at == absl::InfinitePast()) {
+    return absl::InvalidArgumentError(absl::StrCat("workload_started_at: request ", request.id,
+                                                   " holds no allocation to have run on"));
+  }
+  // Platforms record whole seconds: a second of slack at either end.
+  const absl::Duration slack = absl::Seconds(1);
+  if (run.ended < run.started) {
+    return absl::InvalidArgumentError("workload_ended_at: before workload_started_at");
+  }
+  if (run.started < request.admitted_at - slack) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workload_started_at: ", absl::FormatTime(run.started, absl::UTCTimeZone()),
+                     " is before request ", request.id, " was admitted (",
+                     absl::FormatTime(request.admitted_at, absl::UTCTimeZone()), ")"));
+  }
+  if (run.ended > now + slack) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workload_ended_at: ", absl::FormatTime(run.ended, absl::UTCTimeZone()),
+                     " is in the future"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::Time now,
-                                               ChangeSet& changes) {
+                                               ChangeSet& changes, const WorkloadRun& run) {
   if (id <= 0) return absl::InvalidArgumentError(absl::StrCat("id: must be > 0, got ", id));
   if (id >= state.next_request_id()) {
     return absl::NotFoundError(absl::StrCat("id: no request ", id));
@@ -927,6 +968,7 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
         absl::StrCat("id: request ", id, " holds nothing (already released, cancelled or denied)"));
   }
   CapacityRequest request = *live;
+  ARBITER_RETURN_IF_ERROR(CheckRun(request, run, now));
   // Cancelling a request that holds nothing (no placements, no claim, no
   // victims vacating for it) frees nothing another request waits for, so
   // the queue is re-decided only when something loosened the pool since
@@ -940,6 +982,10 @@ absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::T
       state.FindPool(pool)->queueing == QueueingPolicy::kStrict || HeadStale(state, pool, now);
   if (HoldsCapacity(request.state)) {
     for (const Placement& p : request.placements) state.ApplyPlacement(p, -1);
+    if (run.started != absl::InfinitePast()) {
+      request.run_started_at = run.started;
+      request.run_ended_at = run.ended;
+    }
     SettleCost(state, request, now);
     request.state = RequestState::kReleased;
   } else {

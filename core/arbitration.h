@@ -45,11 +45,16 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
                                                absl::Time now, ChangeSet& changes);
 
 // Releases an admitted or preempting request, or cancels a queued or
-// reserved one, then admits what now fits from the pool's queue.
-// Errors: INVALID_ARGUMENT (id <= 0), NOT_FOUND (no such request),
+// reserved one, then admits what now fits from the pool's queue. With a
+// reported `run`, the allocation is charged for the run (its cost, and its
+// held interval in chargeback: CapacityRequest::run_started_at).
+// Errors: INVALID_ARGUMENT (id <= 0; a run with one end only, for a request
+// that holds nothing, ending before it starts, starting more than a second
+// before the admission or ending more than a second after `now`: naming
+// workload_started_at or workload_ended_at), NOT_FOUND (no such request),
 // FAILED_PRECONDITION (already released, cancelled or denied).
 absl::StatusOr<CapacityRequest> ReleaseRequest(State& state, int64_t id, absl::Time now,
-                                               ChangeSet& changes);
+                                               ChangeSet& changes, const WorkloadRun& run = {});
 
 // Claims members of admitted allocation `id` for the workload `holder`
 // (docs/enforcement.md): `members` (empty: all of them). A member already

@@ -574,6 +574,13 @@ struct GpuHold {
 };
 
 // A request with its decision and current state.
+// A workload's run as its enforcer reports it at the release (both set,
+// or both InfinitePast: none reported).
+struct WorkloadRun {
+  absl::Time started = absl::InfinitePast();
+  absl::Time ended = absl::InfinitePast();
+};
+
 struct CapacityRequest {
   int64_t id = 0;
   CapacityRequestSpec spec;
@@ -604,6 +611,11 @@ struct CapacityRequest {
   // declared end, or for open-ended work to the end of the month), the cost
   // actually incurred once it ends. 0 without a price.
   int64_t cost_micros = 0;
+  // The workload's run as its enforcer reported it at the release (a Slurm
+  // job's start and end): the allocation is charged for it instead of
+  // admission to release. InfinitePast both when none was reported.
+  absl::Time run_started_at = absl::InfinitePast();
+  absl::Time run_ended_at = absl::InfinitePast();
   // The head of a backfill pool's queue (kQueued): when it is planned to
   // start, by the known ends of what holds the pool (InfiniteFuture: once
   // the GPUs in `holds`, held from now, drain of open-ended work), with

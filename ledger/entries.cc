@@ -146,6 +146,11 @@ struct EntryOf {
     if (!r.approvers.empty()) f.emplace_back("approvers", absl::StrJoin(r.approvers, ","));
     if (!r.reason.empty()) f.emplace_back("reason", r.reason);
     if (r.cost_micros != 0) f.emplace_back("cost_micros", absl::StrCat(r.cost_micros));
+    if (r.run_started_at != absl::InfinitePast()) {
+      // The workload's run its enforcer reported, which the cost is for.
+      f.emplace_back("run_started_us", absl::StrCat(absl::ToUnixMicros(r.run_started_at)));
+      f.emplace_back("run_ended_us", absl::StrCat(absl::ToUnixMicros(r.run_ended_at)));
+    }
     if (!r.claims.empty()) {
       std::vector<std::string> claims;
       for (const core::Claim& c : r.claims) claims.push_back(absl::StrCat(c.member, ":", c.holder));
@@ -293,6 +298,14 @@ absl::StatusOr<core::CapacityRequest> RequestAsOf(const core::CapacityRequest& s
   r.approvals = list("approvals");
   r.approvers = list("approvers");
   if (!absl::SimpleAtoi(field("cost_micros"), &r.cost_micros)) r.cost_micros = 0;
+  int64_t run_started_us = 0, run_ended_us = 0;
+  if (absl::SimpleAtoi(field("run_started_us"), &run_started_us) &&
+      absl::SimpleAtoi(field("run_ended_us"), &run_ended_us)) {
+    r.run_started_at = absl::FromUnixMicros(run_started_us);
+    r.run_ended_at = absl::FromUnixMicros(run_ended_us);
+  } else {
+    r.run_started_at = r.run_ended_at = absl::InfinitePast();
+  }
   int64_t deadline_us = 0;
   if (absl::SimpleAtoi(field("deadline_us"), &deadline_us) &&
       absl::SimpleAtoi(field("preempted_by"), &r.preempted_by)) {

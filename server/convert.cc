@@ -511,6 +511,10 @@ void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
     *claim->mutable_claimed_at() = TimestampOf(c.claimed_at);
     *claim->mutable_renewed_at() = TimestampOf(c.renewed_at);
   }
+  if (r.run_started_at != absl::InfinitePast()) {
+    *out->mutable_workload_started_at() = TimestampOf(r.run_started_at);
+    *out->mutable_workload_ended_at() = TimestampOf(r.run_ended_at);
+  }
   if (r.state == core::RequestState::kAdmitted && r.enforce_at != absl::InfiniteFuture()) {
     *out->mutable_enforce_at() = TimestampOf(r.enforce_at);
   }

@@ -43,6 +43,7 @@ std::string Action::Describe() const {
                                        "release", "hold",   "signal", "requeue", "cancel"};
   std::string out = absl::StrCat(kNames[kind], " job ", job);
   if (request > 0) absl::StrAppend(&out, " request ", request);
+  if (run_started > 0) absl::StrAppend(&out, " ran ", run_ended - run_started, " s");
   if (!nodes.empty()) absl::StrAppend(&out, " on ", absl::StrJoin(nodes, ","));
   if (!text.empty()) absl::StrAppend(&out, " (", text, ")");
   return out;
@@ -138,9 +139,15 @@ std::optional<Action> Bridge::Next(Tracked& t, absl::Time now) const {
   const bool allocation_live =
       t.request > 0 && !t.released && (!t.view || t.view->phase != Phase::kEnded);
   if (!t.listed || t.job.Ended()) {
-    // The job ended (or left squeue): its allocation is released.
-    if (allocation_live) return On(t, Action::kRelease);
-    return std::nullopt;
+    // The job ended (or left squeue): its allocation is released, charged
+    // for the run Slurm recorded when it has one.
+    if (!allocation_live) return std::nullopt;
+    Action a = On(t, Action::kRelease);
+    if (t.listed && !t.run_refused && t.job.start_time > 0 && t.job.end_time >= t.job.start_time) {
+      a.run_started = t.job.start_time;
+      a.run_ended = t.job.end_time;
+    }
+    return a;
   }
   if (t.finished) return std::nullopt;  // Slurm is cancelling or requeueing it.
   if (t.job.Pending()) return ForPending(t, now);
@@ -341,6 +348,10 @@ void Bridge::Done(const Action& action, const Outcome& outcome, absl::Time now) 
       if (absl::IsFailedPrecondition(outcome.status)) t.view.reset();  // Look it up.
       break;
     case Action::kRelease: {
+      if (action.run_started > 0 && absl::IsInvalidArgument(outcome.status)) {
+        t.run_refused = true;  // Released again, charged admission to release.
+        break;
+      }
       const bool gone = outcome.status.ok() || absl::IsFailedPrecondition(outcome.status) ||
                         absl::IsNotFound(outcome.status);
       if (!gone) break;

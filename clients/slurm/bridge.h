@@ -33,7 +33,10 @@
 //   - an allocation that ended in Arbiter while its job runs (its lease
 //     expired, its node failed, someone released it) requeues or cancels
 //     the job the same way;
-//   - a job that ended, or left squeue, releases its allocation.
+//   - a job that ended, or left squeue, releases its allocation; a job that
+//     ended reports its run (Slurm's start and end, as sacct has them), so
+//     that Arbiter charges the run. A release whose run Arbiter refuses (a
+//     clock far from arbiterd's) is made again without it.
 //
 // Thread-compatible.
 #pragma once
@@ -121,6 +124,9 @@ struct Action {
   std::string holder;              // kAdmit, kRenew.
   std::vector<std::string> nodes;  // kAdmit: distinct, in member order.
   std::string text;                // kShow, kCancel, kRequeue.
+  // kRelease: the job's run in Unix seconds, 0 when none is reported.
+  int64_t run_started = 0;
+  int64_t run_ended = 0;
 
   std::string Describe() const;
 };
@@ -159,7 +165,8 @@ class Bridge {
     bool claimed = false;   // Admitted by this bridge: claimed and released.
     bool released = false;  // The allocation was released by this bridge.
     bool signalled = false;
-    bool finished = false;  // Cancelled or requeued by this bridge.
+    bool run_refused = false;  // Arbiter refused the reported run.
+    bool finished = false;     // Cancelled or requeued by this bridge.
     bool in_flight = false;
     absl::Time acted_at = absl::InfinitePast();  // The last ask, lookup or hold.
     absl::Time renewed_at = absl::InfinitePast();

@@ -1,5 +1,6 @@
 #include "clients/slurm/jobs.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -181,6 +182,8 @@ absl::StatusOr<std::vector<SlurmJob>> ParseSqueueJson(absl::string_view text) {
     job.admin_comment = Text(j, "admin_comment");
     job.restart_count = static_cast<int32_t>(Number(j, "restart_cnt"));
     job.requeue = Field(j, "requeue").is_boolean() && j["requeue"].get<bool>();
+    job.start_time = std::max<int64_t>(0, Number(j, "start_time"));
+    job.end_time = std::max<int64_t>(0, Number(j, "end_time"));
     const int64_t limit = Number(j, "time_limit");
     job.time_limit_minutes = limit == kNoVal32 || limit == kInfinite32 ? 0 : limit;
     absl::StatusOr<GpuAsk> gpus = ParseGpuTres(Text(j, "tres_per_node"));

@@ -57,6 +57,10 @@ struct SlurmJob {
   bool requeue = false;                // May be requeued.
   int64_t time_limit_minutes = 0;      // 0: none.
   std::vector<std::string> node_list;  // Where it runs (running jobs).
+  // When its current (or last) run started and ended, in Unix seconds as
+  // Slurm records them (sacct's Start and End); 0 when not yet.
+  int64_t start_time = 0;
+  int64_t end_time = 0;
 
   // Running, or about to (CONFIGURING), or ending (COMPLETING): its
   // allocation is in use.

@@ -190,6 +190,10 @@ class Actor {
       case slurm::Action::kRelease: {
         v1::ReleaseAllocationRequest req;
         req.set_id(a.request);
+        if (a.run_started > 0) {
+          req.mutable_workload_started_at()->set_seconds(a.run_started);
+          req.mutable_workload_ended_at()->set_seconds(a.run_ended);
+        }
         v1::ReleaseAllocationResponse resp;
         out.status = Call(Alloc()->ReleaseAllocation(Context().get(), req, &resp));
         break;

@@ -105,6 +105,8 @@ core::CapacityRequest Persisted(const core::CapacityRequest& in) {
   r.approvers = ListColumn(in.approvers);
   r.approval_deadline = Micros(in.approval_deadline);
   r.cost_micros = in.cost_micros;
+  r.run_started_at = Micros(in.run_started_at);
+  r.run_ended_at = Micros(in.run_ended_at);
   for (const core::Claim& c : in.claims) {
     // As the row keeps it: renewals are not stored (core::GraceLeases).
     r.claims.push_back(core::Claim{c.member, c.holder, Micros(c.claimed_at), Micros(c.claimed_at)});
@@ -561,6 +563,8 @@ struct Applier {
       row.approval_deadline = p.approval_deadline;
       row.cost_micros = p.cost_micros;
       row.claims = Persisted(p).claims;
+      row.run_started_at = p.run_started_at;
+      row.run_ended_at = p.run_ended_at;
     }
     for (const auto& [key, p] : placements) {
       t.placements.try_emplace(key, PersistedPlacement(*p));  // ON CONFLICT DO NOTHING.
@@ -729,13 +733,22 @@ void SeedCatalog(Tables& t) {
   for (const core::GpuModel& m : models) t.gpu_models[m.name] = m;
 }
 
+// The interval an ended request is charged for: its reported run, or
+// admission to its end (kSelectHeldMembers' COALESCE).
+absl::Time ChargedFrom(const core::CapacityRequest& r) {
+  return r.run_started_at != absl::InfinitePast() ? r.run_started_at : r.admitted_at;
+}
+absl::Time ChargedUntil(const core::CapacityRequest& r) {
+  return r.run_started_at != absl::InfinitePast() ? r.run_ended_at : r.updated_at;
+}
+
 // Milli-GPU seconds of `p` held in [from, to) by request `r`
 // (kSelectClusterReserved; division truncates as PostgreSQL's does).
 int64_t HeldMilliSeconds(const core::CapacityRequest& r, const core::Placement& p, absl::Time from,
                          absl::Time to) {
-  const absl::Time end = std::min(Holds(r.state) ? to : r.updated_at, to);
-  const absl::Time start = std::max(r.admitted_at, from);
-  const int64_t micros = absl::ToUnixMicros(end) - absl::ToUnixMicros(start);
+  const absl::Time end = std::min(Holds(r.state) ? to : ChargedUntil(r), to);
+  const absl::Time start = std::max(ChargedFrom(r), from);
+  const int64_t micros = std::max<int64_t>(0, absl::ToUnixMicros(end) - absl::ToUnixMicros(start));
   return p.gpu_milli * static_cast<int64_t>(p.gpu_indices.size()) * micros / 1'000'000;
 }
 
@@ -1148,8 +1161,8 @@ std::vector<core::HeldMember> HeldMembers(const Tables& t, Held held) {
       m.exclusive = p.exclusive;
       m.preemptible = r.spec.preemptible;
       m.guaranteed = r.spec.guaranteed;
-      m.from = r.admitted_at;
-      m.until = Holds(r.state) ? absl::InfiniteFuture() : r.updated_at;
+      m.from = ChargedFrom(r);
+      m.until = Holds(r.state) ? absl::InfiniteFuture() : ChargedUntil(r);
       m.priority = r.spec.priority;
       out.push_back(std::move(m));
     }

@@ -64,10 +64,10 @@ void BatchWriter::Flush(pqxx::transaction_base& tx, int64_t fencing_epoch) {
 }
 
 void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
-  // Inserts: 46 columns (statements.cc), one array each.
-  std::vector<ArrayLiteral> ins(47);
-  // Updates: 14 columns.
-  std::vector<ArrayLiteral> upd(15);
+  // Inserts: 49 columns (statements.cc: the request columns), one array each.
+  std::vector<ArrayLiteral> ins(49);
+  // Updates: 16 columns after the id.
+  std::vector<ArrayLiteral> upd(17);
   for (int64_t id : order_) {
     const Request& w = requests_.at(id);
     const core::CapacityRequest& r = *w.last;
@@ -89,6 +89,8 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
       upd[c++].Add(rows::ToMicrosOrMin(r.approval_deadline));
       upd[c++].Add(r.cost_micros);
       upd[c++].Add(rows::FormatClaims(r.claims));
+      upd[c++].Add(rows::ToMicrosOrMin(r.run_started_at));
+      upd[c++].Add(rows::ToMicrosOrMin(r.run_ended_at));
       continue;
     }
     const core::MemberShape& shape = r.spec.shape;
@@ -141,6 +143,8 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
     ins[c++].Add(rows::ToMicrosOrMin(r.approval_deadline));
     ins[c++].Add(r.cost_micros);
     ins[c++].Add(rows::FormatClaims(r.claims));
+    ins[c++].Add(rows::ToMicrosOrMin(r.run_started_at));
+    ins[c++].Add(rows::ToMicrosOrMin(r.run_ended_at));
   }
   for (const ArrayLiteral& a : ins) params.push_back(a.Done());
   for (const ArrayLiteral& a : upd) params.push_back(a.Done());

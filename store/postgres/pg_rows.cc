@@ -98,6 +98,8 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": ", claims.status().message()));
   }
   r.claims = std::move(*claims);
+  r.run_started_at = FromMicrosOrMin(row[47].as<int64_t>());
+  r.run_ended_at = FromMicrosOrMin(row[48].as<int64_t>());
   if (r.state == core::RequestState::kUnspecified ||
       r.spec.workload_class == core::WorkloadClass::kUnspecified) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": unknown state or class"));

@@ -173,14 +173,15 @@ constexpr Statement kStatements[] = {
      "SELECT (extract(epoch FROM at) * 1000000)::bigint, node_id, gpu_index, mig_instance, "
      "mig_profile, interval_ms, util_milli, engine_active_milli, fb_used_mib, fb_free_mib, "
      "power_mw, pod, pod_namespace FROM gpu_samples WHERE at >= " TS(1) " AND at < " TS(2)},
-#define ARBITER_MEMBER_COLUMNS                                                        \
-  "SELECT r.id, p.member, r.team, r.pool, r.workload_class, "                         \
-  "COALESCE((SELECT g.model FROM gpus g WHERE g.node_id = p.node_id "                 \
-  "AND g.gpu_index = p.gpu_indices[1]), ''), p.node_id, p.gpu_indices, p.gpu_milli, " \
-  "p.gpu_memory_mib, p.mig_profile, p.exclusive, r.preemptible, r.guaranteed, "       \
-  "(extract(epoch FROM r.admitted_at) * 1000000)::bigint, "                           \
-  "CASE WHEN r.state IN ('admitted', 'preempting') THEN -9223372036854775808 "        \
-  "ELSE (extract(epoch FROM r.updated_at) * 1000000)::bigint END, r.priority "        \
+#define ARBITER_MEMBER_COLUMNS                                                           \
+  "SELECT r.id, p.member, r.team, r.pool, r.workload_class, "                            \
+  "COALESCE((SELECT g.model FROM gpus g WHERE g.node_id = p.node_id "                    \
+  "AND g.gpu_index = p.gpu_indices[1]), ''), p.node_id, p.gpu_indices, p.gpu_milli, "    \
+  "p.gpu_memory_mib, p.mig_profile, p.exclusive, r.preemptible, r.guaranteed, "          \
+  "(extract(epoch FROM COALESCE(r.run_started_at, r.admitted_at)) * 1000000)::bigint, "  \
+  "CASE WHEN r.state IN ('admitted', 'preempting') THEN -9223372036854775808 "           \
+  "ELSE (extract(epoch FROM COALESCE(r.run_ended_at, r.updated_at)) * 1000000)::bigint " \
+  "END, r.priority "                                                                     \
   "FROM requests r JOIN placements p ON p.request_id = r.id "
     // Members held at some time in [$1, $2): admitted, and not ended before
     // $1 (a request's last update is when it ended).
@@ -295,11 +296,12 @@ constexpr Statement kStatements[] = {
     // independently of the statements (a conservation check).
     {kSelectClusterReserved,
      "SELECT COALESCE(sum(p.gpu_milli * cardinality(p.gpu_indices) * "
-     "((extract(epoch FROM LEAST(CASE WHEN r.state IN ('admitted', 'preempting') THEN " TS(
+     "GREATEST(0, (extract(epoch FROM LEAST(CASE WHEN r.state IN ('admitted', 'preempting') "
+     "THEN " TS(
          2) " "
-            "ELSE r.updated_at END, " TS(
+            "ELSE COALESCE(r.run_ended_at, r.updated_at) END, " TS(
                 2) ")) * 1000000)::bigint - "
-                   "(extract(epoch FROM GREATEST(r.admitted_at, " TS(
+                   "(extract(epoch FROM GREATEST(COALESCE(r.run_started_at, r.admitted_at), " TS(
                        1) ")) * 1000000)::bigint) / 1000000), 0)::bigint "
                           "FROM requests r JOIN placements p ON p.request_id = r.id "
                           "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', "
@@ -476,13 +478,15 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                        {"approvers", T},
                                        {"approval_deadline", B, Value::kTimeOrNull},
                                        {"cost_micros", B},
-                                       {"claims", T}};
+                                       {"claims", T},
+                                       {"run_started_at", B, Value::kTimeOrNull},
+                                       {"run_ended_at", B, Value::kTimeOrNull}};
   // The columns a decision changes, after the id; typed as in `request`.
   std::vector<Column> request_update;
   for (absl::string_view name :
        {"id", "state", "reason_code", "reason", "updated_at", "admitted_at", "quota_model",
         "preempt_deadline", "preempted_by", "holds", "approvals", "approvers", "approval_deadline",
-        "cost_micros", "claims"}) {
+        "cost_micros", "claims", "run_started_at", "run_ended_at"}) {
     for (const Column& c : request) {
       if (name == c.name) request_update.push_back(c);
     }

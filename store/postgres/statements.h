@@ -24,7 +24,8 @@ namespace arbiter::store::sql {
   "checkpoint_interval_seconds, guaranteed, " ARBITER_MICROS_OR_MIN("start_at") ", "           \
   "duration_seconds, " ARBITER_MICROS_OR_MIN("admitted_at") ", quota_model, "                  \
   ARBITER_MICROS_OR_MIN("preempt_deadline") ", preempted_by, holds, approvals, approvers, "     \
-  ARBITER_MICROS_OR_MIN("approval_deadline") ", cost_micros, claims"
+  ARBITER_MICROS_OR_MIN("approval_deadline") ", cost_micros, claims, "                         \
+  ARBITER_MICROS_OR_MIN("run_started_at") ", " ARBITER_MICROS_OR_MIN("run_ended_at")
 #define ARBITER_PLACEMENT_COLUMNS                                                                \
   "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, " \
   "exclusive, mig_profile, mig_start, mig_new_layout, mig_layout_cleared"

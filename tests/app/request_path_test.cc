@@ -197,7 +197,7 @@ TEST_F(RequestPathTest, ReleaseFreesTheGpusAndIsLedgered) {
   ASSERT_EQ(held->request.state, core::RequestState::kAdmitted);
 
   Awaited<core::CapacityRequest> released;
-  app_->allocations().ReleaseAllocation(Developer(), held->request.id, released.reply());
+  app_->allocations().ReleaseAllocation(Developer(), held->request.id, {}, released.reply());
   absl::StatusOr<core::CapacityRequest> r = released.get();
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->state, core::RequestState::kReleased);
@@ -209,10 +209,10 @@ TEST_F(RequestPathTest, ReleaseFreesTheGpusAndIsLedgered) {
 
   // Releasing twice is refused, and a stranger may not release at all.
   Awaited<core::CapacityRequest> twice;
-  app_->allocations().ReleaseAllocation(Developer(), held->request.id, twice.reply());
+  app_->allocations().ReleaseAllocation(Developer(), held->request.id, {}, twice.reply());
   EXPECT_THAT(twice.get(), StatusIs(absl::StatusCode::kFailedPrecondition));
   Awaited<core::CapacityRequest> foreign;
-  app_->allocations().ReleaseAllocation(Stranger(), again->request.id, foreign.reply());
+  app_->allocations().ReleaseAllocation(Stranger(), again->request.id, {}, foreign.reply());
   EXPECT_THAT(foreign.get(), StatusIs(absl::StatusCode::kPermissionDenied));
 }
 

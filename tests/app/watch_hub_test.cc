@@ -189,7 +189,7 @@ class WatchHubTest : public ::testing::Test {
   void Release(int64_t id) {
     absl::StatusOr<core::CapacityRequest> r =
         Await<core::CapacityRequest>([&](Reply<core::CapacityRequest> reply) {
-          app_->allocations().ReleaseAllocation(Developer(), id, std::move(reply));
+          app_->allocations().ReleaseAllocation(Developer(), id, {}, std::move(reply));
         });
     EXPECT_THAT(r, IsOk());
   }

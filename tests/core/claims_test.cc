@@ -248,5 +248,86 @@ TEST(ClaimsTest, AnUnclaimedVictimVacatesAtItsDeadline) {
   EXPECT_EQ(s.FindLiveRequest(urgent.id)->state, RequestState::kAdmitted);
 }
 
+// An enforcer reports the workload's run at the release (a Slurm job's start
+// and end): the allocation is charged for the run, not from admission to
+// release, and the run is kept with the request.
+TEST(WorkloadRunTest, TheReleaseChargesTheReportedRun) {
+  State s = EnforcedState();
+  ChangeSet price;
+  ASSERT_THAT(SetPrice(s, Price{"H100-80GB", LatencyClass::kBatch, 3'600'000, kT0}, price),
+              IsOk());  // 1,000 micros a GPU-second.
+  const CapacityRequest r = Admit(s, "run", 2);
+  // Admitted at kT0; the job ran from +10 s to +70 s; released at +75 s.
+  const WorkloadRun run{kT0 + absl::Seconds(10), kT0 + absl::Seconds(70)};
+  ChangeSet ch;
+  absl::StatusOr<CapacityRequest> released =
+      ReleaseRequest(s, r.id, kT0 + absl::Seconds(75), ch, run);
+  ASSERT_THAT(released, IsOk());
+  EXPECT_EQ(released->state, RequestState::kReleased);
+  EXPECT_EQ(released->run_started_at, run.started);
+  EXPECT_EQ(released->run_ended_at, run.ended);
+  // 2 GPUs x 60 s at 1,000 micros a GPU-second.
+  EXPECT_EQ(released->cost_micros, 2 * 60 * 1000);
+
+  // Without a run: admission to release.
+  const CapacityRequest plain = Admit(s, "plain", 1, kT0 + absl::Seconds(100));
+  ChangeSet ch2;
+  absl::StatusOr<CapacityRequest> held = ReleaseRequest(s, plain.id, kT0 + absl::Seconds(130), ch2);
+  ASSERT_THAT(held, IsOk());
+  EXPECT_EQ(held->run_started_at, absl::InfinitePast());
+  EXPECT_EQ(held->cost_micros, 30 * 1000);
+}
+
+// A run that cannot have happened on the allocation is refused, naming the
+// field, and nothing changes: the allocation stays admitted.
+TEST(WorkloadRunTest, AnImpossibleRunIsRefusedAndNothingChanges) {
+  State s = EnforcedState();
+  const CapacityRequest r = Admit(s, "r", 1, kT0 + absl::Seconds(100));
+  const absl::Time now = kT0 + absl::Seconds(200);
+  struct Case {
+    WorkloadRun run;
+    const char* field;
+  };
+  const Case cases[] = {
+      {{kT0 + absl::Seconds(110), absl::InfinitePast()}, "workload_ended_at: required"},
+      {{absl::InfinitePast(), kT0 + absl::Seconds(110)}, "workload_started_at: required"},
+      {{kT0 + absl::Seconds(150), kT0 + absl::Seconds(140)}, "workload_ended_at: before"},
+      {{kT0 + absl::Seconds(98), kT0 + absl::Seconds(140)}, "workload_started_at: "},
+      {{kT0 + absl::Seconds(120), now + absl::Seconds(2)}, "workload_ended_at: "},
+  };
+  for (const Case& c : cases) {
+    ChangeSet ch;
+    EXPECT_THAT(ReleaseRequest(s, r.id, now, ch, c.run),
+                StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.field)))
+        << c.field;
+    EXPECT_TRUE(ch.empty());
+    EXPECT_EQ(s.FindLiveRequest(r.id)->state, RequestState::kAdmitted);
+  }
+  // A second of slack at each end: platforms record whole seconds.
+  ChangeSet ok;
+  EXPECT_THAT(ReleaseRequest(s, r.id, now, ok,
+                             WorkloadRun{kT0 + absl::Seconds(99.5), now + absl::Seconds(0.5)}),
+              IsOk());
+}
+
+// A request that never held capacity (a cancellation) has no run to report.
+TEST(WorkloadRunTest, ACancellationTakesNoRun) {
+  State s = EnforcedState();
+  (void)Admit(s, "all", 4);
+  CapacityRequestSpec spec = WholeSpec("waits", 1, 1);
+  spec.pool = "enforced";
+  spec.workload_class = WorkloadClass::kTraining;
+  ChangeSet ch;
+  absl::StatusOr<RequestOutcome> queued = RequestCapacity(s, spec, kT0, ch);
+  ASSERT_THAT(queued, IsOk());
+  ASSERT_EQ(queued->request.state, RequestState::kQueued);
+  ChangeSet cancel;
+  EXPECT_THAT(ReleaseRequest(s, queued->request.id, kT0 + absl::Seconds(5), cancel,
+                             WorkloadRun{kT0, kT0 + absl::Seconds(1)}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("holds no allocation to have run on")));
+  EXPECT_TRUE(cancel.empty());
+}
+
 }  // namespace
 }  // namespace arbiter::core

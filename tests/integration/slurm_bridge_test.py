@@ -20,7 +20,10 @@ deploy/slurm/job_submit.lua installed. Checked, with exact outcomes:
     is lost, no job runs unadmitted, and the bridge carries on from the
     requests recorded on the jobs;
   - arbiterd unreachable: a new GPU job stays held, its comment saying so,
-    and runs once arbiterd is back.
+    and runs once arbiterd is back;
+  - accounting: each job's allocation is charged for the run sacct reports
+    (its start and end), and a team's chargeback statement holds exactly
+    the GPU-seconds sacct reports for the team's jobs.
 
 Usage: slurm_bridge_test.py ARBITERD ARBITER_SLURM SOURCE_DIR
        (DSN from ARBITER_TEST_PG_DSN_FILE)
@@ -60,6 +63,7 @@ class Arbiter:
         self.allocation = alg.AllocationServiceStub(live.channel)
         self.governance = govg.GovernanceServiceStub(live.channel)
         self.inventory = invg.InventoryServiceStub(live.channel)
+        self.channel = live.channel
 
     def seed(self):
         t, inv, gov = self.t, self.inv, self.gov
@@ -274,11 +278,47 @@ def check_arbiter_unreachable(c, a, live, bridge):
     wait_for("the job's run", lambda: c.jobs()[job]["job_state"] == "COMPLETED", timeout=40)
 
 
+def check_accounting(c, a, since):
+    """Every research allocation is a Slurm job that ended: the team's
+    reserved GPU-seconds in its statement equal sacct's."""
+    from arbiter.v1 import chargeback_pb2 as cb, chargeback_pb2_grpc as cbg
+    out = c.operator(["sacct", "--noheader", "--parsable2", "--allocations",
+                      "--accounts=research",
+                      "--starttime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since)),
+                      "--format=JobID,ElapsedRaw,AllocTRES,Start,End,State"]).stdout
+    sacct_milli, jobs = 0, 0
+    for line in out.splitlines():
+        job, elapsed, tres, start, end, state = line.split("|")
+        gpus = dict(x.split("=") for x in tres.split(",") if "=" in x).get("gres/gpu")
+        if gpus is None:
+            continue  # The CPU-only job.
+        assert state == "COMPLETED", line
+        sacct_milli += int(elapsed) * int(gpus) * 1000
+        jobs += 1
+        r = a.get(request_of(c.jobs()[int(job)]))
+        assert (r.workload_started_at.seconds, r.workload_ended_at.seconds) == \
+            (int(start), int(end)), (line, r.workload_started_at, r.workload_ended_at)
+    assert jobs == 8, out
+    hour = 3600
+    period = cb.Period()
+    getattr(period, "from").FromSeconds(since // hour * hour)  # "from": a Python keyword.
+    period.to.FromSeconds((int(time.time()) // hour + 1) * hour)
+    stub = cbg.ChargebackServiceStub(a.channel)
+    report = stub.GetChargeback(cb.GetChargebackRequest(period=period, team="research"),
+                                timeout=20)
+    [statement] = [s for s in report.statements if s.team == "research"]
+    assert statement.reserved_milli_seconds == sacct_milli, (statement.reserved_milli_seconds,
+                                                             sacct_milli)
+    print(f"accounting: {jobs} jobs, {sacct_milli // 1000} GPU-seconds in sacct and in "
+          f"research's statement", flush=True)
+
+
 def main():
     arbiterd, binary = sys.argv[1], sys.argv[2]
     if ROOT:
         # The bridge runs as BRIDGE_USER: it must reach its binary.
         os.chmod(os.path.dirname(binary), 0o755)
+    started = int(time.time())
     with LiveArbiterd(arbiterd, SOURCE, "slurm") as live:
         a = Arbiter(live)
         a.seed()
@@ -310,6 +350,8 @@ def main():
                 print("bridge kill -9 and slurmctld restart: ok", flush=True)
                 check_arbiter_unreachable(c, a, live, bridge)
                 print("arbiterd unreachable: ok", flush=True)
+                check_accounting(c, a, started)
+                print("accounting: ok", flush=True)
             except BaseException:
                 subprocess.run(["tail", "-n", "60", c.path("log", "arbiter-slurm.log")])
                 raise

@@ -464,12 +464,36 @@ TEST_F(BridgeTest, ACompletedJobReleasesItsAllocationOnce) {
   }
 }
 
+// A job that ended reports its run as Slurm recorded it, which Arbiter
+// charges; a run Arbiter refuses (a clock far off) is released without it.
+TEST_F(BridgeTest, AnEndedJobReportsItsRunAndReleasesWithoutItIfRefused) {
+  const SlurmJob job = HeldJob(7);
+  AdmitAndRun(job, 42, At(0));
+  SlurmJob completed = Running(job);
+  completed.state = "COMPLETED";
+  completed.start_time = 1'800'000'001;
+  completed.end_time = 1'800'000'004;
+  bridge_.Jobs({completed}, At(5));
+  const Action release = One(At(5));
+  EXPECT_EQ(release.kind, Action::kRelease) << release.Describe();
+  EXPECT_EQ(release.run_started, 1'800'000'001);
+  EXPECT_EQ(release.run_ended, 1'800'000'004);
+  bridge_.Done(release, Error(absl::InvalidArgumentError("workload_started_at: ...")), At(5));
+  const Action again = One(At(5));
+  EXPECT_EQ(again.kind, Action::kRelease) << again.Describe();
+  EXPECT_EQ(again.run_started, 0);
+  bridge_.Done(again, Ok(), At(5));
+  Idle(At(6));
+}
+
+// A job gone from squeue has no run to report.
 TEST_F(BridgeTest, AJobThatLeavesSqueueIsReleasedThenForgotten) {
   AdmitAndRun(HeldJob(7), 42, At(0));
   bridge_.Jobs({}, At(5));
   const Action release = One(At(5));
   EXPECT_EQ(release.kind, Action::kRelease) << release.Describe();
   EXPECT_EQ(release.request, 42);
+  EXPECT_EQ(release.run_started, 0);
   EXPECT_EQ(bridge_.followed(), 1u);
   bridge_.Done(release, Ok(), At(5));
   Idle(At(6));

@@ -859,6 +859,33 @@ TEST_P(StoreContractTest, SamplesAreStoredOnceAndDroppedByDay) {
   EXPECT_THAT(store().DropSamplesBefore(day1 + absl::Hours(30)), IsOkAndHolds(0));
 }
 
+// A run reported at the release (docs/chargeback.md): kept with the request
+// and charged: the member's held interval is the run.
+TEST_P(StoreContractTest, AReportedRunIsKeptAndCharged) {
+  core::State s = Organisation(store());
+  auto a = Request(store(), s, WholeSpec("ran", 1, 2));
+  ASSERT_THAT(a, IsOk());
+  core::ChangeSet ch;
+  const core::WorkloadRun run{kT0 + absl::Seconds(30), kT0 + absl::Minutes(20)};
+  ASSERT_THAT(core::ReleaseRequest(s, a->id, kT0 + absl::Minutes(21), ch, run), IsOk());
+  ASSERT_THAT(store().Commit(ch), IsOk());
+
+  auto stored = store().GetRequest(a->id);
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_EQ(stored->run_started_at, run.started);
+  EXPECT_EQ(stored->run_ended_at, run.ended);
+  auto held = store().ListHeldMembers(kT0, kT0 + absl::Hours(1));
+  ASSERT_THAT(held, IsOk());
+  ASSERT_EQ(held->size(), 1u);
+  EXPECT_EQ((*held)[0].from, run.started);
+  EXPECT_EQ((*held)[0].until, run.ended);
+  // Two GPUs for the run's 1,170 s, and nothing of a window the run missed.
+  EXPECT_THAT(store().ClusterReservedMilliSeconds(kT0, kT0 + absl::Hours(1)),
+              IsOkAndHolds(2 * 1000 * 1170));
+  EXPECT_THAT(store().ClusterReservedMilliSeconds(kT0 + absl::Seconds(1230), kT0 + absl::Hours(1)),
+              IsOkAndHolds(0));
+}
+
 TEST_P(StoreContractTest, UsageRollsUpInSlices) {
   core::State s = Organisation(store());
   auto a = Request(store(), s, WholeSpec("a", 1, 2));
