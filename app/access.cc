@@ -11,6 +11,13 @@ absl::Status Access::Check(const Caller& caller, absl::string_view method,
   return status;
 }
 
+absl::Status Access::CheckEnforcer(const Caller& caller, absl::string_view method,
+                                   absl::string_view field) const {
+  absl::Status status = authz_->CheckEnforcer(caller, field);
+  if (!status.ok()) RecordRefusal(caller.principal, method, status);
+  return status;
+}
+
 void Access::RecordRefusal(const std::string& principal, absl::string_view method,
                            const absl::Status& status) const {
   // Recorded without holding up the answer.

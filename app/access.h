@@ -26,6 +26,9 @@ class Access {
   // Authorizer::Check), which is recorded. `method` is "Service.Method".
   [[nodiscard]] absl::Status Check(const Caller& caller, absl::string_view method,
                                    const Resource& resource) const;
+  // Authorizer::CheckEnforcer, with a refusal recorded against `method`.
+  [[nodiscard]] absl::Status CheckEnforcer(const Caller& caller, absl::string_view method,
+                                           absl::string_view field) const;
   // Records a refusal made after the access check (e.g. by the core: an
   // approver the authority rules do not name).
   void RecordRefusal(const std::string& principal, absl::string_view method,

@@ -223,6 +223,15 @@ void Allocations::ReleaseAllocation(const Caller& caller, int64_t id, core::Work
       !access.ok()) {
     return reply(access);
   }
+  // A reported run changes what the team is charged: enforcers only.
+  if (run.started != absl::InfinitePast() || run.ended != absl::InfinitePast()) {
+    if (absl::Status enforcer = ctx_.access->CheckEnforcer(
+            caller, kRelease,
+            run.started != absl::InfinitePast() ? "workload_started_at" : "workload_ended_at");
+        !enforcer.ok()) {
+      return reply(enforcer);
+    }
+  }
   RunCommand<core::CapacityRequest>(
       ctx_, caller.actor(),
       [access = ctx_.access, caller, id, run](

@@ -223,6 +223,28 @@ absl::Status Authorizer::Check(const Caller& caller, absl::string_view method,
       absl::StrCat(caller.principal, " has no role that allows ", what));
 }
 
+absl::Status Authorizer::CheckEnforcer(const Caller& caller, absl::string_view field) const {
+  if (caller.insecure) return absl::OkStatus();
+  if (caller.principal.empty()) {
+    return absl::UnauthenticatedError(
+        "a client certificate signed by the Arbiter CA is required for this call");
+  }
+  if (admins_.contains(caller.principal)) return absl::OkStatus();
+  absl::ReaderMutexLock lock(&mu_);
+  for (const core::RoleBinding& b : bindings_) {
+    const bool subject =
+        b.subject == caller.principal || (absl::StartsWith(b.subject, "group:") &&
+                                          std::find(caller.groups.begin(), caller.groups.end(),
+                                                    b.subject.substr(6)) != caller.groups.end());
+    if (!subject) continue;
+    if (b.role == Role::kAgent) return absl::OkStatus();
+    if (b.role == Role::kPlatformAdmin && b.scope_kind == ScopeKind::kOrg) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat(field, ": only an enforcer (the agent role) reports a workload's run; ",
+                   caller.principal, " has no agent role"));
+}
+
 std::vector<std::string> Authorizer::Methods() {
   std::vector<std::string> out;
   for (const Rule& r : Rules()) out.emplace_back(r.method);

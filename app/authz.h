@@ -71,6 +71,14 @@ class Authorizer {
   [[nodiscard]] absl::Status Check(const Caller& caller, absl::string_view method,
                                    const Resource& resource) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // OK when the caller is an enforcer: it holds the agent role at some
+  // scope, or is a platform admin (the server's --admin, or by binding), or
+  // the server is a plaintext development one. What only enforcers report,
+  // a workload's run (docs/enforcement.md), is checked with it:
+  // PERMISSION_DENIED naming `field` otherwise, UNAUTHENTICATED without an
+  // identity.
+  [[nodiscard]] absl::Status CheckEnforcer(const Caller& caller, absl::string_view field) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Every method in the table.
   static std::vector<std::string> Methods();
 

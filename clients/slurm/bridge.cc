@@ -106,7 +106,10 @@ std::vector<Action> Bridge::Plan(absl::Time now) {
       continue;
     }
     std::optional<Action> next = Next(t, now);
-    if (!next.has_value() && !t.listed) {
+    const bool allocation_live =
+        !t.to_release.empty() ||
+        (t.request > 0 && !t.released && (!t.view || t.view->phase != Phase::kEnded));
+    if (!next.has_value() && !t.listed && !allocation_live) {
       it = tracked_.erase(it);  // Gone from squeue, nothing left to do.
       continue;
     }
@@ -131,6 +134,8 @@ Action Bridge::On(const Tracked& t, Action::Kind kind) const {
 }
 
 std::optional<Action> Bridge::Next(Tracked& t, absl::Time now) const {
+  // A call that failed is not made again before retry_every.
+  if (now - t.failed_at < options_.retry_every) return std::nullopt;
   if (!t.to_release.empty()) {
     Action a = On(t, Action::kRelease);
     a.request = t.to_release.back();
@@ -143,7 +148,10 @@ std::optional<Action> Bridge::Next(Tracked& t, absl::Time now) const {
     // for the run Slurm recorded when it has one.
     if (!allocation_live) return std::nullopt;
     Action a = On(t, Action::kRelease);
-    if (t.listed && !t.run_refused && t.job.start_time > 0 && t.job.end_time >= t.job.start_time) {
+    // A job cancelled before it started has a start and an end too (both
+    // at the cancel), but no nodes: it did not run.
+    if (t.listed && !t.run_refused && !t.job.node_list.empty() && t.job.start_time > 0 &&
+        t.job.end_time >= t.job.start_time) {
       a.run_started = t.job.start_time;
       a.run_ended = t.job.end_time;
     }
@@ -245,13 +253,14 @@ std::optional<Action> Bridge::ForActive(Tracked& t, absl::Time now) const {
     case Phase::kAdmitted:
       return renew_due ? std::optional<Action>(On(t, Action::kRenew)) : std::nullopt;
     case Phase::kPreempting: {
-      if (!t.signalled) return On(t, Action::kSignal);
+      // The deadline first: a signal that keeps failing does not delay it.
       if (now >= view.deadline) {
         Action a = On(t, Action::kRequeue);
         a.text = absl::StrCat("arbiter: request ", view.id, " preempted",
                               view.reason.empty() ? "" : ": ", view.reason);
         return a;
       }
+      if (!t.signalled) return On(t, Action::kSignal);
       return renew_due ? std::optional<Action>(On(t, Action::kRenew)) : std::nullopt;
     }
     case Phase::kEnded: {
@@ -312,6 +321,16 @@ void Bridge::Done(const Action& action, const Outcome& outcome, absl::Time now) 
   if (outcome.status.ok() && outcome.request.has_value() && outcome.request->id == t.request) {
     t.view = outcome.request;
   }
+  // Calls whose retry has no pace of its own (asks, lookups, holds and
+  // admissions keep acted_at; renewals renewed_at) wait before the next.
+  const bool paced = action.kind == Action::kShow || action.kind == Action::kSignal ||
+                     action.kind == Action::kRequeue || action.kind == Action::kCancel ||
+                     (action.kind == Action::kRelease &&
+                      !(action.run_started > 0 && absl::IsInvalidArgument(outcome.status)));
+  if (paced && !outcome.status.ok() && !absl::IsFailedPrecondition(outcome.status) &&
+      !absl::IsNotFound(outcome.status)) {
+    t.failed_at = now;
+  }
   switch (action.kind) {
     case Action::kAsk:
       t.acted_at = now;
@@ -349,7 +368,7 @@ void Bridge::Done(const Action& action, const Outcome& outcome, absl::Time now) 
       break;
     case Action::kRelease: {
       if (action.run_started > 0 && absl::IsInvalidArgument(outcome.status)) {
-        t.run_refused = true;  // Released again, charged admission to release.
+        t.run_refused = true;  // Released again at once, charged admission to release.
         break;
       }
       const bool gone = outcome.status.ok() || absl::IsFailedPrecondition(outcome.status) ||

@@ -34,9 +34,11 @@
 //     expired, its node failed, someone released it) requeues or cancels
 //     the job the same way;
 //   - a job that ended, or left squeue, releases its allocation; a job that
-//     ended reports its run (Slurm's start and end, as sacct has them), so
-//     that Arbiter charges the run. A release whose run Arbiter refuses (a
-//     clock far from arbiterd's) is made again without it.
+//     ended after it ran (it had nodes) reports its run (Slurm's start and
+//     end, as sacct has them), so that Arbiter charges the run. A release
+//     whose run Arbiter refuses (a clock far from arbiterd's) is made again
+//     without it;
+//   - a call that failed is made again after retry_every, not sooner.
 //
 // Thread-compatible.
 #pragma once
@@ -170,7 +172,8 @@ class Bridge {
     bool in_flight = false;
     absl::Time acted_at = absl::InfinitePast();  // The last ask, lookup or hold.
     absl::Time renewed_at = absl::InfinitePast();
-    std::string shown;  // The comment last written.
+    absl::Time failed_at = absl::InfinitePast();  // The last failed show, release, ...
+    std::string shown;                            // The comment last written.
     // Why Arbiter will never admit the job as it is (its comment, then it
     // is cancelled); and why it is held for now (Arbiter unreachable).
     std::string refusal;

@@ -31,8 +31,9 @@ end
 local function gpu_of(tres)
   if tres == nil or tres == "" then return false end
   for item in string.gmatch(tres, "[^,]+") do
-    local name, rest = item:match("^gres[:/](gpu)[:=]?(.*)$")
-    if name ~= nil then
+    -- "gres:gpu" alone or followed by ':' or '=' ("gres:gpumem:..." is not).
+    local rest = item:match("^gres[:/]gpu$") and "" or item:match("^gres[:/]gpu[:=](.*)$")
+    if rest ~= nil then
       local gpu_type, count = rest:match("^([^:=]+)[:=](%d+)$")
       if gpu_type == nil then
         gpu_type, count = nil, rest:match("^(%d*)$")
@@ -77,17 +78,30 @@ end
 -- What a held or admitted GPU job's user may not change: what Arbiter
 -- decided on, and the hold itself. Operators (root, arbiter-slurm) may.
 local PINNED_TEXT = { "tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket",
-                      "account", "partition", "req_nodes", "comment" }
-local PINNED_NUMBER = { "min_nodes", "max_nodes", "priority" }
+                      "account", "partition", "req_nodes", "exc_nodes", "features",
+                      "dependency", "comment" }
+local PINNED_NUMBER = { "min_nodes", "max_nodes", "priority", "begin_time" }
 
 local function given(value)
   return value ~= nil and value ~= slurm.NO_VAL and value ~= slurm.NO_VAL64
 end
 
+local function asks_gpus(desc)
+  return gpu_of(desc.tres_per_node) or gpu_of(desc.tres_per_job) or
+         gpu_of(desc.tres_per_task) or gpu_of(desc.tres_per_socket)
+end
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-  if job_rec == nil or not gpu_of(job_rec.tres_per_node) then return slurm.SUCCESS end
   local policy = load_policy()
   if modify_uid == 0 or (policy ~= nil and modify_uid == policy.bridge_uid) then
+    return slurm.SUCCESS
+  end
+  if job_rec == nil then return slurm.SUCCESS end
+  if not gpu_of(job_rec.tres_per_node) then
+    -- A job gets GPUs at submission, where it is held; not by an update.
+    if asks_gpus(job_desc) then
+      return refuse("GPUs are asked for at submission (sbatch --gres=gpu:TYPE:N)")
+    end
     return slurm.SUCCESS
   end
   for _, field in ipairs(PINNED_TEXT) do

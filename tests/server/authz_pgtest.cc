@@ -764,7 +764,21 @@ TEST_F(AuthzTest, ReleasingAnotherTeamsAllocationIsDenied) {
   EXPECT_EQ(Unary(*foreign.allocation, &Alloc::ReleaseAllocation, release),
             Code::PERMISSION_DENIED);
   EXPECT_EQ(RowCounts(), before);
-  EXPECT_EQ(Unary(*member.allocation, &Alloc::ReleaseAllocation, release), Code::OK);
+  // A run reported with the release changes what the team is charged: only
+  // an enforcer (the agent role) reports one.
+  v1::ReleaseAllocationRequest with_run = release;
+  with_run.mutable_workload_started_at()->set_seconds(granted.request().admitted_at().seconds());
+  with_run.mutable_workload_ended_at()->set_seconds(granted.request().admitted_at().seconds());
+  EXPECT_EQ(Unary(*member.allocation, &Alloc::ReleaseAllocation, with_run),
+            Code::PERMISSION_DENIED);
+  EXPECT_EQ(RowCounts(), before);
+  v1::GrantRoleRequest agent;
+  agent.mutable_binding()->set_subject("spiffe://arbiter.local/agent");
+  agent.mutable_binding()->set_role(v1::ROLE_AGENT);
+  agent.mutable_binding()->set_scope_kind(v1::SCOPE_KIND_ORG);
+  EXPECT_EQ(Unary(*admin.governance, &Gov::GrantRole, agent), Code::OK);
+  Stubs enforcer = Connect("agent");
+  EXPECT_EQ(Unary(*enforcer.allocation, &Alloc::ReleaseAllocation, with_run), Code::OK);
   EXPECT_EQ(Unary(*member.allocation, &Alloc::ReleaseAllocation, release),
             Code::FAILED_PRECONDITION);
 }

@@ -486,6 +486,35 @@ TEST_F(BridgeTest, AnEndedJobReportsItsRunAndReleasesWithoutItIfRefused) {
   Idle(At(6));
 }
 
+// A job cancelled before it started (no nodes) reports no run, though Slurm
+// gives it a start and an end.
+TEST_F(BridgeTest, AJobCancelledBeforeItRanReportsNoRun) {
+  const SlurmJob job = HeldJob(7);
+  AdmitAndRun(job, 42, At(0));
+  SlurmJob cancelled = job;
+  cancelled.held = false;
+  cancelled.state = "CANCELLED";
+  cancelled.start_time = cancelled.end_time = 1'800'000'003;
+  cancelled.node_list.clear();
+  bridge_.Jobs({cancelled}, At(5));
+  const Action release = One(At(5));
+  EXPECT_EQ(release.kind, Action::kRelease) << release.Describe();
+  EXPECT_EQ(release.run_started, 0);
+}
+
+// A release that fails is made again after retry_every, not sooner, and the
+// job is not forgotten meanwhile though it left squeue.
+TEST_F(BridgeTest, AFailedReleaseIsRetriedAfterRetryEvery) {
+  AdmitAndRun(HeldJob(7), 42, At(0));
+  bridge_.Jobs({}, At(5));
+  const Action release = One(At(5));
+  bridge_.Done(release, Error(absl::UnavailableError("arbiterd down")), At(5));
+  Idle(At(6.9));
+  EXPECT_EQ(bridge_.followed(), 1u);
+  const Action again = One(At(7));
+  EXPECT_EQ(again.kind, Action::kRelease) << again.Describe();
+}
+
 // A job gone from squeue has no run to report.
 TEST_F(BridgeTest, AJobThatLeavesSqueueIsReleasedThenForgotten) {
   AdmitAndRun(HeldJob(7), 42, At(0));
@@ -505,11 +534,13 @@ TEST_F(BridgeTest, AJobThatLeavesSqueueIsReleasedThenForgotten) {
 TEST_F(BridgeTest, ARequeuedJobReleasesTheOldRequestThenAsksForTheNewRun) {
   const SlurmJob job = HeldJob(7);
   AdmitAndRun(job, 42, At(0));
-  bridge_.AllocationChanged(Preempting(42, At(1)));
-  bridge_.Done(One(At(1)), Ok(), At(1));  // Signal.
-  const Action requeue = One(At(1));
+  bridge_.AllocationChanged(Preempting(42, At(1.5)));
+  const Action signal = One(At(1));
+  ASSERT_EQ(signal.kind, Action::kSignal) << signal.Describe();
+  bridge_.Done(signal, Ok(), At(1));
+  const Action requeue = One(At(1.5));
   ASSERT_EQ(requeue.kind, Action::kRequeue) << requeue.Describe();
-  bridge_.Done(requeue, Ok(), At(1));
+  bridge_.Done(requeue, Ok(), At(1.5));
 
   SlurmJob requeued = HeldJob(7, /*restart=*/1);
   requeued.admin_comment = AdminCommentFor(42, 0);
@@ -527,6 +558,19 @@ TEST_F(BridgeTest, ARequeuedJobReleasesTheOldRequestThenAsksForTheNewRun) {
   const Action show = One(At(2));
   EXPECT_EQ(show.kind, Action::kShow) << show.Describe();
   EXPECT_EQ(show.request, 43);
+}
+
+// At the deadline the job is requeued even if its signal never went out.
+TEST_F(BridgeTest, TheDeadlineRequeuesEvenIfTheSignalKeepsFailing) {
+  AdmitAndRun(HeldJob(7), 42, At(0));
+  bridge_.AllocationChanged(Preempting(42, At(10)));
+  for (int s = 1; s < 10; s += 2) {
+    const Action signal = One(At(s));
+    ASSERT_EQ(signal.kind, Action::kSignal) << signal.Describe();
+    bridge_.Done(signal, Error(absl::UnavailableError("scancel failed")), At(s));
+  }
+  const Action requeue = One(At(11));
+  EXPECT_EQ(requeue.kind, Action::kRequeue) << requeue.Describe();
 }
 
 // A restarted bridge finds each job's request in its admin comment and
