@@ -31,6 +31,7 @@
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "clients/common/channel.h"
+#include "clients/common/watch.h"
 #include "clients/kube/controller.h"
 #include "clients/kube/dra_binder.h"
 #include "clients/kube/informer.h"
@@ -341,57 +342,31 @@ bool ListLive(clients::LeaderChannel& leader, std::vector<v1::CapacityRequest>& 
 // revision).
 void WatchArbiter(clients::LeaderChannel& leader, const std::string& cluster, std::mutex& mu,
                   kube::Controller& controller, kube::DraBinder* dra) {
-  int64_t revision = 0;
-  while (!g_stop.load()) {
-    auto stub = v1::AllocationService::NewStub(leader.Get());
-    if (dra != nullptr && revision == 0) {
-      std::vector<v1::CapacityRequest> live;
-      if (!ListLive(leader, live, revision)) {
-        absl::SleepFor(absl::Seconds(1));
-        continue;
-      }
-      dra->Reset(live);
-    }
-    grpc::ClientContext ctx;
-    v1::WatchAllocationsRequest req;
-    req.set_cluster(cluster);
-    req.set_start_revision(revision);
-    req.add_types(v1::ALLOCATION_EVENT_TYPE_PREEMPTING);
-    req.add_types(v1::ALLOCATION_EVENT_TYPE_RELEASED);
-    req.add_types(v1::ALLOCATION_EVENT_TYPE_PREEMPTED);
-    if (dra != nullptr) req.add_types(v1::ALLOCATION_EVENT_TYPE_ADMITTED);
-    std::atomic<bool> done{false};
-    std::thread canceller([&] {
-      while (!g_stop.load() && !done.load()) absl::SleepFor(absl::Milliseconds(200));
-      ctx.TryCancel();
-    });
-    auto reader = stub->WatchAllocations(&ctx, req);
-    v1::WatchAllocationsResponse event;
-    while (reader->Read(&event)) {
-      if (event.revision() > 0) revision = event.revision();
-      if (!event.has_request()) continue;  // A bookmark.
-      absl::Time deadline;
-      const kube::AllocationPhase phase = PhaseOf(event.request(), &deadline);
-      if (dra != nullptr && phase == kube::AllocationPhase::kAdmitted)
-        dra->Admitted(event.request());
-      if (dra != nullptr && phase == kube::AllocationPhase::kEnded)
-        dra->Ended(event.request().id());
-      std::lock_guard<std::mutex> lock(mu);
-      controller.AllocationChanged(event.request().id(), phase, deadline,
-                                   kube::TeamNamespace(event.request().team()));
-    }
-    const grpc::Status status = reader->Finish();
-    done.store(true);
-    canceller.join();
-    if (g_stop.load()) break;
-    if (status.error_code() == grpc::StatusCode::OUT_OF_RANGE) revision = 0;
-    if (leader.Follow(status)) {
-      Log("arbiterd watch: following the leader at " + leader.address());
-      continue;
-    }
-    if (!status.ok()) Log(absl::StrCat("arbiterd watch: ", status.error_message()));
-    absl::SleepFor(absl::Seconds(1));
-  }
+  v1::WatchAllocationsRequest req;
+  req.set_cluster(cluster);
+  req.add_types(v1::ALLOCATION_EVENT_TYPE_PREEMPTING);
+  req.add_types(v1::ALLOCATION_EVENT_TYPE_RELEASED);
+  req.add_types(v1::ALLOCATION_EVENT_TYPE_PREEMPTED);
+  if (dra != nullptr) req.add_types(v1::ALLOCATION_EVENT_TYPE_ADMITTED);
+  clients::WatchCallbacks callbacks;
+  callbacks.before_open = [&](int64_t& revision) {
+    if (dra == nullptr || revision != 0) return true;
+    std::vector<v1::CapacityRequest> live;
+    if (!ListLive(leader, live, revision)) return false;
+    dra->Reset(live);
+    return true;
+  };
+  callbacks.on_event = [&](const v1::WatchAllocationsResponse& event) {
+    absl::Time deadline;
+    const kube::AllocationPhase phase = PhaseOf(event.request(), &deadline);
+    if (dra != nullptr && phase == kube::AllocationPhase::kAdmitted) dra->Admitted(event.request());
+    if (dra != nullptr && phase == kube::AllocationPhase::kEnded) dra->Ended(event.request().id());
+    std::lock_guard<std::mutex> lock(mu);
+    controller.AllocationChanged(event.request().id(), phase, deadline,
+                                 kube::TeamNamespace(event.request().team()));
+  };
+  callbacks.log = Log;
+  clients::FollowAllocations(leader, req, g_stop, callbacks);
 }
 
 bool ParseFlagDuration(const std::string& flag, const std::string& text, absl::Duration* out) {

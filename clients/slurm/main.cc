@@ -34,6 +34,7 @@
 #include "arbiter/v1/allocation.grpc.pb.h"
 #include "arbiter/v1/governance.grpc.pb.h"
 #include "clients/common/channel.h"
+#include "clients/common/watch.h"
 #include "clients/slurm/bridge.h"
 #include "clients/slurm/command.h"
 #include "clients/slurm/jobs.h"
@@ -425,48 +426,6 @@ class Actor {
   std::string written_;
 };
 
-// Follows the cluster's admissions, preemption notices and endings on
-// arbiterd (WatchAllocations), so that a waiting job is released and a
-// preempted one signalled at once rather than at the next lookup or
-// renewal. From the current revision: what happened before is what the
-// lookups and renewals read.
-void WatchArbiter(clients::LeaderChannel& leader, const std::string& cluster, std::mutex& mu,
-                  slurm::Bridge& bridge) {
-  while (!g_stop.load()) {
-    auto stub = v1::AllocationService::NewStub(leader.Get());
-    grpc::ClientContext ctx;
-    v1::WatchAllocationsRequest req;
-    req.set_cluster(cluster);
-    for (v1::AllocationEventType type :
-         {v1::ALLOCATION_EVENT_TYPE_ADMITTED, v1::ALLOCATION_EVENT_TYPE_PREEMPTING,
-          v1::ALLOCATION_EVENT_TYPE_RELEASED, v1::ALLOCATION_EVENT_TYPE_PREEMPTED}) {
-      req.add_types(type);
-    }
-    std::atomic<bool> done{false};
-    std::thread canceller([&] {
-      while (!g_stop.load() && !done.load()) absl::SleepFor(absl::Milliseconds(200));
-      ctx.TryCancel();
-    });
-    auto reader = stub->WatchAllocations(&ctx, req);
-    v1::WatchAllocationsResponse event;
-    while (reader->Read(&event)) {
-      if (!event.has_request()) continue;  // A bookmark.
-      std::lock_guard<std::mutex> lock(mu);
-      bridge.AllocationChanged(ViewOf(event.request()));
-    }
-    const grpc::Status status = reader->Finish();
-    done.store(true);
-    canceller.join();
-    if (g_stop.load()) break;
-    if (leader.Follow(status)) {
-      Log("arbiterd watch: following the leader at " + leader.address());
-      continue;
-    }
-    if (!status.ok()) Log(absl::StrCat("arbiterd watch: ", status.error_message()));
-    absl::SleepFor(absl::Seconds(1));
-  }
-}
-
 bool ParseFlagDuration(const std::string& flag, const std::string& text, absl::Duration min,
                        absl::Duration* out) {
   if (!absl::ParseDuration(text, out) || *out < min || *out > absl::Hours(24)) {
@@ -578,7 +537,23 @@ int main(int argc, char** argv) {
 
   slurm::Bridge bridge(options);
   std::mutex mu;  // Serialises the bridge's calls: the loop and the watch.
-  std::thread watch_thread([&] { WatchArbiter(leader, o.cluster, mu, bridge); });
+  // The cluster's admissions, preemption notices and endings, so that a
+  // waiting job is released and a preempted one signalled at once rather
+  // than at the next lookup or renewal.
+  v1::WatchAllocationsRequest watch;
+  watch.set_cluster(o.cluster);
+  for (v1::AllocationEventType type :
+       {v1::ALLOCATION_EVENT_TYPE_ADMITTED, v1::ALLOCATION_EVENT_TYPE_PREEMPTING,
+        v1::ALLOCATION_EVENT_TYPE_RELEASED, v1::ALLOCATION_EVENT_TYPE_PREEMPTED}) {
+    watch.add_types(type);
+  }
+  clients::WatchCallbacks on_watch;
+  on_watch.on_event = [&](const v1::WatchAllocationsResponse& event) {
+    std::lock_guard<std::mutex> lock(mu);
+    bridge.AllocationChanged(ViewOf(event.request()));
+  };
+  on_watch.log = Log;
+  std::thread watch_thread([&] { clients::FollowAllocations(leader, watch, g_stop, on_watch); });
   Actor actor(leader, o, workload_class);
   absl::Time synced_at = absl::InfinitePast();
   std::string last_error;
