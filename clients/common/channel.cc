@@ -76,4 +76,16 @@ bool LeaderChannel::Follow(const grpc::Status& status) {
   return true;
 }
 
+absl::Status StatusOf(const grpc::Status& status) {
+  return status.ok() ? absl::OkStatus()
+                     : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                    status.error_message());
+}
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return ctx;
+}
+
 }  // namespace arbiter::clients

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 #include <grpcpp/support/status.h>
 
 namespace arbiter::clients {
@@ -26,6 +27,12 @@ struct ChannelFiles {
 // flags when some of the files are given and not all of them can be read.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::string& endpoint,
                                                            const ChannelFiles& files);
+
+// A gRPC status as an absl::Status (the same code and message).
+absl::Status StatusOf(const grpc::Status& status);
+
+// A context for one unary call of a long-running client: a 10 s deadline.
+std::unique_ptr<grpc::ClientContext> Context();
 
 // The leader's address that a follower's refusal names (UNAVAILABLE
 // "... retry at leader=HOST:PORT"); "" for any other status.

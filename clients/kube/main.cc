@@ -66,16 +66,8 @@ void Log(const std::string& line) {
             << "arbiter-kube: " << line << "\n";
 }
 
-absl::Status StatusOf(const grpc::Status& s) {
-  return s.ok() ? absl::OkStatus()
-                : absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-std::unique_ptr<grpc::ClientContext> Context() {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  return ctx;
-}
+using ::arbiter::clients::Context;
+using ::arbiter::clients::StatusOf;
 
 kube::AllocationPhase PhaseOf(const v1::CapacityRequest& r, absl::Time* deadline) {
   *deadline = absl::InfiniteFuture();
