@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 
@@ -118,6 +120,11 @@ int Commands::ReportLatency(const std::string& team, const std::string& service,
                 << " (arbctl slo set)\n";
       return 1;
     }
+  }
+  if (begin + absl::Seconds(window_seconds) > absl::Now()) {
+    std::cerr << "arbctl: --start: the window starting then has not ended yet; report a window "
+                 "once it has ended\n";
+    return 2;
   }
   v1::ReportLatencyRequest req;
   v1::LatencyWindow* w = req.mutable_window();

@@ -13,6 +13,10 @@
 namespace arbiter::arbctl {
 namespace {
 
+// A latency in ms, sent in microseconds: up to an hour, so that the product
+// cannot overflow (a positive int64 of ms could).
+const CLI::Range kMilliseconds(int64_t{1}, int64_t{3600000});
+
 struct SloFlags {
   std::string team;
   std::string service;
@@ -49,7 +53,7 @@ void AddSlo(CLI::App& root, CliContext& ctx) {
   set->add_option("service", f->service, "the service, e.g. chat-api")->required();
   set->add_option("--pool", f->pool, "the pool it runs in")->required();
   set->add_option("--p99-ms", f->p99_ms, "p99 latency target, ms")
-      ->check(CLI::PositiveNumber)
+      ->check(kMilliseconds)
       ->required();
   set->add_option("--window-seconds", f->window_seconds, "evaluation window")
       ->check(CLI::PositiveNumber)
@@ -81,9 +85,10 @@ void AddLatency(CLI::App& root, CliContext& ctx) {
       ->add_option("--window-seconds", f->window_seconds,
                    "the window's length; default: the SLO's window")
       ->check(CLI::PositiveNumber);
-  report->add_option("--p50-ms", f->p50_ms, "p50, ms")->check(CLI::PositiveNumber)->required();
-  report->add_option("--p99-ms", f->p99_ms, "p99, ms")->check(CLI::PositiveNumber)->required();
-  report->add_option("--rps", f->rps, "requests per second")->check(CLI::NonNegativeNumber);
+  report->add_option("--p50-ms", f->p50_ms, "p50, ms")->check(kMilliseconds)->required();
+  report->add_option("--p99-ms", f->p99_ms, "p99, ms")->check(kMilliseconds)->required();
+  report->add_option("--rps", f->rps, "requests per second")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000000}));
   report->callback([&ctx, f] {
     ctx.exit_code = ctx.Connect().ReportLatency(f->team, f->service, f->start, f->window_seconds,
                                                 f->p50_ms * 1000, f->p99_ms * 1000, f->rps * 1000);

@@ -3,9 +3,12 @@
 // selects.
 #include "clients/arbctl/cli.h"
 
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +53,57 @@ std::string UserConfigPath() {
   }
   const char* home = std::getenv("HOME");
   return home == nullptr ? "" : absl::StrCat(home, "/.config/arbiter/config.toml");
+}
+
+// The longest text value arbctl passes on: PATH_MAX, for the file flags.
+constexpr size_t kMaxTextBytes = 4096;
+
+// Every integer value: a decimal that fits in int64. CLI11 2.1 converts
+// with strtoll in base 0, so "010" was 8 and "0x10" 16, and saturates, so
+// 2^63 passed CLI::PositiveNumber and arrived as INT64_MAX. Runs before the
+// conversion; the error names the flag ("--gpus: ...").
+std::string CheckDecimal(std::string& text) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  const char* digits = begin + (text.size() > 1 && text[0] == '-' ? 1 : 0);
+  if (digits == end || (end - digits > 1 && *digits == '0')) {
+    return "expects a decimal integer, got '" + text.substr(0, 40) + "'";
+  }
+  int64_t value = 0;
+  auto [ptr, error] = std::from_chars(begin, end, value);
+  if (error == std::errc::result_out_of_range) return text.substr(0, 40) + " is out of range";
+  if (error != std::errc() || ptr != end) {
+    return "expects a decimal integer, got '" + text.substr(0, 40) + "'";
+  }
+  return "";
+}
+
+// Every text value: no control characters, at most kMaxTextBytes.
+std::string CheckClearableText(std::string& text) {
+  if (text.size() > kMaxTextBytes) {
+    return "is " + std::to_string(text.size()) + " bytes; at most " + std::to_string(kMaxTextBytes);
+  }
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return "must not contain control characters";
+    }
+  }
+  return "";
+}
+
+// And not empty (leave the flag out for its default): an empty --team or
+// --cluster was sent as "no filter", or as the default, instead of refused.
+std::string CheckText(std::string& text) {
+  if (text.empty()) return "must not be empty (leave the flag out for its default)";
+  return CheckClearableText(text);
+}
+
+// The flags whose empty value means something, so CheckClearableText: it
+// clears a default from the configuration files or the environment
+// (`--tls-cert "" --tls-key ""`: no client certificate).
+bool Clearable(const CLI::Option& option) {
+  const std::string name = option.get_name();
+  return name == "--tls-ca" || name == "--tls-cert" || name == "--tls-key";
 }
 
 }  // namespace
@@ -108,7 +162,24 @@ void ConfigureRoot(CLI::App& root, CliContext& ctx) {
       ->capture_default_str();
   root.add_flag("--json", ctx.global.json, "same as --output json");
   root.add_option("--timeout", ctx.global.timeout_seconds, "seconds to wait for each call")
+      ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+}
+
+void CheckEveryValue(CLI::App& app) {
+  // No description: the checks do not change the types `--help` shows.
+  const CLI::Validator decimal(CheckDecimal, "");
+  const CLI::Validator text(CheckText, "");
+  const CLI::Validator clearable_text(CheckClearableText, "");
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size() == 0) continue;  // A switch, such as --help.
+    const std::string type = option->get_type_name();
+    if (type.rfind("INT", 0) == 0) option->check(decimal);
+    if (type.rfind("TEXT", 0) == 0) option->check(Clearable(*option) ? clearable_text : text);
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    CheckEveryValue(*sub);
+  }
 }
 
 }  // namespace arbiter::arbctl

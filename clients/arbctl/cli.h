@@ -68,6 +68,15 @@ CliContext LoadDefaults();
 // REQUIRES: no subcommand added to `root` yet (they inherit the footer).
 void ConfigureRoot(CLI::App& root, CliContext& ctx);
 
+// Adds the checks every value of `app` and its subcommands gets, whatever
+// the flag: an integer is a decimal that fits in int64 ("010", "0x10" and
+// 2^63 are refused), a text has no control characters, is at most 4096
+// bytes, and is not empty unless it clears a configured default (--tls-ca,
+// --tls-cert, --tls-key). Each error names the flag or positional.
+// REQUIRES: every group is registered (the checks reach the options there
+// are now).
+void CheckEveryValue(CLI::App& app);
+
 // The command groups, in the order of `arbctl --help`. Each adds its
 // top-level subcommands to `root`; their callbacks set `ctx.exit_code`.
 // REQUIRES: `ctx` outlives `root`.

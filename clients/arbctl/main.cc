@@ -1,9 +1,10 @@
 // arbctl: the command-line client of Arbiter. Run `arbctl --help`.
 //
 // This file only wires the command groups (cli.h) together: defaults, global
-// flags, then every group in the order `arbctl --help` lists them. The exit
-// code is the one the command that ran set (see `Commands` in commands.h),
-// or CLI11's for a command line it rejects.
+// flags, then every group in the order `arbctl --help` lists them, then the
+// checks every value gets (CheckEveryValue). The exit code is the one the
+// command that ran set (see `Commands` in commands.h), or CLI11's for a
+// command line it rejects.
 #include <CLI/CLI.hpp>
 
 #include "clients/arbctl/cli.h"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
                "arbctl"};
   arbiter::arbctl::ConfigureRoot(app, ctx);
   for (RegisterFn register_group : kCommandGroups) register_group(app, ctx);
+  arbiter::arbctl::CheckEveryValue(app);
   CLI11_PARSE(app, argc, argv);
   return ctx.exit_code;
 }
