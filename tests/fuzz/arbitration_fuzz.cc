@@ -2,17 +2,14 @@
 // operations (requests of any shape and priority, with quantities that may be
 // invalid, releases, passing time), checking after each one that the state's
 // bookkeeping agrees with an independent recount of the live placements and
-// that no GPU, MIG slice or fraction is overcommitted. A broken invariant
-// aborts (a finding). Built with libFuzzer under clang (ARBITER_FUZZ=ON), and
+// that no GPU, MIG slice or fraction is overcommitted (capacity_check.h). A
+// broken invariant aborts (a finding). Built with libFuzzer under clang (ARBITER_FUZZ=ON), and
 // replayed over tests/fuzz/corpus/arbitration by `tests/run` (replay_main.cc).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +17,7 @@
 
 #include "core/arbitration.h"
 #include "core/state.h"
+#include "tests/fuzz/capacity_check.h"
 
 namespace {
 
@@ -104,45 +102,6 @@ arbiter::core::CapacityRequestSpec RandomSpec(Bytes& in, int key) {
   return spec;
 }
 
-// Recounts every GPU's holdings from the live requests' placements and
-// compares them with the state's bookkeeping.
-void CheckInvariants(const State& s) {
-  struct Held {
-    int64_t milli = 0, memory = 0;
-    int32_t tenants = 0, exclusive = 0;
-    std::set<int32_t> slices;
-  };
-  std::map<std::pair<int64_t, int32_t>, Held> held;
-  for (const auto& [id, r] : s.live_requests()) {
-    if (r.state != arbiter::core::RequestState::kAdmitted &&
-        r.state != arbiter::core::RequestState::kPreempting) {
-      continue;
-    }
-    for (const arbiter::core::Placement& p : r.placements) {
-      for (int32_t g : p.gpu_indices) {
-        Held& h = held[{p.node_id, g}];
-        h.milli += p.gpu_milli;
-        h.memory += p.gpu_memory_mib;
-        h.tenants += 1;
-        h.exclusive += p.exclusive ? 1 : 0;
-      }
-    }
-  }
-  for (const arbiter::core::Node& n : s.nodes()) {
-    for (const arbiter::core::Gpu& g : n.gpus) {
-      const Held& h = held[{n.id, g.index}];
-      const std::string where = absl::StrCat(n.name, "/", g.index);
-      Check(h.milli <= 1000, where + ": more than a whole GPU held");
-      Check(h.memory <= g.memory_mib, where + ": more memory held than the GPU has");
-      Check(h.exclusive == 0 || h.tenants == 1, where + ": a whole GPU shared");
-      Check(h.milli == g.allocated_milli, where + ": allocated milli disagrees with placements");
-      Check(h.memory == g.allocated_memory_mib, where + ": allocated memory disagrees");
-      Check(h.tenants == g.tenants, where + ": tenant count disagrees with placements");
-      Check(g.exclusive == (h.exclusive > 0), where + ": exclusive flag disagrees");
-    }
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -164,7 +123,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto outcome = arbiter::core::RequestCapacity(state, RandomSpec(in, op), now, changes);
       if (outcome.ok()) ids.push_back(outcome->request.id);
     }
-    CheckInvariants(state);
+    const std::string problem = arbiter::fuzz::CapacityProblem(state);
+    Check(problem.empty(), problem);
   }
   return 0;
 }
