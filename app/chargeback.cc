@@ -103,6 +103,7 @@ absl::StatusOr<ChargebackReport> ComputeChargeback(store::Store& store, absl::Ti
 // the engine (which replies).
 void ReportOnWorker(const Context& ctx, const core::LatencyWindow& w, const std::string& actor,
                     Reply<LatencyOutcome> reply) {
+  if (absl::Status names = core::ValidateLatencyWindowNames(w); !names.ok()) return reply(names);
   absl::StatusOr<std::vector<core::Slo>> slos = ctx.store->ListSlos(w.team);
   if (!slos.ok()) return reply(slos.status());
   auto slo = std::find_if(slos->begin(), slos->end(),

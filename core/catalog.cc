@@ -37,6 +37,10 @@ absl::Status ValidateGpuModel(const GpuModel& m) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gpu_model.mig_profiles[", i, "].memory_mib: more than the GPU's ", m.memory_mib));
     }
+    if (m.mig_profiles[i].sm_count > m.sm_count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gpu_model.mig_profiles[", i, "].sm_count: more than the GPU's ", m.sm_count));
+    }
   }
   return absl::OkStatus();
 }

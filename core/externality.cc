@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/budget.h"
+#include "core/status_macros.h"
+#include "core/validate.h"
 
 namespace arbiter::core {
 namespace {
@@ -235,39 +237,39 @@ absl::string_view PressureKindName(PressureKind k) {
 }
 
 absl::Status ValidateSlo(const Slo& slo) {
-  if (slo.team.empty()) return absl::InvalidArgumentError("slo.team: required");
-  if (slo.service.empty()) return absl::InvalidArgumentError("slo.service: required");
-  if (slo.service.size() > 128) {
-    return absl::InvalidArgumentError("slo.service: at most 128 characters");
-  }
-  if (slo.pool.empty()) return absl::InvalidArgumentError("slo.pool: required");
-  if (slo.p99_target_us <= 0) {
-    return absl::InvalidArgumentError("slo.p99_target_us: must be positive");
-  }
+  ARBITER_RETURN_IF_ERROR(ValidateName("slo.team", slo.team));
+  ARBITER_RETURN_IF_ERROR(ValidateName("slo.service", slo.service, kMaxServiceNameLength));
+  ARBITER_RETURN_IF_ERROR(ValidateName("slo.pool", slo.pool));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("slo.p99_target_us", slo.p99_target_us, 1, kMaxLatencyMicros));
   if (slo.window < absl::Minutes(1) || slo.window > absl::Hours(24) ||
       slo.window % absl::Seconds(1) != absl::ZeroDuration()) {
     return absl::InvalidArgumentError("slo.window_seconds: must be whole seconds from 60 to 86400");
   }
-  if (slo.penalty_micros_per_minute < 0) {
-    return absl::InvalidArgumentError("slo.penalty_micros_per_minute: must not be negative");
-  }
-  return absl::OkStatus();
+  // Bounded so that a day of penalties stays far inside 64 bits.
+  return ValidateRange("slo.penalty_micros_per_minute", slo.penalty_micros_per_minute, 0,
+                       kMaxMicros / (24 * 60));
+}
+
+absl::Status ValidateLatencyWindowNames(const LatencyWindow& w) {
+  ARBITER_RETURN_IF_ERROR(ValidateName("window.team", w.team));
+  return ValidateName("window.service", w.service, kMaxServiceNameLength);
 }
 
 absl::Status ValidateLatencyWindow(const LatencyWindow& w, const Slo& slo) {
+  ARBITER_RETURN_IF_ERROR(ValidateLatencyWindowNames(w));
   if (w.end - w.start != slo.window) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("window.end: the window must be the SLO's ", absl::FormatDuration(slo.window),
-                     " long; it is ", absl::FormatDuration(w.end - w.start)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "window: from window.start to window.end must be the SLO's ",
+        absl::FormatDuration(slo.window), "; it is ", absl::FormatDuration(w.end - w.start)));
   }
-  if (w.p50_us < 0) return absl::InvalidArgumentError("window.p50_us: must not be negative");
+  ARBITER_RETURN_IF_ERROR(ValidateRange("window.p50_us", w.p50_us, 0, kMaxLatencyMicros));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("window.p99_us", w.p99_us, 0, kMaxLatencyMicros));
   if (w.p99_us < w.p50_us) {
-    return absl::InvalidArgumentError("window.p99_us: must not be below p50_us");
+    return absl::InvalidArgumentError("window.p99_us: must not be below window.p50_us");
   }
-  if (w.requests_milli_per_second < 0) {
-    return absl::InvalidArgumentError("window.requests_milli_per_second: must not be negative");
-  }
-  return absl::OkStatus();
+  return ValidateRange("window.requests_milli_per_second", w.requests_milli_per_second, 0,
+                       kMaxRequestsMilliPerSecond);
 }
 
 int64_t Attribution::attributed_micros() const {

@@ -46,6 +46,17 @@ struct LatencyWindow {
 };
 
 // The fields of an SLO, each named in INVALID_ARGUMENT (e.g. "slo.window").
+// The longest service name an SLO names.
+inline constexpr size_t kMaxServiceNameLength = 128;
+// The largest latency a target or a report may give: one hour, in us.
+inline constexpr int64_t kMaxLatencyMicros = int64_t{3'600'000'000};
+// The largest request rate a report may give: a billion requests a second.
+inline constexpr int64_t kMaxRequestsMilliPerSecond = int64_t{1'000'000'000'000};
+
+// The team and service a window names: INVALID_ARGUMENT naming
+// window.team or window.service.
+absl::Status ValidateLatencyWindowNames(const LatencyWindow& w);
+
 absl::Status ValidateSlo(const Slo& slo);
 // A window for `slo`: INVALID_ARGUMENT naming the field (p50 above p99, a
 // window that is not `slo.window` long, ...).

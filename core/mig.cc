@@ -206,7 +206,7 @@ absl::StatusOr<std::vector<MigProfile>> ApplyReportedPlacements(
     MigProfile p = *known;
     p.start_slots.clear();
     for (int32_t s : r.start_slots) {
-      if (s < 0 || s + known->memory_slices > 8 ||
+      if (s < 0 || s > kMigMemorySlots - known->memory_slices ||
           std::find(p.start_slots.begin(), p.start_slots.end(), s) != p.start_slots.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
             where, ".start_slots: slot ", s, " is out of range or repeated for ", r.profile));
@@ -306,16 +306,25 @@ absl::Status ValidateMigProfiles(const std::vector<MigProfile>& profiles, absl::
     }
     if (p.sm_count < 1) return invalid(i, "sm_count", "must be > 0");
     if (p.memory_mib < 1) return invalid(i, "memory_mib", "must be > 0");
-    if (p.profile_id < 0) return invalid(i, "profile_id", "must be >= 0");
+    // NVML's GPU-instance profile ids are small (0..~20 today).
+    if (p.profile_id < 0 || p.profile_id > kMaxMigProfileId) {
+      return invalid(i, "profile_id", absl::StrCat("must be in [0, ", kMaxMigProfileId, "]"));
+    }
     if (p.max_instances < 1 || p.max_instances > kMigMaxInstances) {
       return invalid(i, "max_instances", "must be in [1, 7]");
     }
     if (p.start_slots.empty()) return invalid(i, "start_slots", "must list at least one slot");
-    for (int32_t start : p.start_slots) {
-      if (start < 0 || start + p.memory_slices > kMigMemorySlots) {
+    for (size_t k = 0; k < p.start_slots.size(); ++k) {
+      const int32_t start = p.start_slots[k];
+      // Compared so that no slot overflows.
+      if (start < 0 || start > kMigMemorySlots - p.memory_slices) {
         return invalid(i, "start_slots",
                        absl::StrCat("an instance of ", p.memory_slices,
                                     " memory slices cannot start at slot ", start));
+      }
+      if (std::find(p.start_slots.begin(), p.start_slots.begin() + k, start) !=
+          p.start_slots.begin() + k) {
+        return invalid(i, "start_slots", absl::StrCat("slot ", start, " is given twice"));
       }
     }
   }

@@ -23,6 +23,8 @@ namespace arbiter::core {
 inline constexpr int32_t kMigMemorySlots = 8;
 inline constexpr int32_t kMigComputeSlices = 7;
 inline constexpr int32_t kMigMaxInstances = 7;
+// The largest NVML GPU-instance profile id a catalog entry may give.
+inline constexpr int32_t kMaxMigProfileId = 255;
 
 struct MigProfile {
   std::string name;  // e.g. "3g.40gb".

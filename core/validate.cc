@@ -242,8 +242,8 @@ absl::Status ValidateQuota(const Quota& quota) {
                                         kUnlimited, kMaxQuotaMilli));
   if (quota.lending_limit_milli > quota.nominal_milli) {
     return Invalid("quota.lending_limit_milli",
-                   absl::StrCat("must not exceed nominal_milli (", quota.nominal_milli, "), got ",
-                                quota.lending_limit_milli));
+                   absl::StrCat("must not exceed quota.nominal_milli (", quota.nominal_milli,
+                                "), got ", quota.lending_limit_milli));
   }
   return absl::OkStatus();
 }
@@ -422,8 +422,11 @@ absl::Status ValidateBudget(const Budget& budget) {
   ARBITER_RETURN_IF_ERROR(ValidateName("budget.team", budget.team));
   ARBITER_RETURN_IF_ERROR(
       ValidateRange("budget.hard_limit_micros", budget.hard_limit_micros, 0, kMaxMicros));
-  ARBITER_RETURN_IF_ERROR(ValidateRange("budget.soft_limit_micros", budget.soft_limit_micros, 0,
-                                        budget.hard_limit_micros));
+  if (budget.soft_limit_micros < 0 || budget.soft_limit_micros > budget.hard_limit_micros) {
+    return Invalid("budget.soft_limit_micros",
+                   absl::StrCat("must be in [0, budget.hard_limit_micros = ",
+                                budget.hard_limit_micros, "], got ", budget.soft_limit_micros));
+  }
   if (budget.over == OverBudget::kUnspecified) {
     return Invalid("budget.over", "must be DENY or APPROVAL");
   }

@@ -307,13 +307,11 @@ absl::StatusOr<core::Price> PriceFromProto(const v1::Price& p) {
   if (!v1::LatencyClass_IsValid(p.latency_class())) {
     return UnknownEnum("price.latency_class", p.latency_class());
   }
-  if (!p.has_effective_from()) {
-    return absl::InvalidArgumentError("price.effective_from: must be set");
-  }
+  absl::StatusOr<absl::Time> from =
+      TimeFromProto(p.has_effective_from(), p.effective_from(), "price.effective_from");
+  if (!from.ok()) return from.status();
   return core::Price{p.gpu_model(), static_cast<core::LatencyClass>(p.latency_class()),
-                     p.micros_per_gpu_hour(),
-                     absl::FromUnixSeconds(p.effective_from().seconds()) +
-                         absl::Nanoseconds(p.effective_from().nanos())};
+                     p.micros_per_gpu_hour(), *from};
 }
 
 void ToProto(const core::Price& p, v1::Price* out) {
@@ -337,10 +335,11 @@ void ToProto(const core::Budget& b, v1::Budget* out) {
 }
 
 absl::StatusOr<core::Delegation> DelegationFromProto(const v1::Delegation& d) {
-  if (!d.has_expires_at()) {
-    return absl::InvalidArgumentError("delegation.expires_at: must be set");
-  }
-  return core::Delegation{d.from(), d.to(), absl::FromUnixSeconds(d.expires_at().seconds())};
+  absl::StatusOr<absl::Time> expires =
+      TimeFromProto(d.has_expires_at(), d.expires_at(), "delegation.expires_at");
+  if (!expires.ok()) return expires.status();
+  // Stored and compared to the second.
+  return core::Delegation{d.from(), d.to(), absl::FromUnixSeconds(absl::ToUnixSeconds(*expires))};
 }
 
 void ToProto(const core::Delegation& d, v1::Delegation* out) {

@@ -184,7 +184,11 @@ grpc::ServerUnaryReactor* GovernanceService::ListPrices(grpc::CallbackServerCont
                                                         v1::ListPricesResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::optional<absl::Time> at;
-  if (req->has_at()) at = absl::FromUnixSeconds(req->at().seconds());
+  if (req->has_at()) {
+    absl::StatusOr<absl::Time> t = TimeFromProto(true, req->at(), "at");
+    if (!t.ok()) return FinishWith(ctx, t.status(), "ListPrices");
+    at = *t;
+  }
   ctx_.app->governance().ListPrices(
       CallerOf(*ctx, ctx_.insecure), at,
       Answer<std::vector<core::Price>>(
@@ -207,7 +211,11 @@ grpc::ServerUnaryReactor* GovernanceService::ListBudgets(grpc::CallbackServerCon
                                                          v1::ListBudgetsResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::optional<absl::Time> month;
-  if (req->has_month()) month = absl::FromUnixSeconds(req->month().seconds());
+  if (req->has_month()) {
+    absl::StatusOr<absl::Time> t = TimeFromProto(true, req->month(), "month");
+    if (!t.ok()) return FinishWith(ctx, t.status(), "ListBudgets");
+    month = *t;
+  }
   ctx_.app->governance().ListBudgets(
       CallerOf(*ctx, ctx_.insecure), month,
       Answer<app::BudgetReport>(reactor, "ListBudgets", [resp](const app::BudgetReport& report) {

@@ -10,6 +10,18 @@
 
 namespace arbiter::server {
 
+// Messages longer than this many bytes are cut (at a UTF-8 boundary) and
+// marked: a message travels in a header, and gRPC refuses headers over
+// 8 KiB (percent-encoding may triple a byte), so a refusal that quotes a
+// huge value would otherwise reach the client as RESOURCE_EXHAUSTED.
+inline constexpr size_t kMaxStatusMessageBytes = 1024;
+
 grpc::Status ToGrpcStatus(const absl::Status& status, absl::string_view method);
+
+// The answer to a request body that does not parse as `method`'s request
+// message ("/arbiter.v1.Service/Method"): INTERNAL, as gRPC's conventions
+// give ("Error parsing request proto"), the same for every method, unary or
+// streaming.
+grpc::Status UnparsedBodyStatus(absl::string_view method);
 
 }  // namespace arbiter::server

@@ -16,6 +16,7 @@
 #include "app/real_clock.h"
 #include "app/watch_hub.h"
 #include "core/budget.h"
+#include "server/grpc_status.h"
 
 namespace arbiter::server {
 namespace {
@@ -74,9 +75,7 @@ class RpcInterceptor final : public grpc::experimental::Interceptor {
     }
     if (unparsed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
         methods->GetSendStatus().error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      methods->ModifySendStatus(grpc::Status(
-          grpc::StatusCode::INTERNAL,
-          absl::StrCat("request: the body does not parse as the request message of ", method_)));
+      methods->ModifySendStatus(UnparsedBodyStatus(method_));
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       const grpc::Status status = methods->GetSendStatus();

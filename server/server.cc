@@ -50,21 +50,27 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   auto server = std::unique_ptr<ArbiterServer>(new ArbiterServer());
   server->metrics_ = std::make_unique<Metrics>();
   app::ArbiterOptions arbiter_options = options.arbiter;
-  // Leads only once the election says so (below).
-  arbiter_options.start_following = true;
+  // Leads only once the election says so (below); a store given by a test
+  // has no lease to elect with, so its server leads at once.
+  arbiter_options.start_following = options.store == nullptr;
   arbiter_options.on_commit = [metrics = server->metrics_.get(),
                                chained = options.arbiter.on_commit](size_t commands,
                                                                     absl::Duration took, bool ok) {
     metrics->ObserveCommit(commands, took, ok);
     if (chained) chained(commands, took, ok);
   };
-  store::PgStoreOptions store_options;
-  store_options.dsn = options.dsn;
-  store_options.read_connections = options.read_connections;
-  store_options.ledger_key_pem = options.ledger_key_pem;
-  store_options.checkpoint_every = options.checkpoint_every;
-  store_options.replica = options.replica_name;
-  ARBITER_ASSIGN_OR_RETURN(server->store_, store::PgStore::Create(store_options));
+  if (options.store != nullptr) {
+    server->store_ = options.store;
+  } else {
+    store::PgStoreOptions store_options;
+    store_options.dsn = options.dsn;
+    store_options.read_connections = options.read_connections;
+    store_options.ledger_key_pem = options.ledger_key_pem;
+    store_options.checkpoint_every = options.checkpoint_every;
+    store_options.replica = options.replica_name;
+    ARBITER_ASSIGN_OR_RETURN(server->pg_store_, store::PgStore::Create(store_options));
+    server->store_ = server->pg_store_.get();
+  }
   app::ApplicationOptions app_options;
   app_options.admins = options.admins;
   app_options.read_threads = options.read_threads;
@@ -73,7 +79,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   app_options.watch = options.watch;
   app_options.watch.encode = EncodeWatchEvent;
   ARBITER_ASSIGN_OR_RETURN(server->app_,
-                           app::Application::Create(server->store_.get(), clock, app_options));
+                           app::Application::Create(server->store_, clock, app_options));
   ServiceContext ctx;
   ctx.app = server->app_.get();
   ctx.insecure = options.insecure_loopback;
@@ -108,9 +114,9 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
         absl::StrCat("cannot listen on ", options.listen_address, " (address in use?)"));
   }
   server->watch_server_->Start();
-  ARBITER_RETURN_IF_ERROR(server->StartElection(options));
+  if (options.store == nullptr) ARBITER_RETURN_IF_ERROR(server->StartElection(options));
   if (!options.metrics_listen.empty()) {
-    ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(options.metrics_listen, server->store_.get(),
+    ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(options.metrics_listen, server->store_,
                                                     &server->app_->arbiter(), &server->app_->hub(),
                                                     clock));
   }
@@ -148,7 +154,7 @@ absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
         "--tls-cert and --tls-key)");
   }
   AdmissionLookups lookups;
-  lookups.request = [store = store_.get()](int64_t id) { return store->GetRequest(id); };
+  lookups.request = [store = store_](int64_t id) { return store->GetRequest(id); };
   lookups.node_name = [nodes = &app_->nodes()](int64_t node_id) {
     return nodes->Get(node_id).second;
   };
@@ -209,7 +215,7 @@ ArbiterServer::~ArbiterServer() {
   // No calls arrive now: stop the application (app::Application's
   // destructor states the order), then close the store.
   app_.reset();
-  store_.reset();
+  pg_store_.reset();
 }
 
 }  // namespace arbiter::server

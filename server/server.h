@@ -1,6 +1,6 @@
 // ArbiterServer: wires the PostgreSQL store, the application (app/) and the
 // gRPC services and HTTP endpoints into one running server. Used by main.cc and by in-process
-// server tests.
+// server tests, which may serve another store (ServerOptions::store).
 //
 // Thread-safe.
 #pragma once
@@ -42,6 +42,13 @@ struct ServerOptions {
   int64_t checkpoint_every = 1000;
   // PostgreSQL connection string.
   std::string dsn;
+  // Tests only: serve this store (not owned; it must outlive the server)
+  // instead of connecting to `dsn`, e.g. the in-memory store, which passes
+  // the same contract suite as PostgreSQL (tests/store/store_contract.h).
+  // The replica then leads at once, unfenced, with no leader election (the
+  // lease lives in PostgreSQL); ledger checkpoints are the store's own.
+  // Default: null, PostgreSQL at `dsn`.
+  store::Store* store = nullptr;
   // Database connections for reads. Default: 4.
   int read_connections = 4;
   // Threads running database reads. Default: 4.
@@ -105,7 +112,9 @@ class ArbiterServer {
   absl::Status StartWebhook(const ServerOptions& options);
 
   std::unique_ptr<Metrics> metrics_;
-  std::unique_ptr<store::PgStore> store_;
+  // The PostgreSQL store, unless ServerOptions::store named another.
+  std::unique_ptr<store::PgStore> pg_store_;
+  store::Store* store_ = nullptr;  // pg_store_ or ServerOptions::store.
   std::unique_ptr<app::Application> app_;
   std::unique_ptr<InventoryService> inventory_;
   std::unique_ptr<GovernanceService> governance_;

@@ -31,6 +31,17 @@ absl::Status CheckRange(int64_t batch, const std::string& field, bool has, T val
   return Invalid(batch, field, absl::StrCat("must be in ", lo, "..", hi, ", got ", value));
 }
 
+// Text a sample carries into the store: at most `max` bytes of UTF-8
+// without control characters (PostgreSQL refuses NUL in text).
+absl::Status CheckText(int64_t batch, const std::string& field, const std::string& value,
+                       size_t max) {
+  if (value.size() > max) {
+    return Invalid(batch, field, absl::StrCat("must be at most ", max, " characters"));
+  }
+  absl::Status clean = core::ValidateDescription(field, value);
+  return clean.ok() ? clean : Invalid(batch, field, "must be UTF-8 without control characters");
+}
+
 // Checks one batch's fields. INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateBatch(int64_t n, const v1::SampleBatch& b) {
   if (b.interval_seconds() < 1 || b.interval_seconds() > kMaxIntervalSeconds) {
@@ -52,14 +63,10 @@ absl::Status ValidateBatch(int64_t n, const v1::SampleBatch& b) {
     const std::string f = absl::StrCat("samples[", i, "].");
     absl::Status at = TimeFromProto(s.has_at(), s.at(), f + "at").status();
     if (!at.ok()) return Invalid(n, f + "at", at.message());
-    if (s.uuid().size() > 128) return Invalid(n, f + "uuid", "must be at most 128 characters");
-    if (s.mig_profile().size() > 32) {
-      return Invalid(n, f + "mig_profile", "must be at most 32 characters");
-    }
-    if (s.pod().size() > 253 || s.pod_namespace().size() > 253) {
-      return Invalid(n, f + (s.pod().size() > 253 ? "pod" : "pod_namespace"),
-                     "must be at most 253 characters");
-    }
+    ARBITER_RETURN_IF_ERROR(CheckText(n, f + "uuid", s.uuid(), 128));
+    ARBITER_RETURN_IF_ERROR(CheckText(n, f + "mig_profile", s.mig_profile(), 32));
+    ARBITER_RETURN_IF_ERROR(CheckText(n, f + "pod", s.pod(), 253));
+    ARBITER_RETURN_IF_ERROR(CheckText(n, f + "pod_namespace", s.pod_namespace(), 253));
     ARBITER_RETURN_IF_ERROR(
         CheckRange<int32_t>(n, f + "gpu_index", true, s.gpu_index(), 0, core::kMaxGpusPerNode - 1));
     ARBITER_RETURN_IF_ERROR(CheckRange<int32_t>(n, f + "mig_instance", s.has_mig_instance(),

@@ -241,9 +241,11 @@ class WatchCall final : public app::WatchSubscriber {
     }();
     batched_ = req.batched();
     absl::Status refused = ctx_.app->allocations().CheckWatch(caller);
-    absl::StatusOr<app::WatchFilter> filter =
-        parsed ? WatchFilterFromProto(req)
-               : absl::InvalidArgumentError("request: not a WatchAllocationsRequest");
+    if (refused.ok() && !parsed) {
+      absl::MutexLock lock(&mu_);
+      return FinishLocked(UnparsedBodyStatus("/arbiter.v1.AllocationService/WatchAllocations"));
+    }
+    absl::StatusOr<app::WatchFilter> filter = WatchFilterFromProto(req);
     if (refused.ok()) refused = filter.status();
     if (refused.ok()) {
       absl::StatusOr<int64_t> id =
