@@ -11,6 +11,9 @@
 // mix only from the pods that have arrived so far (optionally primed with a
 // past trace in the pod-list format); it never reads ahead.
 //
+// The CSVs are read by bench/csv.h (CRLF or LF, quoted fields, a BOM); a
+// file without one of the columns named above is refused, naming it.
+//
 // The trace gives no GPU memory for fractions, so a fraction asks for 1 MiB:
 // the per-GPU memory check never binds here. Quotas and queueing are not part
 // of this replay (one team, unlimited quota, no retries).
@@ -19,7 +22,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include <CLI/CLI.hpp>
 
+#include "bench/csv.h"
 #include "core/arbitration.h"
 #include "core/placement.h"
 
@@ -44,27 +47,18 @@ struct Pod {
   std::vector<std::string> models;
 };
 
-// Reads a CSV with a header; returns rows as column-name -> value maps.
-std::vector<std::map<std::string, std::string>> ReadCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    std::cerr << "openb-replay: cannot read " << path << "\n";
+// The rows of the CSV at `path` (bench/csv.h), which must have the
+// `required` columns; exits with the reader's error otherwise.
+std::vector<CsvRow> ReadRows(const std::string& path, const std::vector<std::string>& required) {
+  absl::StatusOr<CsvTable> table = ReadCsvFile(path, required);
+  if (!table.ok()) {
+    std::cerr << "openb-replay: " << table.status().message() << "\n";
     std::exit(2);
   }
-  std::string line;
-  std::getline(in, line);
-  const std::vector<std::string> header = absl::StrSplit(line, ',');
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> cells = absl::StrSplit(line, ',');
-    std::map<std::string, std::string>& row = rows.emplace_back();
-    for (size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
-  }
-  return rows;
+  return std::move(table->rows);
 }
 
-int64_t Int(const std::map<std::string, std::string>& row, const std::string& col) {
+int64_t Int(const CsvRow& row, const std::string& col) {
   int64_t v = 0;
   auto it = row.find(col);
   if (it == row.end() || !absl::SimpleAtoi(it->second, &v)) {
@@ -76,16 +70,17 @@ int64_t Int(const std::map<std::string, std::string>& row, const std::string& co
 
 std::vector<Pod> ReadPods(const std::string& path) {
   std::vector<Pod> pods;
-  for (const auto& row : ReadCsv(path)) {
+  for (const CsvRow& row :
+       ReadRows(path, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"})) {
     Pod p;
     p.name = row.at("name");
     p.cpu_milli = Int(row, "cpu_milli");
     p.memory_mib = Int(row, "memory_mib");
     p.num_gpu = static_cast<int32_t>(Int(row, "num_gpu"));
     p.gpu_milli = Int(row, "gpu_milli");
-    auto spec = row.find("gpu_spec");
-    if (spec != row.end() && !spec->second.empty()) {
-      p.models = absl::StrSplit(spec->second, '|');
+    // Empty: any model; "V100M16|V100M32": one of those.
+    if (const std::string& spec = row.at("gpu_spec"); !spec.empty()) {
+      p.models = absl::StrSplit(spec, '|');
     }
     pods.push_back(std::move(p));
   }
@@ -147,7 +142,8 @@ int main(int argc, char** argv) {
   (void)core::CreatePool(state, {"openb", core::LatencyClass::kBatch, ""}, ignored);
   std::vector<std::string> node_names;
   int64_t total_gpus = 0;
-  for (const auto& row : bench::ReadCsv(nodes_path)) {
+  for (const bench::CsvRow& row :
+       bench::ReadRows(nodes_path, {"sn", "cpu_milli", "memory_mib", "gpu", "model"})) {
     const std::string model = row.at("model");
     if (state.FindGpuModel(model) == nullptr) {
       // The trace anonymises some models (G1-G3) and gives no memory; any
