@@ -122,24 +122,11 @@ grpc::ServerUnaryReactor* AllocationService::DenyRequest(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* AllocationService::ReleaseAllocation(
     grpc::CallbackServerContext* ctx, const v1::ReleaseAllocationRequest* req,
     v1::ReleaseAllocationResponse* resp) {
-  core::WorkloadRun run;
-  if (req->has_workload_started_at() || req->has_workload_ended_at()) {
-    // Both or neither: a missing one is named by the core's check.
-    absl::StatusOr<absl::Time> started =
-        req->has_workload_started_at()
-            ? TimeFromProto(true, req->workload_started_at(), "workload_started_at")
-            : absl::StatusOr<absl::Time>(absl::InfinitePast());
-    if (!started.ok()) return FinishWith(ctx, started.status(), "ReleaseAllocation");
-    absl::StatusOr<absl::Time> ended =
-        req->has_workload_ended_at()
-            ? TimeFromProto(true, req->workload_ended_at(), "workload_ended_at")
-            : absl::StatusOr<absl::Time>(absl::InfinitePast());
-    if (!ended.ok()) return FinishWith(ctx, ended.status(), "ReleaseAllocation");
-    run = core::WorkloadRun{*started, *ended};
-  }
+  absl::StatusOr<core::WorkloadRun> run = WorkloadRunFromProto(*req);
+  if (!run.ok()) return FinishWith(ctx, run.status(), "ReleaseAllocation");
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   ctx_.app->allocations().ReleaseAllocation(
-      CallerOf(*ctx, ctx_.insecure), req->id(), run,
+      CallerOf(*ctx, ctx_.insecure), req->id(), *run,
       Answer<core::CapacityRequest>(reactor, "ReleaseAllocation",
                                     RequestFiller(&ctx_.app->nodes(), resp)));
   return reactor;

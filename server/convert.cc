@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 
+#include "core/status_macros.h"
 #include "core/validate.h"
 
 namespace arbiter::server {
@@ -16,6 +17,21 @@ absl::Status UnknownEnum(absl::string_view field, int value) {
 
 google::protobuf::Timestamp TimestampOf(absl::Time t) {
   return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
+}
+
+absl::StatusOr<core::WorkloadRun> WorkloadRunFromProto(const v1::ReleaseAllocationRequest& req) {
+  if (!req.has_workload_started_at() && !req.has_workload_ended_at()) return core::WorkloadRun{};
+  absl::Time started = absl::InfinitePast();
+  absl::Time ended = absl::InfinitePast();
+  if (req.has_workload_started_at()) {
+    ARBITER_ASSIGN_OR_RETURN(started,
+                             TimeFromProto(true, req.workload_started_at(), "workload_started_at"));
+  }
+  if (req.has_workload_ended_at()) {
+    ARBITER_ASSIGN_OR_RETURN(ended,
+                             TimeFromProto(true, req.workload_ended_at(), "workload_ended_at"));
+  }
+  return core::WorkloadRun{started, ended};
 }
 
 absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacityRequest& req) {

@@ -20,6 +20,10 @@ namespace arbiter::server {
 namespace v1 = ::arbiter::v1;
 
 absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacityRequest& req);
+// The workload's run a release reports: empty when neither time is set;
+// with one of the two missing, that one is InfinitePast (the core's check
+// names it). INVALID_ARGUMENT naming a time that is no valid Timestamp.
+absl::StatusOr<core::WorkloadRun> WorkloadRunFromProto(const v1::ReleaseAllocationRequest& req);
 core::Cluster ClusterFromProto(const v1::Cluster& c);
 absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p);
 core::Node NodeFromProto(const v1::Node& n);

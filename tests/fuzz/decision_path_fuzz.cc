@@ -355,21 +355,10 @@ class DecisionPath {
   // As AllocationService::ReleaseAllocation converts the run.
   void ReleaseAllocation(const app::Caller& caller, bool stranger,
                          const v1::ReleaseAllocationRequest& m) {
-    core::WorkloadRun run;
-    if (m.has_workload_started_at() || m.has_workload_ended_at()) {
-      absl::StatusOr<absl::Time> started =
-          m.has_workload_started_at()
-              ? arbiter::server::TimeFromProto(true, m.workload_started_at(), "workload_started_at")
-              : absl::StatusOr<absl::Time>(absl::InfinitePast());
-      absl::StatusOr<absl::Time> ended =
-          m.has_workload_ended_at()
-              ? arbiter::server::TimeFromProto(true, m.workload_ended_at(), "workload_ended_at")
-              : absl::StatusOr<absl::Time>(absl::InfinitePast());
-      if (!started.ok() || !ended.ok()) return;  // Answered before the application.
-      run = core::WorkloadRun{*started, *ended};
-    }
+    absl::StatusOr<core::WorkloadRun> run = arbiter::server::WorkloadRunFromProto(m);
+    if (!run.ok()) return;  // Answered before the application.
     Awaited<core::CapacityRequest> r;
-    app_->allocations().ReleaseAllocation(caller, m.id(), run, r.reply());
+    app_->allocations().ReleaseAllocation(caller, m.id(), *run, r.reply());
     Answered(r.get().status(), stranger, "ReleaseAllocation");
   }
 
