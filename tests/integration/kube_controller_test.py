@@ -465,8 +465,10 @@ def main():
             g = c.ask("g", 1)
             c.create_pod("train-g", g, 1)
             c.set_phase("train-g", "Failed")
+            # Patient: on a loaded machine arbiterd's own lease may lapse for
+            # a moment, and the release then waits for a retry.
             wait_for("the new leader's release",
-                     lambda: c.get(g.id).state == c.t.REQUEST_STATE_RELEASED)
+                     lambda: c.get(g.id).state == c.t.REQUEST_STATE_RELEASED, timeout=60.0)
         except BaseException:
             for f in (log, standby_log):
                 f.flush()
