@@ -78,7 +78,7 @@ TEST_F(ServerTest, PreemptionNoticeCarriesItsDeadlineAndExpires) {
   grpc::ClientContext watch_ctx;
   v1::WatchAllocationsRequest watch;
   watch.set_pool("batch");
-  auto reader = allocation_->WatchAllocations(&watch_ctx, watch);
+  auto reader = WatchFromNow(&watch_ctx, watch);
 
   v1::RequestCapacityRequest low = ValidRequest("low");
   low.set_pool("batch");
@@ -489,7 +489,7 @@ TEST_F(ServerTest, ClaimsHoldUnderALeaseAndEndWithoutOne) {
   grpc::ClientContext watch_ctx;
   v1::WatchAllocationsRequest watch;
   watch.set_pool("enforced");
-  auto reader = allocation_->WatchAllocations(&watch_ctx, watch);
+  auto reader = WatchFromNow(&watch_ctx, watch);
   clock_.Advance(absl::Seconds(45));  // +65 s: both are due.
   std::map<int64_t, v1::CapacityRequest> ended;
   v1::WatchAllocationsResponse event;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -67,6 +68,26 @@ class ServerTest : public ::testing::Test {
   grpc::Status Request(const v1::RequestCapacityRequest& req, v1::RequestCapacityResponse* resp) {
     grpc::ClientContext ctx;
     return allocation_->RequestCapacity(&ctx, req, resp);
+  }
+
+  // Opens a watch that sees every event committed after this call, even if
+  // the server subscribes the stream later: it lists first and watches from
+  // the list's revision (a watch from revision 0 sees only what commits
+  // after it is subscribed, which a test cannot observe). The stream ends
+  // with DEADLINE_EXCEEDED after `deadline`, so a missed event fails the
+  // test rather than blocking it. REQUIRES: something is committed (the
+  // seed), as revision 0 means "from now".
+  std::unique_ptr<grpc::ClientReader<v1::WatchAllocationsResponse>> WatchFromNow(
+      grpc::ClientContext* ctx, v1::WatchAllocationsRequest watch,
+      absl::Duration deadline = absl::Seconds(60)) {
+    grpc::ClientContext list_ctx;
+    v1::ListRequestsResponse page;
+    grpc::Status listed = allocation_->ListRequests(&list_ctx, v1::ListRequestsRequest(), &page);
+    EXPECT_TRUE(listed.ok()) << listed.error_message();
+    EXPECT_GT(page.revision(), 0) << "nothing committed yet: seed first";
+    watch.set_start_revision(page.revision());
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    return allocation_->WatchAllocations(ctx, watch);
   }
 
   // Row counts of every table a call could write.

@@ -510,9 +510,7 @@ TEST_F(ServerTest, WatchDeliversCommittedEventsInOrder) {
   grpc::ClientContext watch_ctx;
   v1::WatchAllocationsRequest watch;
   watch.set_team("inference");
-  auto reader = allocation_->WatchAllocations(&watch_ctx, watch);
-  // A request only proves the stream is subscribed once its event arrives;
-  // make requests until the first event is read.
+  auto reader = WatchFromNow(&watch_ctx, watch);
   v1::WatchAllocationsResponse event;
   v1::RequestCapacityResponse resp;
   grpc::Status requested = Request(ValidRequest("w1"), &resp);
