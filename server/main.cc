@@ -4,6 +4,7 @@
 //                    [--listen 127.0.0.1:50051] [--migrate]
 //   arbiterd serve   --dsn DSN --insecure-loopback [--listen 127.0.0.1:50051] (development)
 //   arbiterd migrate --dsn DSN
+//   arbiterd archive-ledger --dsn DSN --out DIR [--keep-months 12] [--dry-run]
 //
 // Several `serve` processes on one database are replicas: one leads, the
 // others follow (docs/operations.md, "Replicas").
@@ -22,10 +23,12 @@
 #include <unistd.h>
 
 #include "app/real_clock.h"
+#include "server/ledger_retention.h"
 #include "server/logging.h"
 #include "server/server.h"
 #include "server/tls.h"
 #include "store/migrations.h"
+#include "store/postgres/ledger_archive.h"
 #include "store/postgres/migrator.h"
 
 namespace {
@@ -61,6 +64,38 @@ int Migrate(const std::string& dsn) {
   }
   spdlog::info("migrate: {} migrations were applied, {} applied now", report->applied_before,
                report->applied_now.size());
+  return 0;
+}
+
+int ArchiveLedger(const std::string& dsn, const arbiter::server::RetentionOptions& options) {
+  const absl::Status verified =
+      arbiter::store::VerifyMigrations(dsn, arbiter::store::EmbeddedMigrations());
+  if (!verified.ok()) {
+    spdlog::error("archive-ledger: {}", verified.ToString());
+    return 1;
+  }
+  auto store = arbiter::store::LedgerArchiveStore::Connect(dsn);
+  if (!store.ok()) {
+    spdlog::error("archive-ledger: {}", store.status().ToString());
+    return 1;
+  }
+  auto archived = arbiter::server::ArchiveClosedMonths(**store, options);
+  if (!archived.ok()) {
+    spdlog::error("archive-ledger: {}", archived.status().ToString());
+    return 1;
+  }
+  for (const arbiter::server::ArchivedPartition& a : *archived) {
+    if (options.dry_run) {
+      std::cout << "would archive " << a.name << " to " << a.exported.file << "\n";
+    } else {
+      std::cout << "archived " << a.name << ": " << a.exported.entries << " entries";
+      if (a.exported.entries > 0) {
+        std::cout << ", seq " << a.exported.first_seq << ".." << a.exported.last_seq;
+      }
+      std::cout << ", to " << a.exported.file << "\n";
+    }
+  }
+  if (archived->empty()) std::cout << "nothing to archive\n";
   return 0;
 }
 
@@ -155,6 +190,24 @@ int main(int argc, char** argv) {
 
   CLI::App* migrate_cmd = app.add_subcommand("migrate", "apply pending schema migrations");
   migrate_cmd->add_option("--dsn", dsn, "PostgreSQL connection string (env ARBITER_DSN)");
+
+  arbiter::server::RetentionOptions retention_options;
+  CLI::App* archive_cmd = app.add_subcommand(
+      "archive-ledger",
+      "export the ledger's closed months to files and take them out of the database");
+  archive_cmd->add_option("--dsn", dsn, "PostgreSQL connection string (env ARBITER_DSN)");
+  archive_cmd
+      ->add_option("--out", retention_options.out_dir,
+                   "directory for the archive files (<partition>.ledger)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  archive_cmd
+      ->add_option("--keep-months", retention_options.keep_months,
+                   "closed months kept in the database before the newest entry's month")
+      ->check(CLI::Range(0, 1200))
+      ->capture_default_str();
+  archive_cmd->add_flag("--dry-run", retention_options.dry_run,
+                        "name what would be archived; write and change nothing");
 
   ServerOptions options;
   bool migrate = false;
@@ -284,6 +337,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*migrate_cmd) return Migrate(dsn);
+  if (*archive_cmd) return ArchiveLedger(dsn, retention_options);
   options.dsn = dsn;
   const absl::Duration kZero = absl::ZeroDuration();
   if (!ParseDurationFlag("--approval-timeout", approval_timeout, kZero, "a positive duration",

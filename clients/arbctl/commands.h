@@ -22,6 +22,9 @@ namespace arbiter::arbctl {
 // LedgerVerify from the newest checkpoint.
 inline constexpr int64_t kLatestCheckpoint = -1;
 
+// A LedgerVerify under way (ledger.cc).
+struct LedgerWalk;
+
 namespace v1 = ::arbiter::v1;
 
 // Parses an RFC 3339 time, or "+<duration>" / "-<duration>" from now (e.g.
@@ -194,16 +197,22 @@ class Commands {
                 const std::string& over);
   // Ledger (clients/arbctl/ledger.cc).
   int LedgerList(int64_t after_seq, int limit, const std::string& subject);
+  int LedgerCheckpoints();
   // Recomputes the chain from genesis and checks every checkpoint's
   // signature with `public_key_file` (Ed25519 PEM; empty: signatures are
   // not checked). Exit 0 and "OK ..." when intact; 3 and the first bad entry
-  // otherwise.
-  // With `from_checkpoint` > 0, starts at that checkpoint (whose signature
-  // must verify) instead of genesis.
-  int LedgerCheckpoints();
+  // otherwise; 2 for a key, checkpoint or archive file it cannot use.
   // `from_checkpoint`: 0 from genesis, kLatestCheckpoint from the newest
-  // signed checkpoint (genesis when there is none), else that checkpoint.
-  int LedgerVerify(const std::string& public_key_file, int64_t from_checkpoint = 0);
+  // signed checkpoint (genesis when there is none), else that checkpoint
+  // (whose signature must verify).
+  // `archive_dir`: "" for none; else the chain starts at genesis in the
+  // archive files there (every "*.ledger", ordered by the seq of its first
+  // entry; ledger/archive.h), read a page at a time, and continues into the
+  // entries the server holds after the archive's last. Checkpoints in the
+  // archive's range are matched against its entries. Needs
+  // `from_checkpoint` 0.
+  int LedgerVerify(const std::string& public_key_file, int64_t from_checkpoint = 0,
+                   const std::string& archive_dir = "");
   // SLOs, incidents and chargeback (clients/arbctl/chargeback.cc). Times are
   // RFC 3339 or +/-<duration> from now; periods are rounded out to whole
   // hours.
@@ -247,6 +256,10 @@ class Commands {
   // Every checkpoint, page by page, into `out`; false (after printing the
   // error) when a page fails.
   bool AllCheckpoints(v1::ListCheckpointsResponse* out) const;
+  // Continues `walk` with the entries the server holds after its head, page
+  // by page, until the end or a break; false (after printing the error)
+  // when a call fails.
+  bool VerifyStoredEntries(LedgerWalk& walk) const;
 
   // Makes one unary call under the deadline. A follower's answer naming the
   // leader ("leader=host:port", docs/operations.md) sends the call there, up

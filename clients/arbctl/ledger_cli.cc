@@ -22,6 +22,7 @@ struct VerifyFlags {
   std::string public_key;  // Empty: the configured ledger_public_key.
   int64_t from_checkpoint = 0;
   bool from_latest = false;
+  std::string archive;  // Empty: the database's entries only.
 };
 
 }  // namespace
@@ -48,18 +49,29 @@ void RegisterLedgerCommands(CLI::App& root, CliContext& ctx) {
   auto verify_flags = std::make_shared<VerifyFlags>();
   verify->add_option("--public-key", verify_flags->public_key,
                      "Ed25519 public key of the ledger (PEM) to check checkpoint signatures");
+  CLI::Option* from_checkpoint =
+      verify
+          ->add_option("--from-checkpoint", verify_flags->from_checkpoint,
+                       "start at the checkpoint of this seq (its signature must verify)")
+          ->check(CLI::PositiveNumber);
+  CLI::Option* from_latest =
+      verify->add_flag("--from-latest-checkpoint", verify_flags->from_latest,
+                       "start at the newest checkpoint (its signature must verify): what was "
+                       "appended since it was signed");
   verify
-      ->add_option("--from-checkpoint", verify_flags->from_checkpoint,
-                   "start at the checkpoint of this seq (its signature must verify)")
-      ->check(CLI::PositiveNumber);
-  verify->add_flag("--from-latest-checkpoint", verify_flags->from_latest,
-                   "start at the newest checkpoint (its signature must verify): what was "
-                   "appended since it was signed");
+      ->add_option("--archive", verify_flags->archive,
+                   "directory of the ledger's archive files (*.ledger, from arbiterd "
+                   "archive-ledger): verify from genesis through them into the entries the "
+                   "database still holds")
+      ->check(CLI::ExistingDirectory)
+      ->excludes(from_checkpoint)
+      ->excludes(from_latest);
   verify->callback([&ctx, verify_flags] {
     const std::string& key =
         verify_flags->public_key.empty() ? ctx.global.ledger_public_key : verify_flags->public_key;
     ctx.exit_code = ctx.Connect().LedgerVerify(
-        key, verify_flags->from_latest ? kLatestCheckpoint : verify_flags->from_checkpoint);
+        key, verify_flags->from_latest ? kLatestCheckpoint : verify_flags->from_checkpoint,
+        verify_flags->archive);
   });
 }
 

@@ -425,6 +425,19 @@ absl::StatusOr<core::State> PgStore::LoadState(const LoadScope& scope) {
   });
 }
 
+absl::Status PgStore::EnsureLedgerMonth(pqxx::connection& conn, absl::Time at, bool* broken) {
+  const absl::CivilDay first_day(absl::ToCivilMonth(at, absl::UTCTimeZone()));
+  const int64_t month = first_day - absl::CivilDay(1970, 1, 1);
+  if (ledger_months_.contains(month)) return absl::OkStatus();
+  ARBITER_RETURN_IF_ERROR(Guarded("ensure ledger partition", broken, [&]() -> absl::Status {
+    pqxx::nontransaction tx(conn);
+    tx.exec_prepared(sql::kEnsureLedgerPartition, absl::FormatCivilTime(first_day));
+    return absl::OkStatus();
+  }));
+  ledger_months_.insert(month);
+  return absl::OkStatus();
+}
+
 absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext& context) {
   if (changes.empty()) return absl::OkStatus();
   ARBITER_ASSIGN_OR_RETURN(auto lease, writer_.Acquire());
@@ -438,6 +451,10 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
                            ledger::MaybeCheckpoint({ledger_key_pem_, checkpoint_every_},
                                                    checkpoint_seq_, seq, hash, context.at));
   bool broken = false;
+  if (absl::Status ensured = EnsureLedgerMonth(*lease, context.at, &broken); !ensured.ok()) {
+    if (broken) lease.Discard();
+    return ensured;
+  }
   // A batch of request writes alone is one statement, committed on its own
   // (PostgreSQL answers it after the commit is flushed); rarer changes add
   // statements of their own, in one explicit transaction.

@@ -9,7 +9,10 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
 
 #include "store/postgres/connection_pool.h"
 #include "store/postgres/pg_errors.h"
@@ -109,6 +112,11 @@ class PgStore final : public Store {
  private:
   explicit PgStore(const PgStoreOptions& options);
 
+  // Makes sure the ledger partition of `at`'s UTC month exists before an
+  // entry of it is appended (on the writer's connection, outside the
+  // commit's transaction). The arbiter thread only.
+  absl::Status EnsureLedgerMonth(pqxx::connection& conn, absl::Time at, bool* broken);
+
   // Runs `fn(connection)` on a pooled connection with exception mapping.
   template <typename Fn>
   auto WithConnection(absl::string_view operation, Fn&& fn)
@@ -131,6 +139,10 @@ class PgStore final : public Store {
   std::string head_hash_ = ledger::kGenesisHash;
   int64_t checkpoint_seq_ = 0;
   int64_t fencing_epoch_ = 0;  // The arbiter thread only, as the head.
+  // The UTC months (days since the epoch of their first day) whose ledger
+  // partition this writer has made sure of: one statement a month.
+  // The arbiter thread only.
+  absl::flat_hash_set<int64_t> ledger_months_;
 };
 
 }  // namespace arbiter::store

@@ -356,6 +356,8 @@ constexpr Statement kStatements[] = {
      " prev_hash, hash FROM ledger WHERE seq > $1 AND ($3 = '' OR subject = $3)"
      " AND ($4 = '' OR actor = $4) AND ($5 = '' OR action = $5) ORDER BY seq LIMIT $2"},
     {kSelectLastCheckpoint, "SELECT seq FROM ledger_checkpoints ORDER BY seq DESC LIMIT 1"},
+    // $1: a day of the month whose partition must exist (migration 0030).
+    {kEnsureLedgerPartition, "SELECT arbiter_ensure_ledger_partition($1::date)"},
     // $1 after seq, $2 limit.
     {kSelectCheckpoints,
      "SELECT seq, hash, signature, (extract(epoch FROM at) * 1000000)::bigint"

@@ -85,6 +85,7 @@ inline constexpr const char* kSelectLedgerHead = "select_ledger_head";
 inline constexpr const char* kSelectLedger = "select_ledger";
 inline constexpr const char* kSelectLastCheckpoint = "select_last_checkpoint";
 inline constexpr const char* kSelectCheckpoints = "select_checkpoints";
+inline constexpr const char* kEnsureLedgerPartition = "ensure_ledger_partition";
 
 // Metrics.
 inline constexpr const char* kSelectAllocatedGauges = "select_allocated_gauges";

@@ -184,6 +184,9 @@ class Param:
 
     def __init__(self, path, spec, desc):
         head, _, rest = spec.partition(" ")
+        # CLI11 appends the flags it needs or excludes ("--archive TEXT:DIR
+        # Excludes: --from-checkpoint"): not part of the type.
+        rest = re.sub(r"\s*\b(?:Needs|Excludes):.*$", "", rest)
         self.path, self.desc = path, desc or ""
         self.names = head.split(",")
         self.positional = not head.startswith("-")

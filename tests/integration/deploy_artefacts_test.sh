@@ -55,12 +55,12 @@ grep -q "max-batches" <<<"$out" || fail "the error does not name the unknown key
 
 # 3. The systemd units, with ExecStart pointing at the built binaries.
 mkdir -p "$work/units"
-for unit in "$src"/deploy/systemd/*.service; do
+for unit in "$src"/deploy/systemd/*.service "$src"/deploy/systemd/*.timer; do
   sed -e "s|/usr/local/bin/arbiterd|$build/server/arbiterd|" \
       -e "s|/usr/local/bin/arbiter-agent|$build/clients/arbiter-agent|" \
       "$unit" > "$work/units/$(basename "$unit")"
 done
-out=$(cd "$work/units" && systemd-analyze verify --man=no ./*.service 2>&1) ||
+out=$(cd "$work/units" && systemd-analyze verify --man=no ./*.service ./*.timer 2>&1) ||
   fail "systemd-analyze verify: $out"
 [ -z "$out" ] || fail "systemd-analyze verify warned: $out"
 echo "deploy_artefacts_test: OK (sample config served TLS; unknown key refused; units verified)"
