@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "store/postgres/ledger_archive.h"
 
 namespace arbiter::server {
@@ -43,7 +44,7 @@ struct ArchivedPartition {
 // entry when the stored chain does not verify (nothing of that partition is
 // retired); FAILED_PRECONDITION from Retire. Returns what was archived (what
 // would be, with dry_run).
-absl::StatusOr<std::vector<ArchivedPartition>> ArchiveClosedMonths(
-    store::LedgerArchiveStore& store, const RetentionOptions& options);
+absl::StatusOr<std::vector<ArchivedPartition>> ArchiveClosedMonths(store::LedgerArchiveStore& store,
+                                                                   const RetentionOptions& options);
 
 }  // namespace arbiter::server

@@ -32,12 +32,10 @@ LedgerArchiveStore::~LedgerArchiveStore() = default;
 absl::StatusOr<std::unique_ptr<LedgerArchiveStore>> LedgerArchiveStore::Connect(
     const std::string& dsn) {
   bool broken = false;
-  return Guarded("connect", &broken,
-                 [&]() -> absl::StatusOr<std::unique_ptr<LedgerArchiveStore>> {
-                   auto conn = std::make_unique<pqxx::connection>(dsn);
-                   return std::unique_ptr<LedgerArchiveStore>(
-                       new LedgerArchiveStore(std::move(conn)));
-                 });
+  return Guarded("connect", &broken, [&]() -> absl::StatusOr<std::unique_ptr<LedgerArchiveStore>> {
+    auto conn = std::make_unique<pqxx::connection>(dsn);
+    return std::unique_ptr<LedgerArchiveStore>(new LedgerArchiveStore(std::move(conn)));
+  });
 }
 
 absl::StatusOr<std::vector<LedgerPartition>> LedgerArchiveStore::ListPartitions() {
@@ -46,11 +44,11 @@ absl::StatusOr<std::vector<LedgerPartition>> LedgerArchiveStore::ListPartitions(
                  [&]() -> absl::StatusOr<std::vector<LedgerPartition>> {
                    pqxx::read_transaction tx(*conn_);
                    std::vector<LedgerPartition> out;
-                   for (const pqxx::row& row : tx.exec(
-                            "SELECT name, " ARBITER_MICROS("from_at") ", " ARBITER_MICROS(
-                                "to_at") ", archived_at IS NOT NULL, COALESCE(last_seq, 0),"
-                                         " COALESCE(last_hash, ''), COALESCE(file, '')"
-                                         " FROM ledger_partitions ORDER BY to_at")) {
+                   for (const pqxx::row& row :
+                        tx.exec("SELECT name, " ARBITER_MICROS("from_at") ", " ARBITER_MICROS(
+                            "to_at") ", archived_at IS NOT NULL, COALESCE(last_seq, 0),"
+                                     " COALESCE(last_hash, ''), COALESCE(file, '')"
+                                     " FROM ledger_partitions ORDER BY to_at")) {
                      LedgerPartition p;
                      p.name = row[0].as<std::string>();
                      if (!row[1].is_null()) p.from = FromMicros(row[1]);
@@ -73,7 +71,7 @@ absl::StatusOr<std::optional<absl::Time>> LedgerArchiveStore::HeadTime() {
                    std::optional<absl::Time> head;
                    for (const pqxx::row& row :
                         tx.exec("SELECT " ARBITER_MICROS("at") " FROM ledger"
-                                " ORDER BY seq DESC LIMIT 1")) {
+                                                               " ORDER BY seq DESC LIMIT 1")) {
                      head = FromMicros(row[0]);
                    }
                    return head;
@@ -90,11 +88,12 @@ absl::StatusOr<std::vector<ledger::Entry>> LedgerArchiveStore::ReadPartition(
         std::vector<ledger::Entry> out;
         // The bounds prune to the one partition.
         for (const pqxx::row& row : tx.exec_params(
-                 "SELECT seq, " ARBITER_MICROS("at") ", actor, action, subject, payload,"
-                 " prev_hash, hash FROM ledger"
-                 " WHERE ($1::bigint IS NULL OR at >= to_timestamp($1::bigint / 1e6))"
-                 " AND at < to_timestamp($2::bigint / 1e6) AND seq > $3"
-                 " ORDER BY seq LIMIT $4",
+                 "SELECT seq, " ARBITER_MICROS(
+                     "at") ", actor, action, subject, payload,"
+                           " prev_hash, hash FROM ledger"
+                           " WHERE ($1::bigint IS NULL OR at >= to_timestamp($1::bigint / 1e6))"
+                           " AND at < to_timestamp($2::bigint / 1e6) AND seq > $3"
+                           " ORDER BY seq LIMIT $4",
                  FromParam(partition), absl::ToUnixMicros(partition.to), after_seq, limit)) {
           ledger::Entry e;
           e.seq = row[0].as<int64_t>();
@@ -118,12 +117,11 @@ absl::Status LedgerArchiveStore::Retire(const LedgerPartition& partition,
   return Guarded(absl::StrCat("retire ", partition.name), &broken, [&]() -> absl::Status {
     try {
       pqxx::work tx(*conn_);
-      tx.exec_params("SELECT arbiter_retire_ledger_partition($1, $2, $3, $4, $5, $6)",
-                     partition.name, exported.entries,
-                     empty ? std::nullopt : std::optional<int64_t>(exported.first_seq),
-                     empty ? std::nullopt : std::optional<int64_t>(exported.last_seq),
-                     empty ? std::nullopt : std::optional<std::string>(exported.last_hash),
-                     exported.file);
+      tx.exec_params(
+          "SELECT arbiter_retire_ledger_partition($1, $2, $3, $4, $5, $6)", partition.name,
+          exported.entries, empty ? std::nullopt : std::optional<int64_t>(exported.first_seq),
+          empty ? std::nullopt : std::optional<int64_t>(exported.last_seq),
+          empty ? std::nullopt : std::optional<std::string>(exported.last_hash), exported.file);
       tx.commit();
       return absl::OkStatus();
     } catch (const pqxx::check_violation& e) {

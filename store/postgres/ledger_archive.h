@@ -23,9 +23,9 @@ namespace arbiter::store {
 
 // One partition of the ledger, as ledger_partitions records it.
 struct LedgerPartition {
-  std::string name;             // e.g. "ledger_y2026m10"; "ledger_legacy".
+  std::string name;                // e.g. "ledger_y2026m10"; "ledger_legacy".
   std::optional<absl::Time> from;  // Empty: from the beginning.
-  absl::Time to;                // Exclusive.
+  absl::Time to;                   // Exclusive.
   bool archived = false;
   // Of an archived partition with entries: its last entry and the file.
   int64_t last_seq = 0;

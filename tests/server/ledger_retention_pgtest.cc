@@ -3,10 +3,6 @@
 // of the database, the chain verified from genesis across the files and the
 // database, the refusals that keep it whole, and the plans of the ledger's
 // queries on a year of history.
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-
 #include <fstream>
 #include <string>
 #include <vector>
@@ -16,6 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/civil_time.h"
 #include "gtest/gtest.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 
 #include "core/arbitration.h"
 #include "ledger/archive.h"
@@ -231,8 +230,8 @@ TEST_F(LedgerRetentionTest, ArbiterdArchivesAndArbctlVerifiesAcrossTheFiles) {
   const std::string total = Query("SELECT count(*) FROM ledger");
   const std::string arbiterd = ::arbiter::testing::BinaryPath("server/arbiterd");
   const std::string dsn = absl::StrCat("'", db_->dsn(), "'");
-  CommandResult dry = RunShell(absl::StrCat(arbiterd, " archive-ledger --dsn ", dsn, " --out ", dir_,
-                                       " --keep-months 0 --dry-run"));
+  CommandResult dry = RunShell(absl::StrCat(arbiterd, " archive-ledger --dsn ", dsn, " --out ",
+                                            dir_, " --keep-months 0 --dry-run"));
   ASSERT_EQ(dry.exit_code, 0) << dry.output;
   EXPECT_THAT(dry.output, HasSubstr("would archive ledger_y2027m02"));
   EXPECT_EQ(Query("SELECT count(*) FROM ledger"), total);
@@ -245,9 +244,8 @@ TEST_F(LedgerRetentionTest, ArbiterdArchivesAndArbctlVerifiesAcrossTheFiles) {
 
   auto served = ::arbiter::testing::ArbiterdProcess::Start(db_->dsn());
   ASSERT_THAT(served, IsOk());
-  const std::string arbctl =
-      absl::StrCat(::arbiter::testing::BinaryPath("clients/arbctl"), " --endpoint ",
-                   (*served)->address(), " ledger verify");
+  const std::string arbctl = absl::StrCat(::arbiter::testing::BinaryPath("clients/arbctl"),
+                                          " --endpoint ", (*served)->address(), " ledger verify");
   CommandResult whole = RunShell(absl::StrCat(arbctl, " --archive ", dir_));
   EXPECT_EQ(whole.exit_code, 0) << whole.output;
   EXPECT_THAT(whole.output, HasSubstr("OK:"));
@@ -299,16 +297,16 @@ TEST_F(LedgerRetentionTest, TheDatabaseRefusesARetirementThatWouldBreakTheChain)
   ASSERT_THAT(archive_->Retire(legacy, exported), IsOk());
   auto january_entries = archive_->ReadPartition(january, 0, 100);
   ASSERT_THAT(january_entries, IsOk());
-  ASSERT_THAT(archive_->Retire(january, {4, january_entries->front().seq,
-                                         january_entries->back().seq,
-                                         january_entries->back().hash, "january.ledger"}),
-              IsOk());
+  ASSERT_THAT(
+      archive_->Retire(january, {4, january_entries->front().seq, january_entries->back().seq,
+                                 january_entries->back().hash, "january.ledger"}),
+      IsOk());
   auto february_entries = archive_->ReadPartition(february, 0, 100);
   ASSERT_THAT(february_entries, IsOk());
-  EXPECT_THAT(archive_->Retire(february, {4, february_entries->front().seq,
-                                          february_entries->back().seq,
-                                          february_entries->back().hash, "february.ledger"}),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not closed")));
+  EXPECT_THAT(
+      archive_->Retire(february, {4, february_entries->front().seq, february_entries->back().seq,
+                                  february_entries->back().hash, "february.ledger"}),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not closed")));
   // A retired partition is not retired twice; nothing else changed.
   EXPECT_THAT(archive_->Retire(legacy, exported),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not a partition")));
@@ -319,9 +317,10 @@ TEST_F(LedgerRetentionTest, AStoredChainThatDoesNotVerifyIsNotArchived) {
   ASSERT_THAT(WriteEntries(Day(2027, 1, 20), 5), IsOk());
   ASSERT_THAT(WriteEntries(Day(2027, 2, 10), 1), IsOk());
   // Rewrite one January entry behind the triggers' back, as a superuser can.
-  Query("SET session_replication_role = replica;"
-        " UPDATE ledger SET payload = payload || ';forged=1'"
-        " WHERE seq = (SELECT min(seq) + 2 FROM ledger_y2027m01)");
+  Query(
+      "SET session_replication_role = replica;"
+      " UPDATE ledger SET payload = payload || ';forged=1'"
+      " WHERE seq = (SELECT min(seq) + 2 FROM ledger_y2027m01)");
   auto archived = Archive(0);
   EXPECT_THAT(archived, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("ledger_y2027m01")));
   // The legacy partition (before the forgery) went; January stayed, and
@@ -342,10 +341,11 @@ TEST_F(LedgerRetentionTest, LedgerQueriesUseTheIndexesOnAYearOfHistory) {
     Query(absl::StrCat("SELECT arbiter_ensure_ledger_partition('2027-",
                        absl::StrCat(month < 10 ? "0" : "", month), "-01')"));
   }
-  Query("INSERT INTO ledger SELECT 1000 + g, timestamptz '2027-01-01 UTC' + (g * interval '130 s'),"
-        " 'arbiter', 'request.admitted', 'request/' || (g % 50000), 'k=v', repeat('0', 64),"
-        " repeat('1', 64) FROM generate_series(1, 240000) g;"
-        " ANALYZE ledger");
+  Query(
+      "INSERT INTO ledger SELECT 1000 + g, timestamptz '2027-01-01 UTC' + (g * interval '130 s'),"
+      " 'arbiter', 'request.admitted', 'request/' || (g % 50000), 'k=v', repeat('0', 64),"
+      " repeat('1', 64) FROM generate_series(1, 240000) g;"
+      " ANALYZE ledger");
   EXPECT_EQ(Query("SELECT count(DISTINCT tableoid) FROM ledger"), "13");
   const std::vector<std::string> queries = {
       "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1",
