@@ -240,13 +240,13 @@ void Governance::SetBudget(const Caller& caller, absl::StatusOr<core::Budget> bu
 void Governance::ListBudgets(const Caller& caller, std::optional<absl::Time> month,
                              Reply<BudgetReport> reply) const {
   const absl::Time when = month.has_value() ? *month : ctx_.clock->TimeNow();
-  const absl::Time from = core::MonthStart(when), to = core::NextMonthStart(when);
+  const absl::Time from = core::MonthStart(when);
   RunListing<BudgetReport>(
       caller, "GovernanceService.ListBudgets",
-      [store = ctx_.store, from, to]() -> absl::StatusOr<BudgetReport> {
+      [store = ctx_.store, from]() -> absl::StatusOr<BudgetReport> {
         absl::StatusOr<std::vector<core::Budget>> budgets = store->ListBudgets();
         if (!budgets.ok()) return budgets.status();
-        absl::StatusOr<std::map<std::string, int64_t>> spend = store->SpendBetween(from, to);
+        absl::StatusOr<std::map<std::string, int64_t>> spend = store->MonthSpend(from);
         if (!spend.ok()) return spend.status();
         BudgetReport report;
         report.month_start = from;

@@ -220,7 +220,7 @@ class Metrics::StateCollector final : public prometheus::Collectable {
     const absl::Time now = clock_->TimeNow();
     absl::StatusOr<std::vector<core::Budget>> budgets = store_->ListBudgets();
     absl::StatusOr<std::map<std::string, int64_t>> spend =
-        store_->SpendBetween(core::MonthStart(now), now);
+        store_->MonthSpend(core::MonthStart(now));
     if (!budgets.ok() || !spend.ok()) return;
     auto spent = GaugeFamily("arbiter_budget_spent_micros",
                              "Committed spend this calendar month (UTC), micro-currency units.");

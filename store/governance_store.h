@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include "core/budget.h"
 #include "core/coexistence.h"
 #include "core/model.h"
 #include "core/telemetry.h"
@@ -55,6 +56,16 @@ class GovernanceReads {
   // Costs charged per team to requests admitted in [from, to).
   [[nodiscard]] virtual absl::StatusOr<std::map<std::string, int64_t>> SpendBetween(
       absl::Time from, absl::Time to) = 0;
+  // Costs charged per team to requests admitted in the UTC month that
+  // starts at `month_start`: SpendBetween(month_start, the next month's
+  // start), but a team whose spend is 0 may be left out. For budget reports
+  // and /metrics, which ask often: a store should answer it from the
+  // month's sums and the live requests, at a cost that does not grow with
+  // history. REQUIRES: month_start == core::MonthStart(month_start).
+  [[nodiscard]] virtual absl::StatusOr<std::map<std::string, int64_t>> MonthSpend(
+      absl::Time month_start) {
+    return SpendBetween(month_start, core::NextMonthStart(month_start));
+  }
   // Idle policies set per class (without the built-in defaults), by class
   // name.
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::IdlePolicy>> ListIdlePolicies() = 0;

@@ -756,6 +756,20 @@ absl::StatusOr<std::map<std::string, int64_t>> PgStore::SpendBetween(absl::Time 
       });
 }
 
+absl::StatusOr<std::map<std::string, int64_t>> PgStore::MonthSpend(absl::Time month_start) {
+  return WithConnection(
+      "month spend", [&](pqxx::connection& c) -> absl::StatusOr<std::map<std::string, int64_t>> {
+        pqxx::read_transaction tx(c);
+        std::map<std::string, int64_t> out;
+        for (const pqxx::row& row :
+             tx.exec_prepared(sql::kSelectMonthSpend, rows::ToMicros(month_start),
+                              rows::ToMicros(core::NextMonthStart(month_start)))) {
+          out[row[0].as<std::string>()] = row[1].as<int64_t>();
+        }
+        return out;
+      });
+}
+
 absl::StatusOr<std::vector<core::Delegation>> PgStore::ListDelegations() {
   return WithConnection("list delegations",
                         [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Delegation>> {

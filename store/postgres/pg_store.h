@@ -69,6 +69,7 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::Delegation>> ListDelegations() override;
   absl::StatusOr<std::map<std::string, int64_t>> SpendBetween(absl::Time from,
                                                               absl::Time to) override;
+  absl::StatusOr<std::map<std::string, int64_t>> MonthSpend(absl::Time month_start) override;
   absl::StatusOr<std::vector<ledger::Entry>> ListLedger(const LedgerFilter& filter) override;
   absl::StatusOr<std::vector<LedgerCheckpoint>> ListCheckpoints(int64_t after_seq,
                                                                 int32_t limit) override;

@@ -324,6 +324,14 @@ constexpr Statement kStatements[] = {
     {kSelectSpend,
      "SELECT team, COALESCE(sum(cost_micros), 0)::bigint FROM requests"
      " WHERE admitted_at >= " TS(1) " AND admitted_at < " TS(2) " GROUP BY team"},
+    // $1 the month's start, $2 the next month's: the ended requests' sums
+    // (ended_spend, by month of admission) and the live requests, through
+    // requests_live: a cost that does not grow with history.
+    {kSelectMonthSpend,
+     "SELECT team, sum(micros)::bigint FROM ("
+     " SELECT team, micros FROM ended_spend WHERE month = " TS(
+         1) " UNION ALL SELECT team, cost_micros FROM requests WHERE state IN " ARBITER_LIVE_STATES
+            " AND admitted_at >= " TS(1) " AND admitted_at < " TS(2) ") s GROUP BY team"},
     {kUpsertDelegation,
      "INSERT INTO delegations (from_principal, to_principal, expires_at) VALUES ($1, $2, " TS(
          3) ") ON CONFLICT (from_principal, to_principal) DO UPDATE SET expires_at = "

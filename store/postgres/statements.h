@@ -76,6 +76,7 @@ inline constexpr const char* kSelectPrices = "select_prices";
 inline constexpr const char* kUpsertBudget = "upsert_budget";
 inline constexpr const char* kSelectBudgets = "select_budgets";
 inline constexpr const char* kSelectSpend = "select_spend";
+inline constexpr const char* kSelectMonthSpend = "select_month_spend";
 inline constexpr const char* kUpsertDelegation = "upsert_delegation";
 inline constexpr const char* kDeleteDelegation = "delete_delegation";
 inline constexpr const char* kSelectDelegations = "select_delegations";

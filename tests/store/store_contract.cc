@@ -497,6 +497,18 @@ TEST_P(StoreContractTest, TheLoadScopeBoundsWhatIsReadOfHistory) {
   release(recent->id, kT0 + absl::Hours(1));
   const int64_t spent = s.Spend("t", month);
   ASSERT_GT(spent, 0);
+  // What budget reports read: the month's sum, as SpendBetween has it.
+  auto month_spend = store().MonthSpend(month);
+  ASSERT_THAT(month_spend, IsOk());
+  int64_t stored_costs = 0;
+  for (int64_t id : {old->id, recent->id, live->id}) {
+    auto stored = store().GetRequest(id);
+    ASSERT_THAT(stored, IsOk());
+    stored_costs += stored->cost_micros;
+  }
+  EXPECT_EQ(*month_spend, (std::map<std::string, int64_t>{{"t", stored_costs}}));
+  EXPECT_THAT(store().SpendBetween(month, core::NextMonthStart(month)), IsOkAndHolds(*month_spend));
+  EXPECT_THAT(store().MonthSpend(core::NextMonthStart(month)), IsOkAndHolds(IsEmpty()));
 
   // Everything, as tools read it.
   auto all = store().LoadState();
