@@ -187,8 +187,9 @@ constexpr Statement kStatements[] = {
     // $1 (a request's last update is when it ended).
     {kSelectHeldMembers, ARBITER_MEMBER_COLUMNS
      "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
-     "AND r.admitted_at < " TS(2) " AND (r.state IN ('admitted', 'preempting') OR r.updated_at "
-                                  "> " TS(1) ") ORDER BY r.id, p.member"},
+     "AND r.admitted_at < " TS(
+         2) " AND (r.state IN ('admitted', 'preempting') OR (r.state NOT IN " ARBITER_LIVE_STATES
+            " AND r.updated_at > " TS(1) ")) ORDER BY r.id, p.member"},
     {kSelectLiveMembers,
      ARBITER_MEMBER_COLUMNS "WHERE r.state IN ('admitted', 'preempting') ORDER BY r.id, p.member"},
 #undef ARBITER_MEMBER_COLUMNS
@@ -281,7 +282,12 @@ constexpr Statement kStatements[] = {
          4) " "
             "AND (admitted_at IS NULL OR admitted_at > " TS(
                 3) ") AND state <> 'denied' "
-                   "AND state <> 'reserved' ORDER BY id"},
+                   "AND state <> 'reserved' "
+                   // A request that ended before the window waited before it too: the
+                   // live ones, and those ended since the window's start, through the
+                   // partial indexes requests_live and requests_ended, not the history.
+                   "AND (state IN " ARBITER_LIVE_STATES " OR (state NOT IN " ARBITER_LIVE_STATES
+                   " AND updated_at > " TS(3) ")) ORDER BY id"},
     {kInsertChargebackPeriod,
      "INSERT INTO chargeback_periods (period_from, period_to, closed_at, statements_json, hash, "
      "teams, net_cost_micros) VALUES (" TS(1) ", " TS(2) ", " TS(3) ", $4, $5, $6, $7)"},
@@ -306,9 +312,10 @@ constexpr Statement kStatements[] = {
                           "FROM requests r JOIN placements p ON p.request_id = r.id "
                           "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', "
                           "'cancelled') "
-                          "AND r.admitted_at < " TS(2) " AND (r.state IN ('admitted', "
-                                                       "'preempting') OR r.updated_at > " TS(
-                                                           1) ")"},
+                          "AND r.admitted_at < " TS(
+                              2) " AND (r.state IN ('admitted', "
+                                 "'preempting') OR (r.state NOT IN " ARBITER_LIVE_STATES
+                                 " AND r.updated_at > " TS(1) "))"},
     {kSelectUsedByHour,
      "SELECT (extract(epoch FROM hour) * 1000000)::bigint, sum(used_milli_seconds)::bigint "
      "FROM usage_hourly WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "
@@ -600,6 +607,13 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
 }
 
 }  // namespace
+
+std::string StatementText(const std::string& name) {
+  for (const Statement& s : kStatements) {
+    if (name == s.name) return s.text;
+  }
+  return "";
+}
 
 void PrepareAll(pqxx::connection& conn) { Prepare(conn, PlanMode::kCustom); }
 

@@ -2,6 +2,8 @@
 // parameters. `PrepareAll` prepares them on a new connection.
 #pragma once
 
+#include <string>
+
 #include <pqxx/connection>
 
 namespace arbiter::store::sql {
@@ -142,5 +144,8 @@ void Prepare(pqxx::connection& conn, PlanMode mode);
 void PrepareAll(pqxx::connection& conn);
 // Prepare(conn, kGeneric): the writer's connection.
 void PrepareWriter(pqxx::connection& conn);
+// The SQL of the statement named `name` above (not the batch writes), for
+// tests that EXPLAIN it; empty if there is none.
+std::string StatementText(const std::string& name);
 
 }  // namespace arbiter::store::sql
