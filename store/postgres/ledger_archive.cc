@@ -6,6 +6,7 @@
 #include <pqxx/pqxx>
 
 #include "store/postgres/pg_errors.h"
+#include "store/postgres/pg_rows.h"
 
 namespace arbiter::store {
 namespace {
@@ -95,16 +96,7 @@ absl::StatusOr<std::vector<ledger::Entry>> LedgerArchiveStore::ReadPartition(
                            " AND at < to_timestamp($2::bigint / 1e6) AND seq > $3"
                            " ORDER BY seq LIMIT $4",
                  FromParam(partition), absl::ToUnixMicros(partition.to), after_seq, limit)) {
-          ledger::Entry e;
-          e.seq = row[0].as<int64_t>();
-          e.at = FromMicros(row[1]);
-          e.actor = row[2].as<std::string>();
-          e.action = row[3].as<std::string>();
-          e.subject = row[4].as<std::string>();
-          e.payload = row[5].as<std::string>();
-          e.prev_hash = row[6].as<std::string>();
-          e.hash = row[7].as<std::string>();
-          out.push_back(std::move(e));
+          out.push_back(rows::LedgerEntryFromRow(row));
         }
         return out;
       });

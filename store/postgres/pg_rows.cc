@@ -280,4 +280,17 @@ core::Quota QuotaFromRow(const pqxx::row& row) {
   return q;
 }
 
+ledger::Entry LedgerEntryFromRow(const pqxx::row& row) {
+  ledger::Entry e;
+  e.seq = row[0].as<int64_t>();
+  e.at = absl::FromUnixMicros(row[1].as<int64_t>());
+  e.actor = row[2].as<std::string>();
+  e.action = row[3].as<std::string>();
+  e.subject = row[4].as<std::string>();
+  e.payload = row[5].as<std::string>();
+  e.prev_hash = row[6].as<std::string>();
+  e.hash = row[7].as<std::string>();
+  return e;
+}
+
 }  // namespace arbiter::store::rows

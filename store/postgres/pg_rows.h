@@ -11,6 +11,7 @@
 #include <pqxx/pqxx>
 
 #include "core/model.h"
+#include "ledger/chain.h"
 
 namespace arbiter::store::rows {
 
@@ -19,6 +20,9 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row);
 // Reads a row selected with ARBITER_PLACEMENT_COLUMNS; `*request_id` receives
 // the owning request.
 core::Placement PlacementFromRow(const pqxx::row& row, int64_t* request_id);
+// A ledger entry from the columns seq, at (unix microseconds), actor,
+// action, subject, payload, prev_hash, hash.
+ledger::Entry LedgerEntryFromRow(const pqxx::row& row);
 
 // A PostgreSQL array literal built one element at a time, e.g. {1,2} or
 // {"a","b"}.

@@ -659,16 +659,7 @@ absl::StatusOr<std::vector<ledger::Entry>> PgStore::ListLedger(const LedgerFilte
                           for (const pqxx::row& row :
                                tx.exec_prepared(sql::kSelectLedger, filter.after_seq, filter.limit,
                                                 filter.subject, filter.actor, filter.action)) {
-                            ledger::Entry e;
-                            e.seq = row[0].as<int64_t>();
-                            e.at = absl::FromUnixMicros(row[1].as<int64_t>());
-                            e.actor = row[2].as<std::string>();
-                            e.action = row[3].as<std::string>();
-                            e.subject = row[4].as<std::string>();
-                            e.payload = row[5].as<std::string>();
-                            e.prev_hash = row[6].as<std::string>();
-                            e.hash = row[7].as<std::string>();
-                            out.push_back(std::move(e));
+                            out.push_back(rows::LedgerEntryFromRow(row));
                           }
                           return out;
                         });
