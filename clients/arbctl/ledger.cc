@@ -229,8 +229,9 @@ struct ArchiveFile {
 
 // The "*.ledger" regular files in `dir`, ordered by the seq of their first
 // entry. INVALID_ARGUMENT (naming the file and line) for one that cannot be
-// read, has no archive header or a first entry that does not parse, or
-// when there are none.
+// read, has no archive header or a first entry that does not parse. None
+// is an empty archive (nothing retired yet): the database's entries are
+// then verified from genesis.
 absl::StatusOr<std::vector<ArchiveFile>> ListArchive(const std::string& dir) {
   std::vector<ArchiveFile> files;
   std::error_code error;
@@ -247,9 +248,6 @@ absl::StatusOr<std::vector<ArchiveFile>> ListArchive(const std::string& dir) {
   }
   if (error) {
     return absl::InvalidArgumentError(absl::StrCat("--archive ", dir, ": ", error.message()));
-  }
-  if (files.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--archive ", dir, ": no *.ledger files"));
   }
   std::sort(files.begin(), files.end(), [](const ArchiveFile& a, const ArchiveFile& b) {
     return std::tie(a.first_seq, a.path) < std::tie(b.first_seq, b.path);
