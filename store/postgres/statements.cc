@@ -373,6 +373,24 @@ constexpr Statement kStatements[] = {
     {kSelectLastCheckpoint, "SELECT seq FROM ledger_checkpoints ORDER BY seq DESC LIMIT 1"},
     // $1: a day of the month whose partition must exist (migration 0030).
     {kEnsureLedgerPartition, "SELECT arbiter_ensure_ledger_partition($1::date)"},
+    // Ledger retention. from_at NULL (the legacy partition) reads as INT64_MIN.
+    {kSelectLedgerPartitions,
+     "SELECT name, " OPT_MICROS(
+         "from_at") ", (extract(epoch FROM to_at) * 1000000)::bigint,"
+                    " archived_at IS NOT NULL, COALESCE(last_seq, 0), COALESCE(last_hash, ''),"
+                    " COALESCE(file, '') FROM ledger_partitions ORDER BY to_at"},
+    {kSelectLedgerHeadTime,
+     "SELECT (extract(epoch FROM at) * 1000000)::bigint FROM ledger ORDER BY seq DESC LIMIT 1"},
+    // $1 from (INT64_MIN: from the beginning), $2 to, $3 after seq, $4
+    // limit: the bounds prune to the one partition.
+    {kSelectLedgerPartitionPage,
+     "SELECT seq, (extract(epoch FROM at) * 1000000)::bigint, actor, action, subject, payload,"
+     " prev_hash, hash FROM ledger WHERE (" OPT_TS(1) " IS NULL OR at >= " OPT_TS(
+         1) ")"
+            " AND at < " TS(2) " AND seq > $3 ORDER BY seq LIMIT $4"},
+    // $1 partition, $2 entries, $3 first seq, $4 last seq, $5 last hash
+    // (NULL for an empty one), $6 file (migration 0030).
+    {kRetireLedgerPartition, "SELECT arbiter_retire_ledger_partition($1, $2, $3, $4, $5, $6)"},
     // $1 after seq, $2 limit.
     {kSelectCheckpoints,
      "SELECT seq, hash, signature, (extract(epoch FROM at) * 1000000)::bigint"

@@ -25,6 +25,7 @@
 #include "tests/core/test_state.h"
 #include "tests/testing/arbiterd_process.h"
 #include "tests/testing/pg_harness.h"
+#include "tests/testing/plan_reads.h"
 #include "tests/testing/status_matchers.h"
 
 namespace arbiter::server {
@@ -59,20 +60,6 @@ std::vector<ledger::Entry> ReadArchive(const std::string& path) {
     if (entry.ok()) out.push_back(*entry);
   }
   return out;
-}
-
-// The tables an EXPLAIN (FORMAT JSON) plan reads whole, comma-separated.
-std::string SeqScannedTables(const std::string& plan) {
-  std::vector<std::string> tables;
-  const std::string node = "\"Node Type\": \"Seq Scan\"";
-  const std::string relation = "\"Relation Name\": \"";
-  for (size_t at = plan.find(node); at != std::string::npos; at = plan.find(node, at + 1)) {
-    const size_t name = plan.find(relation, at);
-    if (name == std::string::npos) break;
-    const size_t begin = name + relation.size();
-    tables.push_back(plan.substr(begin, plan.find('"', begin) - begin));
-  }
-  return absl::StrJoin(tables, ",");
 }
 
 struct CommandResult {
@@ -359,7 +346,10 @@ TEST_F(LedgerRetentionTest, LedgerQueriesUseTheIndexesOnAYearOfHistory) {
   for (const std::string& q : queries) {
     const std::string plan = Query(absl::StrCat("EXPLAIN (FORMAT JSON) ", q));
     EXPECT_THAT(plan, HasSubstr("Index Scan")) << q << "\n" << plan;
-    EXPECT_THAT(SeqScannedTables(plan), ::testing::AnyOf("", "ledger_legacy")) << q << "\n" << plan;
+    EXPECT_THAT(absl::StrJoin(::arbiter::testing::ReadsOfPlan(plan).seq_scanned, ","),
+                ::testing::AnyOf("", "ledger_legacy"))
+        << q << "\n"
+        << plan;
   }
 }
 
