@@ -55,19 +55,18 @@ std::vector<core::GpuSample> Telemetry::Resolve(SampleBatch& batch, absl::Time n
 }
 
 void Telemetry::Ingest(SampleBatch batch, Reply<IngestOutcome> reply) const {
-  auto outcome = std::make_shared<IngestOutcome>();
-  std::vector<core::GpuSample> samples = Resolve(batch, ctx_.clock->TimeNow(), *outcome);
-  RunRead<IngestOutcome>(
-      ctx_,
-      [ctx = ctx_, outcome, samples = std::move(samples)]() -> absl::StatusOr<IngestOutcome> {
-        absl::StatusOr<int64_t> stored = ctx.store->InsertSamples(samples);
-        if (!stored.ok()) return stored.status();
-        outcome->stored = *stored;
-        outcome->duplicates = static_cast<int64_t>(samples.size()) - *stored;
-        ctx.telemetry->MarkDirty(samples);
-        return *outcome;
-      },
-      std::move(reply), "server busy; retry");
+  IngestOutcome outcome;
+  std::vector<core::GpuSample> samples = Resolve(batch, ctx_.clock->TimeNow(), outcome);
+  writer_->Write(
+      std::move(samples),
+      [telemetry = ctx_.telemetry, outcome = std::move(outcome), reply = std::move(reply)](
+          absl::StatusOr<int64_t> stored, absl::Span<const core::GpuSample> written) mutable {
+        if (!stored.ok()) return reply(stored.status());
+        outcome.stored = *stored;
+        outcome.duplicates = static_cast<int64_t>(written.size()) - *stored;
+        telemetry->MarkDirty(written);
+        reply(std::move(outcome));
+      });
 }
 
 void Telemetry::GetUtilization(const Caller& caller, absl::StatusOr<Span> span, std::string team,

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 
 #include "app/authz.h"
 #include "app/context.h"
+#include "app/sample_writer.h"
 #include "core/telemetry.h"
 #include "store/store.h"
 
@@ -65,12 +67,16 @@ struct RightSizing {
 
 class Telemetry {
  public:
-  explicit Telemetry(const Context& ctx) : ctx_(ctx) {}
+  // REQUIRES: ctx.reads is stopped (running what was queued) before this
+  // object is destroyed.
+  explicit Telemetry(const Context& ctx)
+      : ctx_(ctx), writer_(std::make_unique<SampleWriter>(ctx.store, ctx.reads)) {}
 
   // Whether the caller may stream samples; checked once per stream.
   [[nodiscard]] absl::Status CheckStream(const Caller& caller) const;
-  // Matches, stores and counts one batch. REQUIRES: CheckStream was OK for
-  // the stream it came on.
+  // Matches, stores and counts one batch; its transaction is shared with
+  // the batches of other agents that arrive meanwhile (SampleWriter).
+  // REQUIRES: CheckStream was OK for the stream it came on.
   void Ingest(SampleBatch batch, Reply<IngestOutcome> reply) const;
 
   // The span is widened to whole hours.
@@ -94,6 +100,7 @@ class Telemetry {
                                        IngestOutcome& outcome) const;
 
   const Context ctx_;
+  const std::unique_ptr<SampleWriter> writer_;
 };
 
 }  // namespace arbiter::app

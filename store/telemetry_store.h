@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "core/chargeback.h"
 #include "core/model.h"
@@ -48,11 +49,20 @@ class TelemetryStore {
  public:
   virtual ~TelemetryStore() = default;
 
-  // Stores resolved samples in one transaction, creating the daily
-  // partitions they need. Returns how many were new; the rest were already
-  // stored (same node, GPU, instance and time). REQUIRES: node ids exist.
-  [[nodiscard]] virtual absl::StatusOr<int64_t> InsertSamples(
-      const std::vector<core::GpuSample>& samples) = 0;
+  // Stores batches of resolved samples in one transaction, creating the
+  // daily partitions they need. Returns, for each batch in order, how many
+  // of its samples were new; the rest were already stored (same node, GPU,
+  // instance and time), by an earlier call, an earlier batch of this one or
+  // earlier in the same batch. All or nothing: on an error none is stored.
+  // REQUIRES: node ids exist.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<int64_t>> InsertSampleBatches(
+      absl::Span<const std::vector<core::GpuSample>> batches) = 0;
+  // One batch: how many of `samples` were new.
+  [[nodiscard]] absl::StatusOr<int64_t> InsertSamples(const std::vector<core::GpuSample>& samples) {
+    absl::StatusOr<std::vector<int64_t>> stored = InsertSampleBatches({samples});
+    if (!stored.ok()) return stored.status();
+    return stored->front();
+  }
   // Drops the daily partitions of samples before `day` (UTC, rounded down);
   // returns how many.
   [[nodiscard]] virtual absl::StatusOr<int32_t> DropSamplesBefore(absl::Time day) = 0;

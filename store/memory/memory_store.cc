@@ -1074,29 +1074,35 @@ absl::Status MemoryStore::RecordAccessDenial(const std::string& principal,
 
 // --- Telemetry.
 
-absl::StatusOr<int64_t> MemoryStore::InsertSamples(const std::vector<core::GpuSample>& samples) {
-  if (samples.empty()) return 0;
+absl::StatusOr<std::vector<int64_t>> MemoryStore::InsertSampleBatches(
+    absl::Span<const std::vector<core::GpuSample>> batches) {
   absl::MutexLock lock(&mu_);
-  int64_t added = 0;
-  for (const core::GpuSample& in : samples) {
-    telemetry_->partitions.insert(DayOf(in.at));
-    core::GpuSample s;
-    s.at = Micros(in.at);
-    s.node_id = in.node_id;
-    s.gpu_index = in.gpu_index;
-    s.mig_instance = in.mig_instance;
-    s.mig_profile = in.mig_profile;
-    s.interval = absl::Milliseconds(absl::ToInt64Milliseconds(in.interval));
-    s.util_milli = in.util_milli;
-    s.engine_active_milli = in.engine_active_milli;
-    s.fb_used_mib = in.fb_used_mib;
-    s.fb_free_mib = in.fb_free_mib;
-    s.power_mw = in.power_mw;
-    s.pod = in.pod;
-    s.pod_namespace = in.pod_namespace;
-    if (telemetry_->samples.try_emplace({s.node_id, s.gpu_index, s.mig_instance, s.at}, s).second) {
-      ++added;
+  std::vector<int64_t> added;
+  added.reserve(batches.size());
+  for (const std::vector<core::GpuSample>& samples : batches) {
+    int64_t new_in_batch = 0;
+    for (const core::GpuSample& in : samples) {
+      telemetry_->partitions.insert(DayOf(in.at));
+      core::GpuSample s;
+      s.at = Micros(in.at);
+      s.node_id = in.node_id;
+      s.gpu_index = in.gpu_index;
+      s.mig_instance = in.mig_instance;
+      s.mig_profile = in.mig_profile;
+      s.interval = absl::Milliseconds(absl::ToInt64Milliseconds(in.interval));
+      s.util_milli = in.util_milli;
+      s.engine_active_milli = in.engine_active_milli;
+      s.fb_used_mib = in.fb_used_mib;
+      s.fb_free_mib = in.fb_free_mib;
+      s.power_mw = in.power_mw;
+      s.pod = in.pod;
+      s.pod_namespace = in.pod_namespace;
+      if (telemetry_->samples.try_emplace({s.node_id, s.gpu_index, s.mig_instance, s.at}, s)
+              .second) {
+        ++new_in_batch;
+      }
     }
+    added.push_back(new_in_batch);
   }
   return added;
 }

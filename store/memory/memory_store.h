@@ -115,8 +115,8 @@ class MemoryStore final : public Store {
                                                 const std::string& method, const std::string& code,
                                                 const std::string& reason) override;
 
-  [[nodiscard]] absl::StatusOr<int64_t> InsertSamples(
-      const std::vector<core::GpuSample>& samples) override;
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> InsertSampleBatches(
+      absl::Span<const std::vector<core::GpuSample>> batches) override;
   [[nodiscard]] absl::StatusOr<int32_t> DropSamplesBefore(absl::Time day) override;
   [[nodiscard]] absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from,
                                                                          absl::Time to) override;

@@ -77,7 +77,8 @@ class PgStore final : public Store {
                                   const std::string& code, const std::string& reason) override;
 
   // Telemetry (pg_telemetry.cc).
-  absl::StatusOr<int64_t> InsertSamples(const std::vector<core::GpuSample>& samples) override;
+  absl::StatusOr<std::vector<int64_t>> InsertSampleBatches(
+      absl::Span<const std::vector<core::GpuSample>> batches) override;
   absl::StatusOr<int32_t> DropSamplesBefore(absl::Time day) override;
   absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from, absl::Time to) override;
   absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(absl::Time from,

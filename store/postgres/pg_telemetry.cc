@@ -70,36 +70,47 @@ core::MemberUsage UsageFromColumns(const pqxx::row& row, int first) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> PgStore::InsertSamples(const std::vector<core::GpuSample>& samples) {
-  if (samples.empty()) return 0;
-  return WithConnection("insert samples", [&](pqxx::connection& c) -> absl::StatusOr<int64_t> {
-    pqxx::work tx(c);
-    std::set<std::string> days;
+absl::StatusOr<std::vector<int64_t>> PgStore::InsertSampleBatches(
+    absl::Span<const std::vector<core::GpuSample>> batches) {
+  std::vector<int64_t> stored(batches.size(), 0);
+  std::set<std::string> days;
+  for (const std::vector<core::GpuSample>& samples : batches) {
     for (const core::GpuSample& s : samples) days.insert(DayOf(s.at));
-    for (const std::string& day : days) tx.exec_prepared(sql::kEnsureSamplePartition, day);
-    rows::ArrayLiteral cols[13];
-    for (const core::GpuSample& s : samples) {
-      cols[0].Add(rows::ToMicros(s.at));
-      cols[1].Add(s.node_id);
-      cols[2].Add(int64_t{s.gpu_index});
-      cols[3].Add(int64_t{s.mig_instance});
-      cols[4].Add(s.mig_profile);
-      cols[5].Add(absl::ToInt64Milliseconds(s.interval));
-      cols[6].Add(int64_t{s.util_milli});
-      cols[7].Add(int64_t{s.engine_active_milli});
-      cols[8].Add(s.fb_used_mib);
-      cols[9].Add(s.fb_free_mib);
-      cols[10].Add(s.power_mw);
-      cols[11].Add(s.pod);
-      cols[12].Add(s.pod_namespace);
-    }
-    pqxx::result res = tx.exec_prepared(
-        sql::kInsertSamples, cols[0].Done(), cols[1].Done(), cols[2].Done(), cols[3].Done(),
-        cols[4].Done(), cols[5].Done(), cols[6].Done(), cols[7].Done(), cols[8].Done(),
-        cols[9].Done(), cols[10].Done(), cols[11].Done(), cols[12].Done());
-    tx.commit();
-    return static_cast<int64_t>(res.affected_rows());
-  });
+  }
+  if (days.empty()) return stored;
+  return WithConnection(
+      "insert samples", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<int64_t>> {
+        pqxx::work tx(c);
+        for (const std::string& day : days) tx.exec_prepared(sql::kEnsureSamplePartition, day);
+        // A statement per batch, so that each learns how many of its samples
+        // were new; one commit for all.
+        for (size_t b = 0; b < batches.size(); ++b) {
+          if (batches[b].empty()) continue;
+          rows::ArrayLiteral cols[13];
+          for (const core::GpuSample& s : batches[b]) {
+            cols[0].Add(rows::ToMicros(s.at));
+            cols[1].Add(s.node_id);
+            cols[2].Add(int64_t{s.gpu_index});
+            cols[3].Add(int64_t{s.mig_instance});
+            cols[4].Add(s.mig_profile);
+            cols[5].Add(absl::ToInt64Milliseconds(s.interval));
+            cols[6].Add(int64_t{s.util_milli});
+            cols[7].Add(int64_t{s.engine_active_milli});
+            cols[8].Add(s.fb_used_mib);
+            cols[9].Add(s.fb_free_mib);
+            cols[10].Add(s.power_mw);
+            cols[11].Add(s.pod);
+            cols[12].Add(s.pod_namespace);
+          }
+          pqxx::result res = tx.exec_prepared(
+              sql::kInsertSamples, cols[0].Done(), cols[1].Done(), cols[2].Done(), cols[3].Done(),
+              cols[4].Done(), cols[5].Done(), cols[6].Done(), cols[7].Done(), cols[8].Done(),
+              cols[9].Done(), cols[10].Done(), cols[11].Done(), cols[12].Done());
+          stored[b] = static_cast<int64_t>(res.affected_rows());
+        }
+        tx.commit();
+        return stored;
+      });
 }
 
 absl::StatusOr<int32_t> PgStore::DropSamplesBefore(absl::Time day) {

@@ -844,6 +844,27 @@ core::GpuSample Sample(int64_t node_id, int32_t gpu, absl::Time at, int32_t util
   return s;
 }
 
+TEST_P(StoreContractTest, SampleBatchesShareATransactionAndEachCountsItsOwnNewSamples) {
+  core::State s = Organisation(store());
+  const int64_t node = s.FindNode("east", "n1")->id;
+  const absl::Time t = absl::FromUnixSeconds(1'800'057'600);
+  ASSERT_THAT(store().InsertSamples({Sample(node, 0, t, 100)}), IsOkAndHolds(1));
+  const std::vector<std::vector<core::GpuSample>> batches = {
+      {Sample(node, 0, t, 200), Sample(node, 1, t, 300)},  // The first is already stored.
+      {},
+      {Sample(node, 1, t, 400), Sample(node, 0, t + absl::Hours(24), 500)},  // Across a day.
+  };
+  EXPECT_THAT(store().InsertSampleBatches(batches), IsOkAndHolds(::testing::ElementsAre(1, 0, 1)));
+  EXPECT_THAT(store().InsertSampleBatches(batches), IsOkAndHolds(::testing::ElementsAre(0, 0, 0)));
+  EXPECT_THAT(store().InsertSampleBatches({}), IsOkAndHolds(::testing::IsEmpty()));
+  auto stored = store().ListSamples(t, t + absl::Hours(48));
+  ASSERT_THAT(stored, IsOk());
+  std::vector<int32_t> utils;
+  for (const core::GpuSample& x : *stored) utils.push_back(x.util_milli);
+  std::sort(utils.begin(), utils.end());
+  EXPECT_EQ(utils, (std::vector<int32_t>{100, 300, 500}));  // The first reading won.
+}
+
 TEST_P(StoreContractTest, SamplesAreStoredOnceAndDroppedByDay) {
   core::State s = Organisation(store());
   const int64_t node = s.FindNode("east", "n1")->id;
