@@ -26,12 +26,14 @@ endfunction()
 # discovered one CTest test each. Tests labelled `pg` or `integration` require
 # the throwaway PostgreSQL fixture (tests/testing/pg_fixture) and receive its
 # DSN file through ARBITER_TEST_PG_DSN_FILE (one variable: gtest_discover_tests
-# splits list-valued properties).
+# splits list-valued properties). Its main is tests/testing/gtest_main.cc: a
+# suite whose SetUpTestSuite fails fails the binary instead of reading as
+# skipped.
 function(arbiter_cc_test)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_compile_options(${ARG_NAME} PRIVATE ${ARBITER_WARNINGS})
-  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock arbiter_test_main)
   set(props LABELS "${ARG_LABELS}")
   if("pg" IN_LIST ARG_LABELS OR "integration" IN_LIST ARG_LABELS)
     list(APPEND props FIXTURES_REQUIRED pg
