@@ -6,6 +6,7 @@
 // not to the history. A read that scans grows with every decision ever made
 // and slows the service over months (docs/performance.md, "Reads that do not
 // grow with history").
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,55 @@ TEST_F(HistoryPlansTest, FrequentReadsTouchTheLiveStateAndTheirPageNotTheHistory
                 read.max_history_rows);
     }
   }
+}
+
+// A day of raw samples, 100 GPUs every 30 s, laid out in time order as
+// agents send them: the rollup's read of a minute must touch that minute's
+// block ranges (the BRIN index on `at`), not scan the day's partition.
+class SamplePlansTest : public HistoryPlansTest {
+ protected:
+  static constexpr int kGpus = 100;
+  static constexpr int kPerDay = 2880;  // Every 30 s.
+
+  static void SetUpTestSuite() {
+    auto db = TestDatabase::Create();
+    ASSERT_THAT(db, IsOk());
+    db_ = db->release();
+    conn_ = new pqxx::connection(db_->dsn());
+    Fill();
+    sql::PrepareAll(*conn_);
+  }
+
+  static void Fill() {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec("SELECT arbiter_ensure_sample_partition('2027-03-01')");
+    tx.exec(absl::StrCat(
+        "INSERT INTO gpu_samples SELECT t, 1 + g / 8, g % 8, -1, '', 30000, 500, -1, 1000, 1000,"
+        " 50000, '', '' FROM generate_series(0, ",
+        kPerDay - 1, ") i, generate_series(0, ", kGpus - 1,
+        ") g, LATERAL (SELECT timestamptz '2027-03-01 UTC' + i * interval '30 s' AS t) x"
+        " ORDER BY i, g"));
+    // What autovacuum does as the day's block ranges fill (autosummarize).
+    tx.exec("VACUUM ANALYZE gpu_samples");
+  }
+};
+
+TEST_F(SamplePlansTest, ARollupSliceReadsItsMinuteNotTheDay) {
+  const std::string from = absl::StrCat(Micros(2027, 3, 1) + int64_t{13} * 3600 * 1000000);
+  const std::string to = absl::StrCat(Micros(2027, 3, 1) + int64_t{13} * 3600 * 1000000 + 60000000);
+  PlanReads plan = Explain(sql::kSelectSamples, {from, to});
+  int64_t touched = 0;
+  for (const auto& [table, rows] : plan.rows_touched) {
+    if (table.rfind("gpu_samples", 0) == 0) touched += rows;
+  }
+  for (const std::string& table : plan.seq_scanned) {
+    EXPECT_NE(table.rfind("gpu_samples", 0), 0u) << "scans " << table;
+  }
+  // The minute holds 200 samples; a BRIN block range holds some thousands.
+  std::cout << "a minute's read touched " << touched << " of " << kGpus * kPerDay
+            << " samples of the day\n";
+  EXPECT_GE(touched, 2 * kGpus);
+  EXPECT_LE(touched, kGpus * kPerDay / 10);
 }
 
 }  // namespace

@@ -1,0 +1,12 @@
+-- The rollups and the idle check read raw samples by time
+-- (`at >= $1 AND at < $2`: a rollup slice of a minute or so, an idle
+-- window of hours), but the primary key leads with the device, so each such
+-- read scanned every sample of the day's partition: at 100,000 GPUs
+-- reporting every 10 s, 864 million rows by the end of the day, once a
+-- minute. Agents send in time order, so a day's partition is laid out
+-- nearly in `at` order, and a BRIN index on `at` (a few pages per
+-- partition, next to nothing to maintain on insert) narrows a read to the
+-- block ranges its window touches. A block range is summarized once it is
+-- full (autosummarize asks autovacuum to); until then, the newest range of
+-- each partition, some thousands of rows, is read by every such query.
+CREATE INDEX gpu_samples_at ON gpu_samples USING brin (at) WITH (autosummarize = on);
