@@ -52,7 +52,9 @@ bool ConsumeQuoted(absl::string_view& s, std::string* out) {
   return false;
 }
 
-bool ParseValue(absl::string_view token, double* value) {
+}  // namespace
+
+bool ParseSampleValue(absl::string_view token, double* value) {
   if (token == "NaN") {
     *value = std::numeric_limits<double>::quiet_NaN();
     return true;
@@ -67,6 +69,8 @@ bool ParseValue(absl::string_view token, double* value) {
   }
   return absl::SimpleAtod(token, value);
 }
+
+namespace {
 
 // DCGM reports fields it has no value for as large sentinels (near 2^63 for
 // 64-bit fields, near 2^31 for 32-bit ones).
@@ -118,6 +122,27 @@ void Set(DeviceReading& d, Field field, int64_t v) {
 
 }  // namespace
 
+std::vector<std::string> DcgmFieldNames() {
+  std::vector<std::string> names;
+  for (const FieldSpec& f : kFields) names.emplace_back(f.metric);
+  return names;
+}
+
+absl::Status SetDcgmField(absl::string_view metric, double value, DeviceReading& device) {
+  const FieldSpec* field = FieldOf(metric);
+  if (field == nullptr) return absl::NotFoundError(absl::StrCat(metric, ": not a field read"));
+  if (std::isnan(value)) return absl::OutOfRangeError(absl::StrCat(metric, ": no value (NaN)"));
+  if (IsDcgmBlank(value)) {
+    return absl::OutOfRangeError(absl::StrCat(metric, ": no value (DCGM blank)"));
+  }
+  if (value < 0 || value > field->max) {
+    return absl::OutOfRangeError(
+        absl::StrCat(metric, ": ", value, " is out of [0, ", field->max, "]"));
+  }
+  Set(device, field->field, std::llround(value * field->scale));
+  return absl::OkStatus();
+}
+
 absl::string_view MetricLine::label(absl::string_view key) const {
   for (const auto& [k, v] : labels) {
     if (k == key) return v;
@@ -167,7 +192,7 @@ bool ParseMetricLine(absl::string_view line, MetricLine* out, std::string* error
     *error = "expected a value and an optional timestamp";
     return false;
   }
-  if (!ParseValue(rest[0], &out->value)) {
+  if (!ParseSampleValue(rest[0], &out->value)) {
     *error = absl::StrCat("bad value '", rest[0], "'");
     return false;
   }
@@ -227,16 +252,9 @@ Scrape ParseDcgmScrape(absl::string_view text) {
     if (d.pod.empty()) d.pod = std::string(m.label("pod"));
     if (d.pod_namespace.empty()) d.pod_namespace = std::string(m.label("namespace"));
     if (field == nullptr) continue;
-    if (std::isnan(m.value) || IsDcgmBlank(m.value)) {
-      scrape.problems.push_back({number, absl::StrCat(m.name, ": no value (DCGM blank)")});
-      continue;
+    if (absl::Status set = SetDcgmField(m.name, m.value, d); !set.ok()) {
+      scrape.problems.push_back({number, std::string(set.message())});
     }
-    if (m.value < 0 || m.value > field->max) {
-      scrape.problems.push_back(
-          {number, absl::StrCat(m.name, ": ", m.value, " is out of [0, ", field->max, "]")});
-      continue;
-    }
-    Set(d, field->field, std::llround(m.value * field->scale));
   }
   return scrape;
 }

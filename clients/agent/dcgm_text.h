@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace arbiter::agent {
@@ -50,6 +51,26 @@ struct DeviceReading {
   int64_t fb_free_mib = -1;          // DCGM_FI_DEV_FB_FREE.
   int64_t power_mw = -1;             // DCGM_FI_DEV_POWER_USAGE (W) x 1000.
 };
+
+// The DCGM fields the agent reads, by their exporter names:
+// DCGM_FI_DEV_GPU_UTIL, DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_FB_USED,
+// DCGM_FI_DEV_FB_FREE and DCGM_FI_DEV_POWER_USAGE. Every source of these
+// series (a scrape, a Prometheus query) converts them with `SetDcgmField`,
+// so that each gives identical readings.
+std::vector<std::string> DcgmFieldNames();
+
+// Parses a sample value as the Prometheus text format and API write it: a
+// float, "NaN", "+Inf", "Inf" or "-Inf". Returns false when it is none.
+bool ParseSampleValue(absl::string_view token, double* value);
+
+// Sets `metric`'s reading `value` (in DCGM's unit: %, ratio, MiB, W) on
+// `device`, converted to the reading's integer unit. NOT_FOUND when `metric`
+// is not one of `DcgmFieldNames()`; OUT_OF_RANGE when `value` is NaN
+// ("<metric>: no value (NaN)"), DCGM's blank sentinel or above it, +Inf
+// included ("<metric>: no value (DCGM blank)"), or outside the field's range
+// ("<metric>: <value> is out of [0, <max>]"). On an error `device` is
+// unchanged.
+absl::Status SetDcgmField(absl::string_view metric, double value, DeviceReading& device);
 
 struct ScrapeProblem {
   int32_t line = 0;  // 1-based.

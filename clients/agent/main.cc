@@ -8,11 +8,18 @@
 // (docs/nodes.md, "Agents").
 //
 // With --nvml it reads the GPUs through NVML (loaded at run time) instead of
-// a dcgm-exporter. Every --interval it scrapes once; every --flush-every scrapes it sends what
-// it holds as one batch. Every --heartbeat-every it sends the node's
-// heartbeat (InventoryService.NodeHeartbeat): a node whose heartbeats stop
-// turns unreachable and takes no new placements (docs/nodes.md). A batch that cannot be sent is
-// kept and sent with the next (up to --max-pending samples; the oldest are dropped beyond). Arbiter
+// a dcgm-exporter. With --prometheus it reads the dcgm-exporter series from
+// a Prometheus server's API (one PromQL instant query per interval), for the
+// GPUs of a whole fleet when no --node is given: each sample carries its
+// GPU's UUID (docs/telemetry-sources.md). A query that fails is reported,
+// counted and tried again at the next interval.
+//
+// Every --interval it scrapes once; every --flush-every scrapes it sends
+// what it holds as one batch. Every --heartbeat-every it sends the node's
+// heartbeat (InventoryService.NodeHeartbeat; only with --node): a node whose
+// heartbeats stop turns unreachable and takes no new placements
+// (docs/nodes.md). A batch that cannot be sent is kept and sent with the
+// next (up to --max-pending samples; the oldest are dropped beyond). Arbiter
 // ignores samples it already has, so a resend is safe.
 #include <algorithm>
 #include <csignal>
@@ -20,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,6 +46,7 @@
 #include "clients/agent/http_get.h"
 #include "clients/agent/nvidia_smi.h"
 #include "clients/agent/nvml.h"
+#include "clients/agent/prometheus_source.h"
 #include "clients/agent/registration.h"
 #include "clients/agent/sample.h"
 #include "clients/common/channel.h"
@@ -58,6 +67,14 @@ struct Options {
   std::string dcgm_url;
   std::string file;
   std::string nvml;  // The NVML library to read instead of scraping; "" for none.
+  // A Prometheus server to query instead of scraping (--prometheus ...).
+  std::string prometheus;
+  std::string prometheus_selector;
+  std::string prometheus_timeout = "10s";
+  std::string prometheus_ca, prometheus_cert, prometheus_key;
+  std::string prometheus_token_file;
+  std::string prometheus_user, prometheus_password_file;
+  std::vector<std::string> prometheus_labels;  // FIELD=LABEL overrides.
   std::string interval = "10s";
   std::string heartbeat_every = "10s";
   int flush_every = 6;
@@ -83,12 +100,64 @@ std::string ReadFile(const std::string& path, bool* ok) {
   return text.str();
 }
 
-google::protobuf::Timestamp Now() {
+google::protobuf::Timestamp TimestampOf(absl::Time at) {
   google::protobuf::Timestamp t;
-  const int64_t micros = absl::ToUnixMicros(absl::Now());
+  const int64_t micros = absl::ToUnixMicros(at);
   t.set_seconds(micros / 1'000'000);
   t.set_nanos(static_cast<int32_t>(micros % 1'000'000) * 1000);
   return t;
+}
+
+google::protobuf::Timestamp Now() { return TimestampOf(absl::Now()); }
+
+// What the Prometheus source has done since the agent started.
+struct PrometheusCounts {
+  int64_t queries = 0;
+  int64_t failed = 0;          // Down, timed out, or answered an error.
+  int64_t skipped_values = 0;  // NaN, DCGM blanks, out of range.
+  int64_t skipped_series = 0;  // Series that name no device.
+};
+
+// One query at `at`: the readings, or false when it failed (reported).
+bool QueryPrometheus(const arbiter::agent::PrometheusSource& source, absl::Time at,
+                     PrometheusCounts& counts, std::vector<DeviceReading>* devices) {
+  constexpr size_t kMaxProblemsShown = 20;
+  ++counts.queries;
+  absl::StatusOr<arbiter::agent::PrometheusReading> reading = source.Read(at);
+  if (!reading.ok()) {
+    ++counts.failed;
+    std::cerr << "arbiter-agent: prometheus: " << absl::StatusCodeToString(reading.status().code())
+              << ": " << reading.status().message() << " (" << counts.failed << " of "
+              << counts.queries << " queries failed; retried next interval)\n";
+    return false;
+  }
+  for (const std::string& w : reading->warnings) {
+    std::cerr << "arbiter-agent: prometheus: warning: " << w << "\n";
+  }
+  for (size_t i = 0; i < reading->problems.size() && i < kMaxProblemsShown; ++i) {
+    std::cerr << "arbiter-agent: prometheus: " << reading->problems[i] << "\n";
+  }
+  if (reading->problems.size() > kMaxProblemsShown) {
+    std::cerr << "arbiter-agent: prometheus: ... and "
+              << reading->problems.size() - kMaxProblemsShown << " more\n";
+  }
+  counts.skipped_values += reading->skipped_values;
+  counts.skipped_series += reading->skipped_series;
+  int64_t instances = 0;
+  for (const DeviceReading& d : reading->devices) instances += d.mig_instance >= 0 ? 1 : 0;
+  std::cout << "prometheus: " << reading->series << " series, " << reading->devices.size()
+            << " devices (" << reading->devices.size() - instances << " GPUs, " << instances
+            << " MIG instances); skipped " << reading->skipped_values << " values, "
+            << reading->skipped_series << " series, " << reading->duplicate_series
+            << " duplicates (since start: " << counts.skipped_values << " values, "
+            << counts.skipped_series << " series skipped, " << counts.failed << " of "
+            << counts.queries << " queries failed)\n";
+  if (reading->series == 0) {
+    std::cerr << "arbiter-agent: prometheus: no series matched " << source.query() << " at "
+              << source.endpoint() << "\n";
+  }
+  *devices = std::move(reading->devices);
+  return true;
 }
 
 // One scrape: the exporter's text, or the capture file's.
@@ -319,13 +388,17 @@ bool Heartbeat(v1::InventoryService::Stub& stub, const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{
-      "arbiter-agent: stream GPU telemetry from dcgm-exporter to arbiterd\n\n"
+      "arbiter-agent: stream GPU telemetry from dcgm-exporter (or Prometheus) to arbiterd\n\n"
       "Examples:\n"
       "  arbiter-agent --endpoint arbiter:50051 --tls-ca ca.pem --tls-cert agent.pem \\\n"
       "      --tls-key agent.key --cluster east --node gpu-17 \\\n"
       "      --dcgm-url http://127.0.0.1:9400/metrics\n"
       "  arbiter-agent --endpoint 127.0.0.1:50051 --cluster east --node gpu-17 \\\n"
-      "      --file capture.prom --once"};
+      "      --file capture.prom --once\n"
+      "  arbiter-agent --endpoint arbiter:50051 --tls-ca ca.pem --tls-cert agent.pem \\\n"
+      "      --tls-key agent.key --prometheus https://prometheus:9090 \\\n"
+      "      --prometheus-ca prom-ca.pem --prometheus-token-file token \\\n"
+      "      --prometheus-selector 'cluster=\"east\"'"};
   app.add_option("--endpoint", o.endpoint, "arbiterd host:port")->capture_default_str();
   app.add_option("--tls-ca", o.ca_file, "CA that signed arbiterd's certificate (PEM)");
   app.add_option("--tls-cert", o.cert_file, "this agent's certificate (PEM), with the agent role");
@@ -337,8 +410,29 @@ int main(int argc, char** argv) {
   auto* nvml = app.add_option("--nvml", o.nvml,
                               "read the GPUs through NVML instead of dcgm-exporter, from this "
                               "library (e.g. libnvidia-ml.so.1, loaded at run time)");
+  auto* prometheus = app.add_option(
+      "--prometheus", o.prometheus,
+      "read the dcgm-exporter series from this Prometheus server instead (http:// or https://, "
+      "e.g. https://prometheus:9090); without --node, for every GPU it has (by UUID)");
   url->excludes(file);
   nvml->excludes(url)->excludes(file);
+  prometheus->excludes(url)->excludes(file)->excludes(nvml);
+  app.add_option("--prometheus-selector", o.prometheus_selector,
+                 "PromQL label matchers that restrict the series, e.g. 'cluster=\"east\"'");
+  app.add_option("--prometheus-timeout", o.prometheus_timeout, "longest a query may take, e.g. 10s")
+      ->capture_default_str();
+  app.add_option("--prometheus-ca", o.prometheus_ca,
+                 "CA that signed Prometheus' certificate (PEM); default: the system's");
+  app.add_option("--prometheus-cert", o.prometheus_cert, "client certificate for Prometheus (PEM)");
+  app.add_option("--prometheus-key", o.prometheus_key, "its private key (PEM)");
+  app.add_option("--prometheus-token-file", o.prometheus_token_file,
+                 "file holding a bearer token for Prometheus (read at each query)");
+  app.add_option("--prometheus-user", o.prometheus_user, "basic auth user for Prometheus");
+  app.add_option("--prometheus-password-file", o.prometheus_password_file,
+                 "file holding the basic auth password (read at each query)");
+  app.add_option("--prometheus-label", o.prometheus_labels,
+                 "FIELD=LABEL where the fleet relabelled a series label; FIELD: uuid, gpu, "
+                 "GPU_I_ID, GPU_I_PROFILE, Hostname, pod, namespace (repeatable)");
   app.add_option("--interval", o.interval, "scrape interval, e.g. 10s")->capture_default_str();
   app.add_option("--flush-every", o.flush_every, "scrapes per batch sent")->capture_default_str();
   app.add_option("--heartbeat-every", o.heartbeat_every,
@@ -362,9 +456,50 @@ int main(int argc, char** argv) {
   app.add_option("--refresh-every", o.refresh_every, "re-read nvidia-smi this often (--register)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (o.dcgm_url.empty() && o.file.empty() && o.nvml.empty() && !o.do_register) {
-    std::cerr << "arbiter-agent: pass --dcgm-url, --file, --nvml or --register\n";
+  if (o.dcgm_url.empty() && o.file.empty() && o.nvml.empty() && o.prometheus.empty() &&
+      !o.do_register) {
+    std::cerr << "arbiter-agent: pass --dcgm-url, --file, --nvml, --prometheus or --register\n";
     return 2;
+  }
+  if (o.cluster.empty() != o.node.empty()) {
+    std::cerr << "arbiter-agent: pass --cluster and --node together (or neither, with "
+                 "--prometheus)\n";
+    return 2;
+  }
+  std::optional<arbiter::agent::PrometheusSource> prometheus_source;
+  if (!o.prometheus.empty()) {
+    arbiter::agent::PrometheusOptions p;
+    p.url = o.prometheus;
+    p.selector = o.prometheus_selector;
+    if (!absl::ParseDuration(o.prometheus_timeout, &p.timeout) ||
+        p.timeout < absl::Milliseconds(100) || p.timeout > absl::Minutes(5)) {
+      std::cerr << "arbiter-agent: --prometheus-timeout must be a duration in 100ms..5m, got "
+                << o.prometheus_timeout << "\n";
+      return 2;
+    }
+    p.ca_file = o.prometheus_ca;
+    p.cert_file = o.prometheus_cert;
+    p.key_file = o.prometheus_key;
+    p.bearer_token_file = o.prometheus_token_file;
+    p.basic_user = o.prometheus_user;
+    p.basic_password_file = o.prometheus_password_file;
+    for (const std::string& spec : o.prometheus_labels) {
+      if (absl::Status s = arbiter::agent::SetLabelOverride(spec, p.labels); !s.ok()) {
+        std::cerr << "arbiter-agent: --prometheus-label: " << s.message() << "\n";
+        return 2;
+      }
+    }
+    // Without a node, only a registered UUID can place a sample.
+    p.require_uuid = o.node.empty();
+    absl::StatusOr<arbiter::agent::PrometheusSource> created =
+        arbiter::agent::PrometheusSource::Create(std::move(p));
+    if (!created.ok()) {
+      std::cerr << "arbiter-agent: " << created.status().message() << "\n";
+      return 2;
+    }
+    prometheus_source = *std::move(created);
+    std::cout << "prometheus: querying " << prometheus_source->endpoint() << " for "
+              << prometheus_source->query() << "\n";
   }
   std::unique_ptr<arbiter::agent::Nvml> nvml_reader;
   if (!o.nvml.empty()) {
@@ -386,7 +521,8 @@ int main(int argc, char** argv) {
               << o.refresh_every << "\n";
     return 2;
   }
-  const bool telemetry = !o.dcgm_url.empty() || !o.file.empty() || nvml_reader != nullptr;
+  const bool telemetry = !o.dcgm_url.empty() || !o.file.empty() || nvml_reader != nullptr ||
+                         prometheus_source.has_value();
   absl::Duration interval;
   if (!absl::ParseDuration(o.interval, &interval) || interval < absl::Seconds(1) ||
       interval > absl::Hours(1)) {
@@ -419,6 +555,7 @@ int main(int argc, char** argv) {
   int scrapes = 0;
   bool last_ok = true;
   absl::Time last_register = absl::InfinitePast();
+  PrometheusCounts prometheus_counts;
   while (!g_stop) {
     const absl::Time started = absl::Now();
     if (o.do_register && started - last_register >= refresh_every) {
@@ -426,8 +563,9 @@ int main(int argc, char** argv) {
       if (o.once && !registered) return 1;
       if (registered) last_register = started;
     }
-    if (heartbeat_every > absl::ZeroDuration() && started - last_heartbeat >= heartbeat_every &&
-        Heartbeat(*inventory, o)) {
+    // A fleet-wide agent (no --node) stands for no node: no heartbeats.
+    if (!o.node.empty() && heartbeat_every > absl::ZeroDuration() &&
+        started - last_heartbeat >= heartbeat_every && Heartbeat(*inventory, o)) {
       last_heartbeat = started;
     }
     if (!telemetry) {
@@ -436,22 +574,26 @@ int main(int argc, char** argv) {
       continue;
     }
     std::string text;
-    const bool scraped = nvml_reader != nullptr || Scrape(o, interval, &text);
+    std::vector<DeviceReading> devices;
+    // The query's evaluation time is the readings' time.
+    const absl::Time query_at = absl::Now();
+    const bool scraped = prometheus_source ? QueryPrometheus(*prometheus_source, query_at,
+                                                             prometheus_counts, &devices)
+                                           : nvml_reader != nullptr || Scrape(o, interval, &text);
     if (o.once && !scraped) return 1;
     if (scraped) {
-      std::vector<DeviceReading> devices;
       if (nvml_reader != nullptr) {
         std::vector<std::string> problems;
         devices = nvml_reader->Read(&problems);
         for (const std::string& p : problems) std::cerr << "arbiter-agent: NVML: " << p << "\n";
-      } else {
+      } else if (!prometheus_source) {  // Its readings are in `devices` already.
         arbiter::agent::Scrape parsed = arbiter::agent::ParseDcgmScrape(text);
         for (const auto& p : parsed.problems) {
           std::cerr << "arbiter-agent: line " << p.line << ": " << p.message << "\n";
         }
         devices = std::move(parsed.devices);
       }
-      const google::protobuf::Timestamp at = Now();
+      const google::protobuf::Timestamp at = prometheus_source ? TimestampOf(query_at) : Now();
       for (const DeviceReading& d : devices) pending.push_back(ToSample(d, at));
       if (pending.size() > o.max_pending) {
         pending.erase(pending.begin(), pending.begin() + (pending.size() - o.max_pending));

@@ -1,5 +1,5 @@
-// HttpGet against a local plain-HTTP server (cpp-httplib) and a socket that
-// never answers: each status code of its contract.
+// HttpGet and HttpFetch against a local plain-HTTP server (cpp-httplib) and
+// a socket that never answers: each status code of their contracts.
 #include "clients/agent/http_get.h"
 
 #include <cstdlib>
@@ -33,6 +33,11 @@ class HttpGetTest : public ::testing::Test {
     server_.Get("/metrics", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content(absl::StrCat("accept=", req.get_header_value("Accept"),
                                    " agent=", req.get_header_value("User-Agent"), "\n"),
+                      "text/plain");
+    });
+    server_.Get("/headers", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(absl::StrCat("accept=", req.get_header_value("Accept"),
+                                   " authorization=", req.get_header_value("Authorization")),
                       "text/plain");
     });
     server_.Get("/missing", [](const httplib::Request&, httplib::Response& res) {
@@ -114,6 +119,39 @@ TEST_F(HttpGetTest, IsInvalidArgumentForAnotherKindOfUrl) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_F(HttpGetTest, FetchReturnsAReplyOfAnyStatus) {
+  const absl::StatusOr<HttpReply> reply = HttpFetch(Url("/missing"), kTimeout, HttpOptions());
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->code, 404);
+  EXPECT_EQ(reply->status_line, "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(reply->body, "no\n");
+}
+
+TEST_F(HttpGetTest, FetchSendsAcceptAndCredentials) {
+  HttpOptions options;
+  options.accept = "application/json";
+  options.bearer_token = "t0ken";
+  EXPECT_THAT(HttpFetch(Url("/headers"), kTimeout, options)->body,
+              "accept=application/json authorization=Bearer t0ken");
+  options.bearer_token.clear();
+  options.basic_user = "agent";
+  options.basic_password = "s3cret";
+  EXPECT_THAT(HttpFetch(Url("/headers"), kTimeout, options)->body,
+              "accept=application/json authorization=Basic YWdlbnQ6czNjcmV0");
+}
+
+TEST_F(HttpGetTest, FetchTakesHttpsOnlyWhenAllowed) {
+  const std::string https = absl::StrCat("https://127.0.0.1:", port_, "/metrics");
+  EXPECT_THAT(HttpFetch(https, kTimeout, HttpOptions()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an http:// URL")));
+  HttpOptions options;
+  options.allow_https = true;
+  // Allowed, but this server speaks plain HTTP: the handshake fails.
+  EXPECT_THAT(HttpFetch(https, kTimeout, options), StatusIs(absl::StatusCode::kUnavailable));
+  options.ca_file = "/nonexistent/ca.pem";
+  EXPECT_THAT(HttpFetch(https, kTimeout, options), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 // A TCP socket bound to a free loopback port; listening when `listen_too`.
 // Returns the descriptor and sets `port`.
 int BoundSocket(bool listen_too, int& port) {
@@ -149,6 +187,15 @@ TEST(HttpGetUnreachableTest, IsUnavailableWhenThePeerDoesNotAnswerInTime) {
       HttpGet(absl::StrCat("http://127.0.0.1:", port, "/metrics"), absl::Milliseconds(200));
   close(fd);
   EXPECT_THAT(body, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("imed out")));
+}
+
+TEST(HttpGetUnreachableTest, FetchIsDeadlineExceededWhenThePeerDoesNotAnswerInTime) {
+  int port = 0;
+  const int fd = BoundSocket(/*listen_too=*/true, port);
+  const absl::StatusOr<HttpReply> reply = HttpFetch(absl::StrCat("http://127.0.0.1:", port, "/"),
+                                                    absl::Milliseconds(200), HttpOptions());
+  close(fd);
+  EXPECT_THAT(reply, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("imed out")));
 }
 
 }  // namespace
