@@ -108,11 +108,7 @@ void Telemetry::ListIdleAllocations(const Caller& caller,
     return reply(access);
   }
   RunRead<std::vector<core::IdleFinding>>(
-      ctx_,
-      [telemetry = ctx_.telemetry, now = ctx_.clock->TimeNow()] {
-        return telemetry->FindIdle(now);
-      },
-      std::move(reply));
+      ctx_, [telemetry = ctx_.telemetry] { return telemetry->FindIdle(); }, std::move(reply));
 }
 
 namespace {

@@ -35,7 +35,11 @@ absl::Time HourOf(absl::Time t) {
 
 TelemetryMaintenance::TelemetryMaintenance(store::Store* store, Clock* clock,
                                            const TelemetryOptions& options)
-    : store_(store), clock_(clock), options_(options) {
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      rollup_slices_(kReadingsBefore),
+      idle_slices_(kReadingsBefore) {
   if (options_.rollup_every > absl::ZeroDuration()) thread_ = std::thread([this] { Run(); });
 }
 
@@ -54,6 +58,10 @@ void TelemetryMaintenance::MarkDirty(absl::Span<const core::GpuSample> samples) 
   for (const auto& [hour, at] : earliest) KeepEarliest(dirty_, hour, at);
 }
 
+SliceReader::ReadFn TelemetryMaintenance::ReadSamples() {
+  return [store = store_](absl::Time from, absl::Time to) { return store->ListSamples(from, to); };
+}
+
 absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
   const absl::Time end = hour + absl::Hours(1);
   to = std::min(to, end);
@@ -65,8 +73,11 @@ absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
     slice.to = std::min(to, from + kLongestSlice);
     slice.computed_at = clock_->TimeNow();
     ARBITER_ASSIGN_OR_RETURN(slice.members, store_->ListHeldMembers(slice.from, slice.to));
-    ARBITER_ASSIGN_OR_RETURN(auto samples,
-                             store_->ListSamples(slice.from - kReadingsBefore, slice.to));
+    std::vector<core::GpuSample> samples;
+    {
+      absl::MutexLock lock(&slices_mu_);
+      ARBITER_ASSIGN_OR_RETURN(samples, rollup_slices_.Read(slice.from, slice.to, ReadSamples()));
+    }
     slice.usage = core::RollUp(slice.members, samples, slice.from, slice.to);
     ARBITER_RETURN_IF_ERROR(store_->AddUsageSlice(slice));
     from = slice.to;
@@ -79,20 +90,56 @@ absl::StatusOr<std::vector<core::IdlePolicy>> TelemetryMaintenance::PoliciesInFo
   return core::IdlePoliciesInForce(stored);
 }
 
-absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle(absl::Time now) {
+absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle() {
   ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdlePolicy> policies, PoliciesInForce());
-  return FindIdle(now, policies);
+  return FindIdle(policies);
 }
 
 absl::StatusOr<std::vector<core::IdleFinding>> TelemetryMaintenance::FindIdle(
-    absl::Time now, const std::vector<core::IdlePolicy>& policies) {
-  absl::Duration longest;
-  for (const core::IdlePolicy& p : policies) longest = std::max(longest, p.window);
+    const std::vector<core::IdlePolicy>& policies) {
   // Only what is held now can be idle: the live members, not every member
   // the window saw come and go.
   ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListLiveMembers());
-  ARBITER_ASSIGN_OR_RETURN(auto samples, store_->ListSamples(now - longest, now));
-  return core::FindIdle(members, samples, policies, now);
+  absl::MutexLock lock(&idle_mu_);
+  if (!idle_.has_value()) return std::vector<core::IdleFinding>{};
+  return idle_->FindIdle(members, policies);
+}
+
+absl::Status TelemetryMaintenance::TrackIdle(absl::Time now, absl::Time late,
+                                             const std::vector<core::IdlePolicy>& policies) {
+  absl::Duration longest = absl::Minutes(1);
+  for (const core::IdlePolicy& p : policies) longest = std::max(longest, p.window);
+  const absl::Time to = now - options_.settle;
+  absl::Time from;
+  {
+    absl::MutexLock lock(&idle_mu_);
+    if (!idle_.has_value() || idle_->longest_window() != longest) idle_.emplace(longest);
+    if (late < idle_->tracked_to()) idle_->Rewind(late);
+    from = idle_->tracked_to();
+    // A fresh tracker, or one further behind than any window reaches,
+    // starts with the longest window.
+    if (from == absl::InfinitePast() || from < to - longest - idle_->bucket()) {
+      from = idle_->BucketStart(to - longest);
+    }
+  }
+  while (from < to) {
+    absl::Time slice_to;
+    {
+      absl::MutexLock lock(&idle_mu_);
+      slice_to = std::min({to, idle_->BucketEnd(from), from + kLongestSlice});
+    }
+    ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListHeldMembers(from, slice_to));
+    std::vector<core::GpuSample> samples;
+    {
+      absl::MutexLock lock(&slices_mu_);
+      ARBITER_ASSIGN_OR_RETURN(samples, idle_slices_.Read(from, slice_to, ReadSamples()));
+    }
+    std::vector<core::MemberUsage> usage = core::RollUp(members, samples, from, slice_to);
+    absl::MutexLock lock(&idle_mu_);
+    idle_->Add(from, slice_to, members, usage);
+    from = slice_to;
+  }
+  return absl::OkStatus();
 }
 
 void TelemetryMaintenance::EnableIdleReclaim(Arbiter* arbiter) {
@@ -110,7 +157,7 @@ absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
   // Only the leader decides; a follower's commands would be refused.
   if (arbiter == nullptr || !arbiter->stats().leading) return absl::OkStatus();
   ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdlePolicy> policies, PoliciesInForce());
-  ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, FindIdle(now, policies));
+  ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, FindIdle(policies));
   for (const core::IdleFinding& f : idle) {
     if (f.action != core::IdleAction::kRelease) continue;
     core::IdlePolicy policy;
@@ -203,6 +250,10 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
       last_drop_ = now;
     }
   }
+  // The earliest sample stored since the last pass: the idle tracker
+  // forgets what it rolled up from there on.
+  absl::Time late = absl::InfiniteFuture();
+  for (const auto& [hour, earliest] : hours) late = std::min(late, earliest);
   const absl::Time to = now - options_.settle;
   hours.try_emplace(HourOf(to), absl::InfiniteFuture());
   hours.try_emplace(HourOf(to) - absl::Hours(1), absl::InfiniteFuture());
@@ -221,7 +272,13 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
       break;
     }
   }
-  if (absl::Status s = ReclaimIdle(now); !s.ok() && first.ok()) first = s;
+  absl::StatusOr<std::vector<core::IdlePolicy>> policies = PoliciesInForce();
+  absl::Status tracked = policies.status();
+  if (tracked.ok()) tracked = TrackIdle(now, late, *policies);
+  if (!tracked.ok() && first.ok()) first = tracked;
+  if (absl::Status s = tracked.ok() ? ReclaimIdle(now) : absl::OkStatus(); !s.ok() && first.ok()) {
+    first = s;
+  }
   if (absl::Status s = RefreshMeasuredUsage(now); !s.ok() && first.ok()) first = s;
   if (drop) {
     absl::StatusOr<int32_t> dropped = store_->DropSamplesBefore(now - options_.retention);

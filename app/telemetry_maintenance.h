@@ -10,6 +10,14 @@
 // where the class policy says "release", and hands the teams' measured
 // usage to fair share.
 //
+// Idle detection does not re-read its window of samples each pass: each
+// pass rolls up what arrived since the last one, in slices, into a
+// core::IdleTracker (per request, usage summed in buckets of a 48th of the
+// longest class window), and findings are judged on it, as of the end of
+// the last slice (`settle` ago). A tracker reads the longest window once
+// when it starts (at start-up, or when a policy makes the longest window
+// longer), and again from where late samples arrived.
+//
 // Thread-safe.
 #pragma once
 
@@ -17,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -25,7 +34,9 @@
 #include "absl/types/span.h"
 
 #include "app/arbiter.h"
+#include "app/slice_reader.h"
 #include "core/clock.h"
+#include "core/idle_tracker.h"
 #include "core/telemetry.h"
 #include "store/store.h"
 
@@ -68,8 +79,9 @@ class TelemetryMaintenance {
   // Rolls the hour starting at `hour` up from where it stands to
   // min(its end, `to`), in slices of at most kLongestSlice.
   [[nodiscard]] absl::Status RollUpHour(absl::Time hour, absl::Time to);
-  // Live allocations idle at `now` under the class policies.
-  [[nodiscard]] absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(absl::Time now);
+  // Live allocations idle under the class policies, as of the last pass
+  // (its time less `settle`); none before the first pass.
+  [[nodiscard]] absl::StatusOr<std::vector<core::IdleFinding>> FindIdle();
   // From now on, each pass also gives idle preemptible work whose class
   // policy says "release" notice to vacate (core::ReclaimIdle), and sets the
   // teams' measured usage for fair share (State::SetMeasuredUsage), through
@@ -78,6 +90,8 @@ class TelemetryMaintenance {
 
  private:
   void Run();
+  // The store's samples of a span, for the slice readers.
+  SliceReader::ReadFn ReadSamples();
   // Drops the rollups of `hour` when a sample taken at `earliest` arrived
   // after the hour was rolled up past it.
   [[nodiscard]] absl::Status RollUpAgainIfLate(absl::Time hour, absl::Time earliest);
@@ -86,7 +100,14 @@ class TelemetryMaintenance {
   // The stored idle policies over the defaults.
   [[nodiscard]] absl::StatusOr<std::vector<core::IdlePolicy>> PoliciesInForce();
   [[nodiscard]] absl::StatusOr<std::vector<core::IdleFinding>> FindIdle(
-      absl::Time now, const std::vector<core::IdlePolicy>& policies);
+      const std::vector<core::IdlePolicy>& policies) ABSL_LOCKS_EXCLUDED(idle_mu_);
+  // Rolls what arrived since the last pass up into the idle tracker, to
+  // `now - settle`, after forgetting what it holds from `late` on (the
+  // earliest sample stored since the last pass). Only the maintenance
+  // thread (or RunOnce) calls it.
+  [[nodiscard]] absl::Status TrackIdle(absl::Time now, absl::Time late,
+                                       const std::vector<core::IdlePolicy>& policies)
+      ABSL_LOCKS_EXCLUDED(idle_mu_);
   // Gives notice to the idle allocations whose policy releases them.
   [[nodiscard]] absl::Status ReclaimIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the teams' measured usage over the last 24 hours to fair share.
@@ -108,6 +129,13 @@ class TelemetryMaintenance {
   absl::Time last_drop_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Arbiter* arbiter_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The rollup's and the idle tracker's reads of their slices.
+  absl::Mutex slices_mu_;
+  SliceReader rollup_slices_ ABSL_GUARDED_BY(slices_mu_);
+  SliceReader idle_slices_ ABSL_GUARDED_BY(slices_mu_);
+  // Written by the pass (TrackIdle), read by FindIdle from any thread.
+  absl::Mutex idle_mu_;
+  std::optional<core::IdleTracker> idle_ ABSL_GUARDED_BY(idle_mu_);
   std::thread thread_;
 };
 

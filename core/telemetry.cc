@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -228,19 +229,39 @@ absl::Status ValidateIdlePolicy(const IdlePolicy& p) {
   return absl::OkStatus();
 }
 
+const IdlePolicy& IdlePolicyFor(WorkloadClass c, absl::Span<const IdlePolicy> policies) {
+  static const std::vector<IdlePolicy>* const kDefaults =
+      new std::vector<IdlePolicy>(DefaultIdlePolicies());
+  for (const IdlePolicy& p : policies) {
+    if (p.workload_class == c) return p;
+  }
+  for (const IdlePolicy& p : *kDefaults) {
+    if (p.workload_class == c) return p;
+  }
+  return kDefaults->front();
+}
+
+std::optional<IdleFinding> JudgeIdle(const HeldMember& first, const IdlePolicy& policy,
+                                     int64_t allocated, int64_t sampled, int32_t peak) {
+  if (allocated == 0 || sampled * 10 < allocated * 9 || peak >= policy.threshold_milli) {
+    return std::nullopt;
+  }
+  IdleFinding f;
+  f.request_id = first.request_id;
+  f.team = first.team;
+  f.pool = first.pool;
+  f.workload_class = first.workload_class;
+  f.peak_busy_milli = peak;
+  f.idle_milli_seconds = allocated;
+  f.action = policy.action;
+  if (f.action == IdleAction::kRelease && !first.preemptible) f.action = IdleAction::kNotify;
+  if (first.guaranteed) f.action = IdleAction::kReport;
+  return f;
+}
+
 std::vector<IdleFinding> FindIdle(absl::Span<const HeldMember> members,
                                   absl::Span<const GpuSample> samples,
                                   absl::Span<const IdlePolicy> policies, absl::Time now) {
-  std::vector<IdlePolicy> defaults = DefaultIdlePolicies();
-  auto policy_of = [&](WorkloadClass c) -> const IdlePolicy& {
-    for (const IdlePolicy& p : policies) {
-      if (p.workload_class == c) return p;
-    }
-    for (const IdlePolicy& p : defaults) {
-      if (p.workload_class == c) return p;
-    }
-    return defaults.front();
-  };
   // Members by request, in request order; samples by GPU, so that each
   // request's rollup reads the samples of its own GPUs only.
   std::map<int64_t, std::vector<const HeldMember*>> by_request;
@@ -251,7 +272,7 @@ std::vector<IdleFinding> FindIdle(absl::Span<const HeldMember> members,
   std::vector<IdleFinding> out;
   for (const auto& [request_id, group] : by_request) {
     const HeldMember& first = *group.front();
-    const IdlePolicy& policy = policy_of(first.workload_class);
+    const IdlePolicy& policy = IdlePolicyFor(first.workload_class, policies);
     const absl::Time start = now - policy.window;
     std::vector<HeldMember> held;
     bool whole_window = true;
@@ -278,20 +299,8 @@ std::vector<IdleFinding> FindIdle(absl::Span<const HeldMember> members,
       sampled += u.sampled_milli_seconds;
       peak = std::max(peak, u.peak_busy_milli);
     }
-    if (allocated == 0 || sampled * 10 < allocated * 9 || peak >= policy.threshold_milli) continue;
-    IdleFinding f;
-    f.request_id = request_id;
-    f.team = first.team;
-    f.pool = first.pool;
-    f.workload_class = first.workload_class;
-    f.peak_busy_milli = peak;
-    f.idle_milli_seconds = allocated;
-    f.action = policy.action;
-    if (f.action == IdleAction::kRelease && !first.preemptible) {
-      f.action = IdleAction::kNotify;
-    }
-    if (first.guaranteed) f.action = IdleAction::kReport;
-    out.push_back(std::move(f));
+    std::optional<IdleFinding> f = JudgeIdle(first, policy, allocated, sampled, peak);
+    if (f.has_value()) out.push_back(*std::move(f));
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,17 @@ struct IdleFinding {
   // reported.
   IdleAction action = IdleAction::kReport;
 };
+
+// The policy in force for class `c`: its entry in `policies`, else the
+// built-in default.
+const IdlePolicy& IdlePolicyFor(WorkloadClass c, absl::Span<const IdlePolicy> policies);
+
+// The verdict on a request (`first`: any of its members) that was held for
+// the whole of `policy`'s window: idle when something was held, samples
+// covered at least 90% of it, and no reading reached the threshold. The
+// finding's action is the policy's, narrowed by what the request allows.
+std::optional<IdleFinding> JudgeIdle(const HeldMember& first, const IdlePolicy& policy,
+                                     int64_t allocated, int64_t sampled, int32_t peak);
 
 // Requests whose members were all held for the whole window ending at `now`,
 // covered by samples for at least 90% of it, and never busy at or above their
