@@ -16,11 +16,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/testing/loopback_socket.h"
 #include "tests/testing/status_matchers.h"
 
 namespace arbiter::agent {
 namespace {
 
+using ::arbiter::testing::BoundSocket;
 using ::arbiter::testing::IsOkAndHolds;
 using ::arbiter::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -150,23 +152,6 @@ TEST_F(HttpGetTest, FetchTakesHttpsOnlyWhenAllowed) {
   EXPECT_THAT(HttpFetch(https, kTimeout, options), StatusIs(absl::StatusCode::kUnavailable));
   options.ca_file = "/nonexistent/ca.pem";
   EXPECT_THAT(HttpFetch(https, kTimeout, options), StatusIs(absl::StatusCode::kInvalidArgument));
-}
-
-// A TCP socket bound to a free loopback port; listening when `listen_too`.
-// Returns the descriptor and sets `port`.
-int BoundSocket(bool listen_too, int& port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  if (listen_too) {
-    EXPECT_EQ(listen(fd, 4), 0);
-  }
-  socklen_t len = sizeof addr;
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  port = ntohs(addr.sin_port);
-  return fd;
 }
 
 TEST(HttpGetUnreachableTest, IsUnavailableWhenNothingListens) {

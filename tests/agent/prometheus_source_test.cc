@@ -25,11 +25,13 @@
 #include <unistd.h>
 
 #include "clients/agent/dcgm_text.h"
+#include "tests/testing/loopback_socket.h"
 #include "tests/testing/status_matchers.h"
 
 namespace arbiter::agent {
 namespace {
 
+using ::arbiter::testing::BoundSocket;
 using ::arbiter::testing::IsOk;
 using ::arbiter::testing::StatusIs;
 using ::testing::AllOf;
@@ -454,22 +456,6 @@ TEST_F(PrometheusReadTest, MapsEachStatus) {
   body_ = "# HELP DCGM_FI_DEV_GPU_UTIL\n";
   EXPECT_THAT(Source().Read(absl::Now()),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not JSON")));
-}
-
-// A TCP socket bound to a free loopback port; listening when `listen_too`.
-int BoundSocket(bool listen_too, int& port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  if (listen_too) {
-    EXPECT_EQ(listen(fd, 4), 0);
-  }
-  socklen_t len = sizeof addr;
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  port = ntohs(addr.sin_port);
-  return fd;
 }
 
 TEST(PrometheusDownTest, IsUnavailableNamingTheEndpoint) {

@@ -38,12 +38,16 @@ int64_t Micros(int year, int month, int day) {
 
 class HistoryPlansTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { Open(&Fill); }
+
+  // A database from the template, filled by `fill`, and the connection that
+  // reads it with the statements prepared as arbiterd prepares them.
+  static void Open(void (*fill)()) {
     auto db = TestDatabase::Create();
     ASSERT_THAT(db, IsOk());
     db_ = db->release();
     conn_ = new pqxx::connection(db_->dsn());
-    Fill();
+    fill();
     sql::PrepareAll(*conn_);
   }
 
@@ -169,16 +173,9 @@ class SamplePlansTest : public HistoryPlansTest {
   static constexpr int kGpus = 100;
   static constexpr int kPerDay = 2880;  // Every 30 s.
 
-  static void SetUpTestSuite() {
-    auto db = TestDatabase::Create();
-    ASSERT_THAT(db, IsOk());
-    db_ = db->release();
-    conn_ = new pqxx::connection(db_->dsn());
-    Fill();
-    sql::PrepareAll(*conn_);
-  }
+  static void SetUpTestSuite() { Open(&FillSamples); }
 
-  static void Fill() {
+  static void FillSamples() {
     pqxx::nontransaction tx(*conn_);
     tx.exec("SELECT arbiter_ensure_sample_partition('2027-03-01')");
     tx.exec(absl::StrCat(
