@@ -152,11 +152,11 @@ Arbiter* TelemetryMaintenance::arbiter() {
   return arbiter_;
 }
 
-absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now) {
+absl::Status TelemetryMaintenance::ReclaimIdle(absl::Time now,
+                                               const std::vector<core::IdlePolicy>& policies) {
   Arbiter* arbiter = this->arbiter();
   // Only the leader decides; a follower's commands would be refused.
   if (arbiter == nullptr || !arbiter->stats().leading) return absl::OkStatus();
-  ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdlePolicy> policies, PoliciesInForce());
   ARBITER_ASSIGN_OR_RETURN(std::vector<core::IdleFinding> idle, FindIdle(policies));
   for (const core::IdleFinding& f : idle) {
     if (f.action != core::IdleAction::kRelease) continue;
@@ -276,7 +276,8 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
   absl::Status tracked = policies.status();
   if (tracked.ok()) tracked = TrackIdle(now, late, *policies);
   if (!tracked.ok() && first.ok()) first = tracked;
-  if (absl::Status s = tracked.ok() ? ReclaimIdle(now) : absl::OkStatus(); !s.ok() && first.ok()) {
+  if (absl::Status s = tracked.ok() ? ReclaimIdle(now, *policies) : absl::OkStatus();
+      !s.ok() && first.ok()) {
     first = s;
   }
   if (absl::Status s = RefreshMeasuredUsage(now); !s.ok() && first.ok()) first = s;

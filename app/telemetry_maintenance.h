@@ -109,7 +109,9 @@ class TelemetryMaintenance {
                                        const std::vector<core::IdlePolicy>& policies)
       ABSL_LOCKS_EXCLUDED(idle_mu_);
   // Gives notice to the idle allocations whose policy releases them.
-  [[nodiscard]] absl::Status ReclaimIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status ReclaimIdle(absl::Time now,
+                                         const std::vector<core::IdlePolicy>& policies)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the teams' measured usage over the last 24 hours to fair share.
   [[nodiscard]] absl::Status RefreshMeasuredUsage(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Used milli-GPU seconds per team over the 24 hours to the end of `now`'s

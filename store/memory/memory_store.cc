@@ -1083,20 +1083,11 @@ absl::StatusOr<std::vector<int64_t>> MemoryStore::InsertSampleBatches(
     int64_t new_in_batch = 0;
     for (const core::GpuSample& in : samples) {
       telemetry_->partitions.insert(DayOf(in.at));
-      core::GpuSample s;
+      // Stored as PostgreSQL stores it: the time in microseconds, the
+      // interval in milliseconds.
+      core::GpuSample s = in;
       s.at = Micros(in.at);
-      s.node_id = in.node_id;
-      s.gpu_index = in.gpu_index;
-      s.mig_instance = in.mig_instance;
-      s.mig_profile = in.mig_profile;
       s.interval = absl::Milliseconds(absl::ToInt64Milliseconds(in.interval));
-      s.util_milli = in.util_milli;
-      s.engine_active_milli = in.engine_active_milli;
-      s.fb_used_mib = in.fb_used_mib;
-      s.fb_free_mib = in.fb_free_mib;
-      s.power_mw = in.power_mw;
-      s.pod = in.pod;
-      s.pod_namespace = in.pod_namespace;
       if (telemetry_->samples.try_emplace({s.node_id, s.gpu_index, s.mig_instance, s.at}, s)
               .second) {
         ++new_in_batch;
