@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<Application>> Application::Create(
       app->arbiter_, Arbiter::Create(store, clock, app->hub_.get(), &app->nodes_, options.arbiter,
                                      app->authz_.get()));
   app->hub_->Start(store);
-  app->telemetry_ = std::make_unique<TelemetryMaintenance>(store, clock, options.telemetry);
+  app->telemetry_ = std::make_unique<TelemetryMaintenance>(store, store, clock, options.telemetry);
   app->telemetry_->EnableIdleReclaim(app->arbiter_.get());
   Context& ctx = app->ctx_;
   ctx.arbiter = app->arbiter_.get();

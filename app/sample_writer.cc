@@ -7,11 +7,13 @@
 namespace arbiter::app {
 
 SampleWriter::SampleWriter(store::TelemetryStore* store, WorkerPool* workers,
-                           size_t max_samples_per_commit, size_t max_waiting_samples)
+                           size_t max_samples_per_commit, size_t max_waiting_samples,
+                           absl::Duration gather)
     : store_(store),
       workers_(workers),
       max_samples_per_commit_(max_samples_per_commit),
-      max_waiting_samples_(max_waiting_samples) {}
+      max_waiting_samples_(max_waiting_samples),
+      gather_(gather) {}
 
 void SampleWriter::Write(std::vector<core::GpuSample> samples, Done done) {
   bool refused = false;
@@ -55,6 +57,12 @@ void SampleWriter::Flush() {
       if (waiting_.empty()) {
         flushing_ = false;
         return;
+      }
+      if (gather_ > absl::ZeroDuration()) {
+        auto full = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return waiting_samples_ >= max_samples_per_commit_;
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&full), gather_);
       }
       while (!waiting_.empty() && (group.empty() || samples + waiting_.front().samples.size() <=
                                                         max_samples_per_commit_)) {

@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 #include "app/worker_pool.h"
@@ -37,10 +38,18 @@ class SampleWriter {
 
   // At most `max_samples_per_commit` samples go in one transaction (a batch
   // larger than that goes alone); at most `max_waiting_samples` wait.
+  // `gather`: how long a transaction waits, once a worker has taken it up,
+  // for more batches to join it (unless max_samples_per_commit already
+  // wait). Agents send a batch a minute, so a fraction of a second
+  // costs them nothing, and a busy fleet's batches share far fewer
+  // transactions: each costs PostgreSQL a commit, its WAL flush and a
+  // handful of round trips whatever its size. The wait holds the read
+  // worker the transaction runs on. Zero: write as soon as a worker is free.
   // REQUIRES: `store` and `workers` outlive the writer, and the workers are
   // stopped (running what was queued) before it is destroyed.
   SampleWriter(store::TelemetryStore* store, WorkerPool* workers,
-               size_t max_samples_per_commit = 20000, size_t max_waiting_samples = 1000000);
+               size_t max_samples_per_commit = 20000, size_t max_waiting_samples = 1000000,
+               absl::Duration gather = absl::ZeroDuration());
 
   // Queues `samples` for the next transaction. RESOURCE_EXHAUSTED (through
   // `done`, at once) when too many samples wait or the workers refuse work.
@@ -59,6 +68,7 @@ class SampleWriter {
   WorkerPool* const workers_;
   const size_t max_samples_per_commit_;
   const size_t max_waiting_samples_;
+  const absl::Duration gather_;
   absl::Mutex mu_;
   std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
   size_t waiting_samples_ ABSL_GUARDED_BY(mu_) = 0;

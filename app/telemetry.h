@@ -70,7 +70,10 @@ class Telemetry {
   // REQUIRES: ctx.reads is stopped (running what was queued) before this
   // object is destroyed.
   explicit Telemetry(const Context& ctx)
-      : ctx_(ctx), writer_(std::make_unique<SampleWriter>(ctx.store, ctx.reads)) {}
+      : ctx_(ctx),
+        writer_(std::make_unique<SampleWriter>(
+            ctx.store, ctx.reads, /*max_samples_per_commit=*/20000,
+            /*max_waiting_samples=*/1000000, ctx.telemetry->options().sample_gather)) {}
 
   // Whether the caller may stream samples; checked once per stream.
   [[nodiscard]] absl::Status CheckStream(const Caller& caller) const;

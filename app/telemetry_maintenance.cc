@@ -21,6 +21,9 @@ constexpr absl::Duration kLongestSlice = absl::Minutes(5);
 // about this long, whatever its interval.
 constexpr absl::Duration kReadingsBefore = absl::Minutes(5);
 
+// How many of the rollup's reads a pass keeps for the idle tracker.
+constexpr size_t kKeptReads = 2;
+
 // Records `at` for `hour` in `earliest` unless an earlier time is there.
 void KeepEarliest(std::map<absl::Time, absl::Time>& earliest, absl::Time hour, absl::Time at) {
   auto [it, fresh] = earliest.try_emplace(hour, at);
@@ -33,9 +36,11 @@ absl::Time HourOf(absl::Time t) {
   return absl::FromCivil(absl::ToCivilHour(t, absl::UTCTimeZone()), absl::UTCTimeZone());
 }
 
-TelemetryMaintenance::TelemetryMaintenance(store::Store* store, Clock* clock,
+TelemetryMaintenance::TelemetryMaintenance(store::TelemetryStore* store,
+                                           store::GovernanceReads* governance, Clock* clock,
                                            const TelemetryOptions& options)
     : store_(store),
+      governance_(governance),
       clock_(clock),
       options_(options),
       rollup_slices_(kReadingsBefore),
@@ -58,8 +63,29 @@ void TelemetryMaintenance::MarkDirty(absl::Span<const core::GpuSample> samples) 
   for (const auto& [hour, at] : earliest) KeepEarliest(dirty_, hour, at);
 }
 
-SliceReader::ReadFn TelemetryMaintenance::ReadSamples() {
-  return [store = store_](absl::Time from, absl::Time to) { return store->ListSamples(from, to); };
+SliceReader::ReadFn TelemetryMaintenance::RollupReads() {
+  return [this](absl::Time from, absl::Time to) -> absl::StatusOr<std::vector<core::GpuSample>> {
+    ARBITER_ASSIGN_OR_RETURN(std::vector<core::GpuSample> samples, store_->ListSamples(from, to));
+    slices_mu_.AssertHeld();
+    if (pass_reads_.size() == kKeptReads) pass_reads_.pop_front();
+    pass_reads_.push_back({from, to, samples});
+    return samples;
+  };
+}
+
+SliceReader::ReadFn TelemetryMaintenance::TrackerReads() {
+  return [this](absl::Time from, absl::Time to) -> absl::StatusOr<std::vector<core::GpuSample>> {
+    slices_mu_.AssertHeld();
+    for (const SpanRead& read : pass_reads_) {
+      if (read.from > from || read.to < to) continue;
+      std::vector<core::GpuSample> samples;
+      for (const core::GpuSample& s : read.samples) {
+        if (s.at >= from && s.at < to) samples.push_back(s);
+      }
+      return samples;
+    }
+    return store_->ListSamples(from, to);
+  };
 }
 
 absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
@@ -76,7 +102,7 @@ absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
     std::vector<core::GpuSample> samples;
     {
       absl::MutexLock lock(&slices_mu_);
-      ARBITER_ASSIGN_OR_RETURN(samples, rollup_slices_.Read(slice.from, slice.to, ReadSamples()));
+      ARBITER_ASSIGN_OR_RETURN(samples, rollup_slices_.Read(slice.from, slice.to, RollupReads()));
     }
     slice.usage = core::RollUp(slice.members, samples, slice.from, slice.to);
     ARBITER_RETURN_IF_ERROR(store_->AddUsageSlice(slice));
@@ -86,7 +112,7 @@ absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
 }
 
 absl::StatusOr<std::vector<core::IdlePolicy>> TelemetryMaintenance::PoliciesInForce() {
-  ARBITER_ASSIGN_OR_RETURN(auto stored, store_->ListIdlePolicies());
+  ARBITER_ASSIGN_OR_RETURN(auto stored, governance_->ListIdlePolicies());
   return core::IdlePoliciesInForce(stored);
 }
 
@@ -122,6 +148,9 @@ absl::Status TelemetryMaintenance::TrackIdle(absl::Time now, absl::Time late,
       from = idle_->BucketStart(to - longest);
     }
   }
+  // Held and sampled time of each member over the pass's slices.
+  std::map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> held;
+  const absl::Time pass_from = from;
   while (from < to) {
     absl::Time slice_to;
     {
@@ -132,14 +161,40 @@ absl::Status TelemetryMaintenance::TrackIdle(absl::Time now, absl::Time late,
     std::vector<core::GpuSample> samples;
     {
       absl::MutexLock lock(&slices_mu_);
-      ARBITER_ASSIGN_OR_RETURN(samples, idle_slices_.Read(from, slice_to, ReadSamples()));
+      ARBITER_ASSIGN_OR_RETURN(samples, idle_slices_.Read(from, slice_to, TrackerReads()));
     }
     std::vector<core::MemberUsage> usage = core::RollUp(members, samples, from, slice_to);
+    for (size_t i = 0; i < members.size(); ++i) {
+      auto& [allocated, sampled] = held[{members[i].request_id, members[i].member}];
+      allocated += usage[i].allocated_milli_seconds;
+      sampled += usage[i].sampled_milli_seconds;
+    }
     absl::MutexLock lock(&idle_mu_);
     idle_->Add(from, slice_to, members, usage);
     from = slice_to;
   }
+  if (pass_from < to) {
+    TelemetryCoverage c;
+    c.from = pass_from;
+    c.to = to;
+    for (const auto& [member, time] : held) {
+      if (time.first == 0) continue;
+      ++c.members;
+      if (time.second == 0) ++c.unsampled_members;
+      c.allocated_milli_seconds += time.first;
+      c.sampled_milli_seconds += time.second;
+    }
+    absl::MutexLock lock(&idle_mu_);
+    c.passes = coverage_.passes;
+    c.failed_passes = coverage_.failed_passes;
+    coverage_ = c;
+  }
   return absl::OkStatus();
+}
+
+TelemetryCoverage TelemetryMaintenance::coverage() const {
+  absl::MutexLock lock(&idle_mu_);
+  return coverage_;
 }
 
 void TelemetryMaintenance::EnableIdleReclaim(Arbiter* arbiter) {
@@ -275,6 +330,10 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
   absl::StatusOr<std::vector<core::IdlePolicy>> policies = PoliciesInForce();
   absl::Status tracked = policies.status();
   if (tracked.ok()) tracked = TrackIdle(now, late, *policies);
+  {
+    absl::MutexLock lock(&slices_mu_);
+    pass_reads_.clear();
+  }
   if (!tracked.ok() && first.ok()) first = tracked;
   if (absl::Status s = tracked.ok() ? ReclaimIdle(now, *policies) : absl::OkStatus();
       !s.ok() && first.ok()) {
@@ -286,6 +345,11 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
     if (!dropped.ok() && first.ok()) first = dropped.status();
     if (dropped.ok() && *dropped > 0)
       spdlog::info("telemetry: dropped {} days of samples", *dropped);
+  }
+  {
+    absl::MutexLock lock(&idle_mu_);
+    ++coverage_.passes;
+    if (!first.ok()) ++coverage_.failed_passes;
   }
   return first;
 }

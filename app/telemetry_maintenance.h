@@ -21,6 +21,7 @@
 // Thread-safe.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -38,7 +39,8 @@
 #include "core/clock.h"
 #include "core/idle_tracker.h"
 #include "core/telemetry.h"
-#include "store/store.h"
+#include "store/governance_store.h"
+#include "store/telemetry_store.h"
 
 namespace arbiter::app {
 
@@ -48,6 +50,10 @@ struct TelemetryOptions {
   absl::Duration rollup_every = absl::Minutes(1);
   // Raw samples older than this are dropped (whole days). Default: 30 days.
   absl::Duration retention = absl::Hours(24 * 30);
+  // How long an agent's batch of samples waits for others to share its
+  // transaction (SampleWriter's `gather`). Default: none; arbiterd's
+  // --sample-gather sets 200 ms.
+  absl::Duration sample_gather = absl::ZeroDuration();
   // Largest clock skew of an agent that is left uncorrected. Default: 2 s.
   absl::Duration max_skew = absl::Seconds(2);
   // How long after a moment it is rolled up: the samples taken and the
@@ -57,9 +63,29 @@ struct TelemetryOptions {
   absl::Duration settle = absl::Minutes(2);
 };
 
+// How much of the time held samples covered, in the span the idle
+// tracker's last pass rolled up. A source that stops (Prometheus down, an
+// agent gone) shows here as coverage falling, `settle` and a pass after it
+// stopped. docs/operations.md lists the series made of it.
+struct TelemetryCoverage {
+  int64_t passes = 0;         // Since start.
+  int64_t failed_passes = 0;  // Of them, those that ended with an error.
+  // The span of the last pass that rolled anything up; InfinitePast before.
+  absl::Time from = absl::InfinitePast();
+  absl::Time to = absl::InfinitePast();
+  int64_t members = 0;            // Members held in the span.
+  int64_t unsampled_members = 0;  // Of them, those with no sample in it.
+  int64_t allocated_milli_seconds = 0;
+  int64_t sampled_milli_seconds = 0;  // Of allocated, the part samples covered.
+};
+
 class TelemetryMaintenance {
  public:
-  TelemetryMaintenance(store::Store* store, Clock* clock, const TelemetryOptions& options);
+  // Samples and rollups are read and written through `store`, the idle
+  // policies read through `governance` (both usually the one store::Store).
+  // REQUIRES: both and `clock` outlive this object.
+  TelemetryMaintenance(store::TelemetryStore* store, store::GovernanceReads* governance,
+                       Clock* clock, const TelemetryOptions& options);
   // Stops the thread (finishing a pass in progress).
   ~TelemetryMaintenance();
 
@@ -82,6 +108,9 @@ class TelemetryMaintenance {
   // Live allocations idle under the class policies, as of the last pass
   // (its time less `settle`); none before the first pass.
   [[nodiscard]] absl::StatusOr<std::vector<core::IdleFinding>> FindIdle();
+  // What the last passes saw of the telemetry's coverage. Thread-safe.
+  TelemetryCoverage coverage() const ABSL_LOCKS_EXCLUDED(idle_mu_);
+
   // From now on, each pass also gives idle preemptible work whose class
   // policy says "release" notice to vacate (core::ReclaimIdle), and sets the
   // teams' measured usage for fair share (State::SetMeasuredUsage), through
@@ -90,8 +119,14 @@ class TelemetryMaintenance {
 
  private:
   void Run();
-  // The store's samples of a span, for the slice readers.
-  SliceReader::ReadFn ReadSamples();
+  // The store's samples of a span, for the rollup's slice reader; each read
+  // is kept for the idle tracker until the pass ends.
+  SliceReader::ReadFn RollupReads() ABSL_EXCLUSIVE_LOCKS_REQUIRED(slices_mu_);
+  // The samples of a span for the idle tracker's slice reader: from what the
+  // rollup read in this pass when a read of it holds the span (almost
+  // always: both go on from where they stopped to `now - settle`), else
+  // from the store.
+  SliceReader::ReadFn TrackerReads() ABSL_EXCLUSIVE_LOCKS_REQUIRED(slices_mu_);
   // Drops the rollups of `hour` when a sample taken at `earliest` arrived
   // after the hour was rolled up past it.
   [[nodiscard]] absl::Status RollUpAgainIfLate(absl::Time hour, absl::Time earliest);
@@ -119,7 +154,8 @@ class TelemetryMaintenance {
   [[nodiscard]] absl::StatusOr<std::map<std::string, int64_t>> MeasuredUsage(absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  store::Store* const store_;
+  store::TelemetryStore* const store_;
+  store::GovernanceReads* const governance_;
   Clock* const clock_;
   const TelemetryOptions options_;
   absl::Mutex mu_;
@@ -135,9 +171,19 @@ class TelemetryMaintenance {
   absl::Mutex slices_mu_;
   SliceReader rollup_slices_ ABSL_GUARDED_BY(slices_mu_);
   SliceReader idle_slices_ ABSL_GUARDED_BY(slices_mu_);
+  // The rollup's last reads of the current pass (at most kKeptReads: an
+  // hour's last slice and the next hour's), for TrackerReads. Cleared at
+  // the end of each pass, so they hold at most one pass's samples.
+  struct SpanRead {
+    absl::Time from;
+    absl::Time to;
+    std::vector<core::GpuSample> samples;
+  };
+  std::deque<SpanRead> pass_reads_ ABSL_GUARDED_BY(slices_mu_);
   // Written by the pass (TrackIdle), read by FindIdle from any thread.
-  absl::Mutex idle_mu_;
+  mutable absl::Mutex idle_mu_;
   std::optional<core::IdleTracker> idle_ ABSL_GUARDED_BY(idle_mu_);
+  TelemetryCoverage coverage_ ABSL_GUARDED_BY(idle_mu_);
   std::thread thread_;
 };
 

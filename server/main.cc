@@ -277,6 +277,12 @@ int main(int argc, char** argv) {
                    "how long after a moment its usage is rolled up (samples and decisions for it "
                    "may still arrive), e.g. 2m")
       ->capture_default_str();
+  std::string sample_gather = "200ms";
+  serve_cmd
+      ->add_option("--sample-gather", sample_gather,
+                   "how long agents' sample batches wait for others to share their transaction "
+                   "(fewer, larger commits), e.g. 200ms; 0 for none")
+      ->capture_default_str();
   std::string retention = "720h";
   serve_cmd
       ->add_option("--telemetry-retention", retention,
@@ -350,6 +356,8 @@ int main(int argc, char** argv) {
                          &options.telemetry.rollup_every) ||
       !ParseDurationFlag("--rollup-settle", rollup_settle, kZero, "a duration",
                          &options.telemetry.settle) ||
+      !ParseDurationFlag("--sample-gather", sample_gather, kZero, "a duration",
+                         &options.telemetry.sample_gather) ||
       !ParseDurationFlag("--telemetry-retention", retention, absl::Hours(24),
                          "a duration of at least 24h", &options.telemetry.retention) ||
       !ParseDurationFlag("--watch-bookmark-every", bookmark_every, absl::Milliseconds(100),

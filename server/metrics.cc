@@ -14,6 +14,7 @@
 
 #include "app/arbiter.h"
 #include "app/real_clock.h"
+#include "app/telemetry_maintenance.h"
 #include "app/watch_hub.h"
 #include "core/budget.h"
 #include "server/grpc_status.h"
@@ -139,8 +140,9 @@ std::vector<prometheus::ClientMetric::Label> GpuLabels(const store::GpuGauge& g)
 // series that need no database.
 class Metrics::StateCollector final : public prometheus::Collectable {
  public:
-  StateCollector(store::Store* store, app::Arbiter* arbiter, app::WatchHub* hub, Clock* clock)
-      : store_(store), arbiter_(arbiter), hub_(hub), clock_(clock) {}
+  StateCollector(store::Store* store, app::Arbiter* arbiter, app::WatchHub* hub,
+                 app::TelemetryMaintenance* telemetry, Clock* clock)
+      : store_(store), arbiter_(arbiter), hub_(hub), telemetry_(telemetry), clock_(clock) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
@@ -161,6 +163,7 @@ class Metrics::StateCollector final : public prometheus::Collectable {
     epoch.metric.push_back(Gauge({}, stats.epoch));
     out.push_back(std::move(epoch));
     AddWatch(out);
+    AddTelemetry(out);
     AddHeap(out);
 
     auto scrape_ok = GaugeFamily("arbiter_state_scrape_ok",
@@ -290,9 +293,47 @@ class Metrics::StateCollector final : public prometheus::Collectable {
             "Streams refused RESOURCE_EXHAUSTED for the per-caller or total limit.", w.refused);
   }
 
+  // The telemetry passes' coverage (app::TelemetryCoverage): a telemetry
+  // source that stopped shows as held members without samples.
+  void AddTelemetry(std::vector<prometheus::MetricFamily>& out) const {
+    const app::TelemetryCoverage c = telemetry_->coverage();
+    prometheus::MetricFamily passes;
+    passes.name = "arbiter_telemetry_passes_total";
+    passes.help = "Rollup and idle-tracking passes, by whether they ended with an error.";
+    passes.type = prometheus::MetricType::Counter;
+    for (auto [result, value] :
+         {std::pair{"ok", c.passes - c.failed_passes}, std::pair{"failed", c.failed_passes}}) {
+      prometheus::ClientMetric m;
+      m.label = {{"result", result}};
+      m.counter.value = static_cast<double>(value);
+      passes.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(passes));
+    auto covered = GaugeFamily("arbiter_telemetry_covered_to_timestamp_seconds",
+                               "End of the span the last pass rolled up (rollup settle behind "
+                               "the pass); 0 before the first.");
+    covered.metric.push_back(
+        Gauge({}, c.to == absl::InfinitePast() ? 0 : absl::ToUnixSeconds(c.to)));
+    out.push_back(std::move(covered));
+    auto members = GaugeFamily("arbiter_telemetry_held_members",
+                               "Allocation members held in the last pass's span, by whether any "
+                               "sample of their GPUs fell in it.");
+    members.metric.push_back(Gauge({{"sampled", "true"}}, c.members - c.unsampled_members));
+    members.metric.push_back(Gauge({{"sampled", "false"}}, c.unsampled_members));
+    out.push_back(std::move(members));
+    auto held = GaugeFamily("arbiter_telemetry_held_milli_gpu_seconds",
+                            "Milli-GPU seconds held in the last pass's span, by whether samples "
+                            "covered them; sampled / all is the telemetry's coverage.");
+    held.metric.push_back(Gauge({{"sampled", "true"}}, c.sampled_milli_seconds));
+    held.metric.push_back(
+        Gauge({{"sampled", "false"}}, c.allocated_milli_seconds - c.sampled_milli_seconds));
+    out.push_back(std::move(held));
+  }
+
   store::Store* const store_;
   app::Arbiter* const arbiter_;
   app::WatchHub* const hub_;
+  app::TelemetryMaintenance* const telemetry_;
   Clock* const clock_;
 };
 
@@ -326,14 +367,15 @@ Metrics::Metrics()
 Metrics::~Metrics() { StopServing(); }
 
 absl::Status Metrics::Serve(const std::string& listen_address, store::Store* store,
-                            app::Arbiter* arbiter, app::WatchHub* hub, Clock* clock) {
+                            app::Arbiter* arbiter, app::WatchHub* hub,
+                            app::TelemetryMaintenance* telemetry, Clock* clock) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(listen_address, 2);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("metrics-listen: cannot serve on ", listen_address, ": ", e.what()));
   }
-  state_ = std::make_shared<StateCollector>(store, arbiter, hub, clock);
+  state_ = std::make_shared<StateCollector>(store, arbiter, hub, telemetry, clock);
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(state_);
   const std::vector<int> ports = exposer_->GetListeningPorts();

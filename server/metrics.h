@@ -1,13 +1,16 @@
 // Metrics: arbiterd's Prometheus series, served over plain HTTP on their own
 // port (`serve --metrics-listen`), apart from the gRPC API.
 //
-// Three sources:
+// Its sources:
 //   - every RPC, through a gRPC server interceptor: grpc_server_handled_total
 //     {grpc_service, grpc_method, grpc_code} and grpc_server_handling_seconds;
 //   - the arbiter's group commit (ObserveCommit): batch sizes, commit latency,
 //     failures, and its queue depth at scrape time;
 //   - the watch hub at scrape time: streams, bytes queued to them, events,
 //     deliveries, bookmarks, cut-offs and refusals;
+//   - the telemetry passes (app::TelemetryCoverage): how much of the time
+//     held the samples covered, so that a telemetry source that stopped
+//     shows;
 //   - the stored state, read once per scrape: allocated and used milli-GPUs
 //     by pool, class, team and GPU model, budget burn, pending approvals,
 //     incidents and the ledger's length.
@@ -34,6 +37,7 @@
 
 namespace arbiter::app {
 class Arbiter;
+class TelemetryMaintenance;
 class WatchHub;
 }  // namespace arbiter::app
 
@@ -45,10 +49,11 @@ class Metrics {
   ~Metrics();
 
   // Serves GET /metrics on `listen_address` (host:port; port 0 picks one).
-  // `store`, `arbiter`, `hub` and `clock` must outlive this object (or
-  // StopServing). UNAVAILABLE when the port cannot be had.
+  // `store`, `arbiter`, `hub`, `telemetry` and `clock` must outlive this
+  // object (or StopServing). UNAVAILABLE when the port cannot be had.
   [[nodiscard]] absl::Status Serve(const std::string& listen_address, store::Store* store,
-                                   app::Arbiter* arbiter, app::WatchHub* hub, Clock* clock);
+                                   app::Arbiter* arbiter, app::WatchHub* hub,
+                                   app::TelemetryMaintenance* telemetry, Clock* clock);
   // Stops the HTTP server; scrapes after this see nothing. Idempotent.
   void StopServing();
   // The port /metrics is served on; 0 when not serving.

@@ -118,7 +118,7 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   if (!options.metrics_listen.empty()) {
     ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(options.metrics_listen, server->store_,
                                                     &server->app_->arbiter(), &server->app_->hub(),
-                                                    clock));
+                                                    &server->app_->telemetry(), clock));
   }
   if (!options.webhook_listen.empty()) ARBITER_RETURN_IF_ERROR(server->StartWebhook(options));
   return server;

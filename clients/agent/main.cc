@@ -21,6 +21,12 @@
 // (docs/nodes.md). A batch that cannot be sent is kept and sent with the
 // next (up to --max-pending samples; the oldest are dropped beyond). Arbiter
 // ignores samples it already has, so a resend is safe.
+//
+// With --metrics-listen it serves its own health over plain HTTP
+// (clients/agent/agent_health.h): /metrics, each source's reads, failures by
+// status code, last success and read time, and the samples sent; /healthz,
+// 503 naming the source and its error while the last read failed or the last
+// success is more than 3 intervals old.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -42,6 +48,7 @@
 
 #include "arbiter/v1/inventory.grpc.pb.h"
 #include "arbiter/v1/telemetry.grpc.pb.h"
+#include "clients/agent/agent_health.h"
 #include "clients/agent/dcgm_text.h"
 #include "clients/agent/http_get.h"
 #include "clients/agent/nvidia_smi.h"
@@ -54,6 +61,8 @@
 namespace {
 
 namespace v1 = ::arbiter::v1;
+using arbiter::agent::AgentHealth;
+using arbiter::agent::AgentSource;
 using arbiter::agent::DeviceReading;
 using arbiter::agent::ToSample;
 
@@ -90,6 +99,8 @@ struct Options {
   int64_t cpu_milli = 0;   // 0: the host's online CPUs.
   int64_t memory_mib = 0;  // 0: the host's MemTotal.
   std::string refresh_every = "5m";
+  // host:port to serve /metrics and /healthz on; "" for none.
+  std::string metrics_listen;
 };
 
 std::string ReadFile(const std::string& path, bool* ok) {
@@ -118,9 +129,10 @@ struct PrometheusCounts {
   int64_t skipped_series = 0;  // Series that name no device.
 };
 
-// One query at `at`: the readings, or false when it failed (reported).
-bool QueryPrometheus(const arbiter::agent::PrometheusSource& source, absl::Time at,
-                     PrometheusCounts& counts, std::vector<DeviceReading>* devices) {
+// One query at `at`: the readings, or the status of the query that failed
+// (reported).
+absl::Status QueryPrometheus(const arbiter::agent::PrometheusSource& source, absl::Time at,
+                             PrometheusCounts& counts, std::vector<DeviceReading>* devices) {
   constexpr size_t kMaxProblemsShown = 20;
   ++counts.queries;
   absl::StatusOr<arbiter::agent::PrometheusReading> reading = source.Read(at);
@@ -129,7 +141,7 @@ bool QueryPrometheus(const arbiter::agent::PrometheusSource& source, absl::Time 
     std::cerr << "arbiter-agent: prometheus: " << absl::StatusCodeToString(reading.status().code())
               << ": " << reading.status().message() << " (" << counts.failed << " of "
               << counts.queries << " queries failed; retried next interval)\n";
-    return false;
+    return reading.status();
   }
   for (const std::string& w : reading->warnings) {
     std::cerr << "arbiter-agent: prometheus: warning: " << w << "\n";
@@ -157,29 +169,72 @@ bool QueryPrometheus(const arbiter::agent::PrometheusSource& source, absl::Time 
               << source.endpoint() << "\n";
   }
   *devices = std::move(reading->devices);
-  return true;
+  return absl::OkStatus();
 }
 
-// One scrape: the exporter's text, or the capture file's.
-bool Scrape(const Options& o, absl::Duration timeout, std::string* text) {
+// One scrape: the exporter's text, or the capture file's. NOT_FOUND for a
+// file that cannot be read; `HttpGet`'s codes for a scrape (reported).
+absl::Status Scrape(const Options& o, absl::Duration timeout, std::string* text) {
   if (!o.file.empty()) {
     bool ok = false;
     *text = ReadFile(o.file, &ok);
-    if (!ok) std::cerr << "arbiter-agent: cannot read " << o.file << "\n";
-    return ok;
+    if (!ok) {
+      std::cerr << "arbiter-agent: cannot read " << o.file << "\n";
+      return absl::NotFoundError(absl::StrCat("cannot read ", o.file));
+    }
+    return absl::OkStatus();
   }
   absl::StatusOr<std::string> body = arbiter::agent::HttpGet(o.dcgm_url, timeout);
   if (!body.ok()) {
     std::cerr << "arbiter-agent: scrape " << o.dcgm_url << ": " << body.status().message() << "\n";
-    return false;
+    return body.status();
   }
   *text = std::move(*body);
-  return true;
+  return absl::OkStatus();
 }
 
-// Sends `pending` as one batch. Returns true when Arbiter took it.
+// Where the telemetry comes from, and the readers of the sources that need one.
+struct TelemetrySource {
+  AgentSource kind = AgentSource::kDcgm;
+  const arbiter::agent::PrometheusSource* prometheus = nullptr;
+  const arbiter::agent::Nvml* nvml = nullptr;
+};
+
+// One read of the telemetry source at `at` into `devices`: OK, or the
+// status of the read that failed (reported). An NVML pass that reads no GPU
+// and has problems is UNAVAILABLE with the first; one that reads some is OK
+// (the rest reported).
+absl::Status ReadDevices(const Options& o, const TelemetrySource& source, absl::Duration timeout,
+                         absl::Time at, PrometheusCounts& counts,
+                         std::vector<DeviceReading>* devices) {
+  if (source.prometheus != nullptr) {
+    return QueryPrometheus(*source.prometheus, at, counts, devices);
+  }
+  if (source.nvml != nullptr) {
+    std::vector<std::string> problems;
+    *devices = source.nvml->Read(&problems);
+    for (const std::string& p : problems) std::cerr << "arbiter-agent: NVML: " << p << "\n";
+    if (devices->empty() && !problems.empty()) {
+      return absl::UnavailableError(absl::StrCat("NVML: ", problems.front()));
+    }
+    return absl::OkStatus();
+  }
+  std::string text;
+  if (absl::Status scraped = Scrape(o, timeout, &text); !scraped.ok()) {
+    return scraped;
+  }
+  arbiter::agent::Scrape parsed = arbiter::agent::ParseDcgmScrape(text);
+  for (const auto& p : parsed.problems) {
+    std::cerr << "arbiter-agent: line " << p.line << ": " << p.message << "\n";
+  }
+  *devices = std::move(parsed.devices);
+  return absl::OkStatus();
+}
+
+// Sends `pending` as one batch, and records the send in `health`. Returns
+// true when Arbiter took it.
 bool Send(v1::TelemetryService::Stub& stub, const Options& o, int interval_seconds,
-          std::vector<v1::DeviceSample>& pending) {
+          std::vector<v1::DeviceSample>& pending, AgentHealth& health) {
   constexpr int kMaxPerBatch = 10'000;
   if (pending.empty()) return true;
   grpc::ClientContext ctx;
@@ -199,6 +254,7 @@ bool Send(v1::TelemetryService::Stub& stub, const Options& o, int interval_secon
   writer->WritesDone();
   grpc::Status status = writer->Finish();
   if (!status.ok()) {
+    health.RecordSendFailure();
     std::cerr << "arbiter-agent: send: " << status.error_message() << "\n";
     // A refused batch would be refused again: drop it. Keep it otherwise.
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
@@ -214,6 +270,7 @@ bool Send(v1::TelemetryService::Stub& stub, const Options& o, int interval_secon
   for (const std::string& gpu : resp.unknown_gpus()) {
     std::cout << "  unknown GPU " << gpu << " (register it with its UUID)\n";
   }
+  health.RecordSent(static_cast<int64_t>(pending.size()));
   pending.clear();
   return true;
 }
@@ -261,22 +318,31 @@ arbiter::agent::CatalogMig Catalog(v1::InventoryService::Stub& stub) {
   return out;
 }
 
-// Registers the node from nvidia-smi (or updates it when it is known), and
-// cordons it when a GPU is unhealthy. Returns true when Arbiter has it.
-bool Register(v1::InventoryService::Stub& stub, const Options& o) {
+// The GPUs `nvidia-smi -q -x` (or its recording) describes. NOT_FOUND for a
+// recording that cannot be read, UNAVAILABLE when nvidia-smi fails, and
+// `ParseNvidiaSmi`'s codes.
+absl::StatusOr<std::vector<arbiter::agent::GpuFacts>> ReadNvidiaSmi(const Options& o) {
   std::string xml;
   if (!o.nvidia_smi_xml.empty()) {
     bool ok = false;
     xml = ReadFile(o.nvidia_smi_xml, &ok);
     if (!ok) {
-      std::cerr << "arbiter-agent: cannot read " << o.nvidia_smi_xml << "\n";
-      return false;
+      return absl::NotFoundError(absl::StrCat("cannot read ", o.nvidia_smi_xml));
     }
   } else if (!RunCommand(o.nvidia_smi + " -q -x", &xml)) {
-    std::cerr << "arbiter-agent: `" << o.nvidia_smi << " -q -x` failed\n";
-    return false;
+    return absl::UnavailableError(absl::StrCat("`", o.nvidia_smi, " -q -x` failed"));
   }
-  absl::StatusOr<std::vector<arbiter::agent::GpuFacts>> gpus = arbiter::agent::ParseNvidiaSmi(xml);
+  return arbiter::agent::ParseNvidiaSmi(xml);
+}
+
+// Registers the node from nvidia-smi (or updates it when it is known), and
+// cordons it when a GPU is unhealthy; the read of nvidia-smi is recorded in
+// `health`. Returns true when Arbiter has it.
+bool Register(v1::InventoryService::Stub& stub, const Options& o, AgentHealth& health) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<std::vector<arbiter::agent::GpuFacts>> gpus = ReadNvidiaSmi(o);
+  const absl::Time read = absl::Now();
+  health.RecordRead(AgentSource::kNvidiaSmi, gpus.status(), read - started, read);
   if (!gpus.ok()) {
     std::cerr << "arbiter-agent: " << gpus.status().message() << "\n";
     return false;
@@ -398,7 +464,7 @@ int main(int argc, char** argv) {
       "  arbiter-agent --endpoint arbiter:50051 --tls-ca ca.pem --tls-cert agent.pem \\\n"
       "      --tls-key agent.key --prometheus https://prometheus:9090 \\\n"
       "      --prometheus-ca prom-ca.pem --prometheus-token-file token \\\n"
-      "      --prometheus-selector 'cluster=\"east\"'"};
+      "      --prometheus-selector 'cluster=\"east\"' --metrics-listen :9402"};
   app.add_option("--endpoint", o.endpoint, "arbiterd host:port")->capture_default_str();
   app.add_option("--tls-ca", o.ca_file, "CA that signed arbiterd's certificate (PEM)");
   app.add_option("--tls-cert", o.cert_file, "this agent's certificate (PEM), with the agent role");
@@ -455,6 +521,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--refresh-every", o.refresh_every, "re-read nvidia-smi this often (--register)")
       ->capture_default_str();
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "serve /metrics (each source's reads, failures by status code, last success, "
+                 "read time; samples sent) and /healthz (503 naming the source while its last "
+                 "read failed or its last success is over 3 intervals old) over plain HTTP on "
+                 "this host:port, e.g. 127.0.0.1:9402 (port 0: a free one, printed on stderr); "
+                 "default: off");
   CLI11_PARSE(app, argc, argv);
   if (o.dcgm_url.empty() && o.file.empty() && o.nvml.empty() && o.prometheus.empty() &&
       !o.do_register) {
@@ -537,6 +609,36 @@ int main(int argc, char** argv) {
               << o.heartbeat_every << "\n";
     return 2;
   }
+  // The agent's own health: each source it reads, on its interval.
+  AgentHealth health;
+  TelemetrySource telemetry_source;
+  telemetry_source.prometheus = prometheus_source ? &*prometheus_source : nullptr;
+  telemetry_source.nvml = nvml_reader.get();
+  telemetry_source.kind = prometheus_source        ? AgentSource::kPrometheus
+                          : nvml_reader != nullptr ? AgentSource::kNvml
+                          : !o.file.empty()        ? AgentSource::kFile
+                                                   : AgentSource::kDcgm;
+  if (telemetry) {
+    health.Watch(telemetry_source.kind, interval, absl::Now());
+  }
+  if (o.do_register) {
+    health.Watch(AgentSource::kNvidiaSmi, refresh_every, absl::Now());
+  }
+  std::unique_ptr<arbiter::agent::AgentHealthServer> health_server;
+  if (!o.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<arbiter::agent::AgentHealthServer>> started =
+        arbiter::agent::AgentHealthServer::Start(o.metrics_listen, health,
+                                                 [] { return absl::Now(); });
+    if (!started.ok()) {
+      std::cerr << "arbiter-agent: " << started.status().message() << "\n";
+      return 2;
+    }
+    health_server = *std::move(started);
+    // The port picked for port 0, for whoever started the agent.
+    std::cerr << "arbiter-agent: metrics on "
+              << o.metrics_listen.substr(0, o.metrics_listen.rfind(':')) << ":"
+              << health_server->port() << "\n";
+  }
   absl::StatusOr<std::shared_ptr<grpc::Channel>> opened =
       arbiter::clients::OpenChannel(o.endpoint, {o.ca_file, o.cert_file, o.key_file});
   if (!opened.ok()) {
@@ -559,7 +661,7 @@ int main(int argc, char** argv) {
   while (!g_stop) {
     const absl::Time started = absl::Now();
     if (o.do_register && started - last_register >= refresh_every) {
-      const bool registered = Register(*inventory, o);
+      const bool registered = Register(*inventory, o, health);
       if (o.once && !registered) return 1;
       if (registered) last_register = started;
     }
@@ -573,26 +675,17 @@ int main(int argc, char** argv) {
       while (!g_stop && absl::Now() < started + interval) absl::SleepFor(absl::Milliseconds(100));
       continue;
     }
-    std::string text;
     std::vector<DeviceReading> devices;
     // The query's evaluation time is the readings' time.
     const absl::Time query_at = absl::Now();
-    const bool scraped = prometheus_source ? QueryPrometheus(*prometheus_source, query_at,
-                                                             prometheus_counts, &devices)
-                                           : nvml_reader != nullptr || Scrape(o, interval, &text);
+    const absl::Status read =
+        ReadDevices(o, telemetry_source, interval, query_at, prometheus_counts, &devices);
+    const absl::Time read_at = absl::Now();
+    health.RecordRead(telemetry_source.kind, read, read_at - query_at, read_at);
+    // An NVML pass goes on with what it read, even nothing (reported).
+    const bool scraped = read.ok() || nvml_reader != nullptr;
     if (o.once && !scraped) return 1;
     if (scraped) {
-      if (nvml_reader != nullptr) {
-        std::vector<std::string> problems;
-        devices = nvml_reader->Read(&problems);
-        for (const std::string& p : problems) std::cerr << "arbiter-agent: NVML: " << p << "\n";
-      } else if (!prometheus_source) {  // Its readings are in `devices` already.
-        arbiter::agent::Scrape parsed = arbiter::agent::ParseDcgmScrape(text);
-        for (const auto& p : parsed.problems) {
-          std::cerr << "arbiter-agent: line " << p.line << ": " << p.message << "\n";
-        }
-        devices = std::move(parsed.devices);
-      }
       const google::protobuf::Timestamp at = prometheus_source ? TimestampOf(query_at) : Now();
       for (const DeviceReading& d : devices) pending.push_back(ToSample(d, at));
       if (pending.size() > o.max_pending) {
@@ -600,10 +693,10 @@ int main(int argc, char** argv) {
       }
     }
     if (o.once || ++scrapes % o.flush_every == 0)
-      last_ok = Send(*stub, o, interval_seconds, pending);
+      last_ok = Send(*stub, o, interval_seconds, pending, health);
     if (o.once) return last_ok ? 0 : 1;
     while (!g_stop && absl::Now() < started + interval) absl::SleepFor(absl::Milliseconds(100));
   }
-  if (!pending.empty()) last_ok = Send(*stub, o, interval_seconds, pending);
+  if (!pending.empty()) last_ok = Send(*stub, o, interval_seconds, pending, health);
   return last_ok ? 0 : 1;
 }

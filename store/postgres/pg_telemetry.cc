@@ -19,6 +19,39 @@ std::string DayOf(absl::Time t) {
   return absl::FormatCivilTime(absl::ToCivilDay(t, absl::UTCTimeZone()));
 }
 
+// The columns of gpu_samples as array parameters (kInsertSamples and
+// kInsertNewSamples), filled batch by batch.
+class SampleColumns {
+ public:
+  void Add(const std::vector<core::GpuSample>& samples) {
+    for (const core::GpuSample& s : samples) {
+      cols_[0].Add(rows::ToMicros(s.at));
+      cols_[1].Add(s.node_id);
+      cols_[2].Add(int64_t{s.gpu_index});
+      cols_[3].Add(int64_t{s.mig_instance});
+      cols_[4].Add(s.mig_profile);
+      cols_[5].Add(absl::ToInt64Milliseconds(s.interval));
+      cols_[6].Add(int64_t{s.util_milli});
+      cols_[7].Add(int64_t{s.engine_active_milli});
+      cols_[8].Add(s.fb_used_mib);
+      cols_[9].Add(s.fb_free_mib);
+      cols_[10].Add(s.power_mw);
+      cols_[11].Add(s.pod);
+      cols_[12].Add(s.pod_namespace);
+    }
+  }
+
+  pqxx::result Exec(pqxx::transaction_base& tx, const char* statement) {
+    return tx.exec_prepared(statement, cols_[0].Done(), cols_[1].Done(), cols_[2].Done(),
+                            cols_[3].Done(), cols_[4].Done(), cols_[5].Done(), cols_[6].Done(),
+                            cols_[7].Done(), cols_[8].Done(), cols_[9].Done(), cols_[10].Done(),
+                            cols_[11].Done(), cols_[12].Done());
+  }
+
+ private:
+  rows::ArrayLiteral cols_[13];
+};
+
 core::GpuSample SampleFromRow(const pqxx::row& row) {
   core::GpuSample s;
   s.at = absl::FromUnixMicros(row[0].as<int64_t>());
@@ -73,40 +106,49 @@ core::MemberUsage UsageFromColumns(const pqxx::row& row, int first) {
 absl::StatusOr<std::vector<int64_t>> PgStore::InsertSampleBatches(
     absl::Span<const std::vector<core::GpuSample>> batches) {
   std::vector<int64_t> stored(batches.size(), 0);
-  std::set<std::string> days;
-  for (const std::vector<core::GpuSample>& samples : batches) {
-    for (const core::GpuSample& s : samples) days.insert(DayOf(s.at));
+  // The UTC days the samples fall on, as days since the epoch: formatting
+  // each sample's day would cost more than the rest of its row.
+  std::set<int64_t> days;
+  size_t samples = 0;
+  for (const std::vector<core::GpuSample>& batch : batches) {
+    samples += batch.size();
+    for (const core::GpuSample& s : batch) {
+      days.insert(absl::ToInt64Seconds(absl::Floor(s.at - absl::UnixEpoch(), absl::Hours(24))) /
+                  86400);
+    }
   }
-  if (days.empty()) return stored;
+  if (samples == 0) return stored;
   return WithConnection(
       "insert samples", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<int64_t>> {
         pqxx::work tx(c);
-        for (const std::string& day : days) tx.exec_prepared(sql::kEnsureSamplePartition, day);
-        // A statement per batch, so that each learns how many of its samples
-        // were new; one commit for all.
+        for (int64_t day : days) {
+          tx.exec_prepared(sql::kEnsureSamplePartition,
+                           DayOf(absl::UnixEpoch() + absl::Hours(24 * day)));
+        }
+        // Almost always every sample is new: one statement for all the
+        // batches, without the duplicate check of ON CONFLICT (which costs
+        // an index probe per row). A duplicate fails it on the primary key;
+        // then, back at the savepoint, a statement per batch skips the
+        // duplicates and counts each batch's new samples.
+        bool all_new = true;
+        tx.exec0("SAVEPOINT new_samples");
+        try {
+          SampleColumns cols;
+          for (const std::vector<core::GpuSample>& batch : batches) cols.Add(batch);
+          cols.Exec(tx, sql::kInsertNewSamples);
+          tx.exec0("RELEASE SAVEPOINT new_samples");
+        } catch (const pqxx::unique_violation&) {
+          tx.exec0("ROLLBACK TO SAVEPOINT new_samples");
+          all_new = false;
+        }
         for (size_t b = 0; b < batches.size(); ++b) {
-          if (batches[b].empty()) continue;
-          rows::ArrayLiteral cols[13];
-          for (const core::GpuSample& s : batches[b]) {
-            cols[0].Add(rows::ToMicros(s.at));
-            cols[1].Add(s.node_id);
-            cols[2].Add(int64_t{s.gpu_index});
-            cols[3].Add(int64_t{s.mig_instance});
-            cols[4].Add(s.mig_profile);
-            cols[5].Add(absl::ToInt64Milliseconds(s.interval));
-            cols[6].Add(int64_t{s.util_milli});
-            cols[7].Add(int64_t{s.engine_active_milli});
-            cols[8].Add(s.fb_used_mib);
-            cols[9].Add(s.fb_free_mib);
-            cols[10].Add(s.power_mw);
-            cols[11].Add(s.pod);
-            cols[12].Add(s.pod_namespace);
+          if (all_new) {
+            stored[b] = static_cast<int64_t>(batches[b].size());
+          } else if (!batches[b].empty()) {
+            SampleColumns cols;
+            cols.Add(batches[b]);
+            stored[b] = static_cast<int64_t>(cols.Exec(tx, sql::kInsertSamples).affected_rows());
           }
-          pqxx::result res = tx.exec_prepared(
-              sql::kInsertSamples, cols[0].Done(), cols[1].Done(), cols[2].Done(), cols[3].Done(),
-              cols[4].Done(), cols[5].Done(), cols[6].Done(), cols[7].Done(), cols[8].Done(),
-              cols[9].Done(), cols[10].Done(), cols[11].Done(), cols[12].Done());
-          stored[b] = static_cast<int64_t>(res.affected_rows());
         }
         tx.commit();
         return stored;

@@ -172,6 +172,31 @@ TEST(SampleWriterTest, ATransactionHoldsAtMostTheLimitButAlwaysOneBatch) {
   EXPECT_EQ(d.stored.value_or(-1), 5);
 }
 
+TEST(SampleWriterTest, ATransactionGathersBatchesUntilItsWindowEndsOrItIsFull) {
+  GatedStore store;
+  store.Release();  // Transactions run at once.
+  WorkerPool workers(1, 100);
+  // A window that does not end in this test: the transaction waits until
+  // the limit's worth of samples wait.
+  SampleWriter writer(&store, &workers, /*max_samples_per_commit=*/4,
+                      /*max_waiting_samples=*/100, /*gather=*/absl::Hours(1));
+  Answer a, b;
+  writer.Write({Sample(0, 0), Sample(1, 0)}, AnswerTo(&a));
+  writer.Write({Sample(0, 10), Sample(1, 10)}, AnswerTo(&b));
+  for (Answer* x : {&a, &b}) x->done.WaitForNotification();
+  EXPECT_THAT(store.calls(), ElementsAre(ElementsAre(2u, 2u)));
+
+  // A short window: a lone batch goes once it ends.
+  SampleWriter quick(&store, &workers, /*max_samples_per_commit=*/4,
+                     /*max_waiting_samples=*/100, /*gather=*/absl::Milliseconds(10));
+  Answer c;
+  quick.Write({Sample(0, 20)}, AnswerTo(&c));
+  c.done.WaitForNotification();
+  workers.Stop();
+  EXPECT_THAT(store.calls(), ElementsAre(ElementsAre(2u, 2u), ElementsAre(1u)));
+  EXPECT_EQ(c.stored.value_or(-1), 1);
+}
+
 TEST(SampleWriterTest, AFailedTransactionAnswersEveryBatchInItAndStoresNone) {
   GatedStore store;
   WorkerPool workers(1, 100);

@@ -15,11 +15,15 @@ and the allocated GPU's usage rolls up from the Prometheus samples. Then the
 failures: wrong password, wrong CA, a refused selector, a selector that
 matches nothing, a Prometheus too slow to answer, and one that is stopped
 (reported with the URL, nothing written, and a running agent retries until
-it is back).
+it is back). That running agent serves --metrics-listen on a free port: its
+/healthz answers 503 naming prometheus and UNAVAILABLE and its /metrics show
+the source down with its failures counted while Prometheus is stopped, and
+200 and up once it is back.
 
 Usage: prometheus_source_test.py ARBITERD AGENT SOURCE_DIR
 (DSN from ARBITER_TEST_PG_DSN_FILE)
 """
+import http.client
 import http.server
 import json
 import os
@@ -168,6 +172,35 @@ basic_auth_users:
 def agent_run(agent, endpoint, *args, timeout=60):
     return subprocess.run([agent, "--endpoint", endpoint, "--once", *args],
                           capture_output=True, text=True, timeout=timeout)
+
+
+def http_get(port, path):
+    """(status, body) of GET `path` on the agent's --metrics-listen port."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        conn.close()
+
+
+def metric(text, series):
+    """The value of `series` (name{labels}) in /metrics' text, or None."""
+    m = re.search("^" + re.escape(series) + r" (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def poll(what, check, timeout=120):
+    """Until check() returns (True, _); its last answer in the failure."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        done, last = check()
+        if done:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"{what} within {timeout}s; last: {last}")
 
 
 def counts(out):
@@ -357,15 +390,45 @@ def main():
             assert "1 of 1 queries failed" in out.stderr, out.stderr
             assert new_rows(before) == [], "samples written with Prometheus down"
 
-            # A running agent keeps going, counts the failures, and streams
-            # again once Prometheus is back.
+            # A running agent keeps going, counts the failures, says so on
+            # /healthz and /metrics, and streams again once Prometheus is back.
             running = subprocess.Popen(
                 [agent, "--endpoint", endpoint, "--prometheus", prom.url, "--prometheus-selector",
-                 'job="docs"', "--interval", "1s", "--flush-every", "1", *tls],
+                 'job="docs"', "--interval", "1s", "--flush-every", "1",
+                 "--metrics-listen", "127.0.0.1:0", *tls],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            # Its stderr, drained as it comes (a full pipe would stall it).
+            err_lines = []
+
+            def read_stderr():
+                for line in running.stderr:
+                    err_lines.append(line)
+            drain = threading.Thread(target=read_stderr, daemon=True)
+            drain.start()
+            up = 'arbiter_agent_source_up{source="prometheus"}'
+            unavailable = ('arbiter_agent_source_read_failures_total{source="prometheus",'
+                           'code="UNAVAILABLE"}')
             try:
-                time.sleep(3)
+                def port():
+                    m = re.search(r"arbiter-agent: metrics on 127\.0\.0\.1:(\d+)\n",
+                                  "".join(err_lines))
+                    return (m is not None or running.poll() is not None,
+                            int(m.group(1)) if m else "".join(err_lines))
+                metrics_port = poll("the agent's metrics port on stderr", port, timeout=30)
+                assert isinstance(metrics_port, int), metrics_port
+
+                def down():
+                    status, health = http_get(metrics_port, "/healthz")
+                    _, text = http_get(metrics_port, "/metrics")
+                    failures = metric(text, unavailable) or 0
+                    return (status == 503 and health.startswith("prometheus: UNAVAILABLE: ")
+                            and endpoint_url in health and metric(text, up) == 0
+                            and failures >= 2, (status, health, text))
+                status, health, text = poll("/healthz 503 and the source down", down)
+                assert health.count("\n") == 1, health  # One line.
                 assert running.poll() is None, "the agent stopped with Prometheus down"
+                print(f"prometheus down: /healthz {status} {health.strip()!r}; "
+                      f"{int(metric(text, unavailable))} UNAVAILABLE reads counted")
                 stored_before = sum(len(r) for r in rows().values())
                 prom.start()
                 prom.wait_ready()
@@ -375,9 +438,24 @@ def main():
                     time.sleep(0.1)
                 else:
                     raise AssertionError("no samples after Prometheus came back")
+
+                def back():
+                    status, health = http_get(metrics_port, "/healthz")
+                    _, text = http_get(metrics_port, "/metrics")
+                    return (status == 200 and health == "ok\n" and metric(text, up) == 1
+                            and (metric(text, "arbiter_agent_samples_sent_total") or 0) > 0,
+                            (status, health, text))
+                status, health, text = poll("/healthz 200 and the source up", back)
+                # The failures stay counted; the last success is recent.
+                assert metric(text, unavailable) >= 2, text
+                assert metric(text, 'arbiter_agent_source_last_success_timestamp_seconds'
+                                    '{source="prometheus"}') > time.time() - 60, text
+                print("prometheus back: /healthz 200, source up")
             finally:
                 running.send_signal(signal.SIGTERM)
-                _, err = running.communicate(timeout=60)
+                running.wait(timeout=60)
+                drain.join(timeout=60)
+            err = "".join(err_lines)
             failed = [int(n) for n in re.findall(r"(\d+) of \d+ queries failed", err)]
             assert failed and max(failed) >= 2, err
             assert endpoint_url in err, err
