@@ -1,17 +1,15 @@
 #include "server/https_server.h"
 
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include <httplib.h>
-#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <sys/socket.h>
+
+#include "core/status_macros.h"
 
 namespace arbiter::server {
 namespace {
@@ -87,30 +85,8 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const std::strin
                                                                 const std::string& cert_file,
                                                                 const std::string& key_file,
                                                                 Handler handler, int threads) {
-  const size_t colon = listen_address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen_address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("webhook-listen: want host:port, got ", listen_address));
-  }
-  std::string host = listen_address.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  // The library reports an address that does not resolve and one that cannot
-  // be bound alike; resolve first to tell them apart.
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), "0", &hints, &found) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("webhook-listen: cannot resolve ", listen_address));
-  }
-  freeaddrinfo(found);
-
+  ARBITER_ASSIGN_OR_RETURN(net::ListenAddress address,
+                           net::ParseListenAddress(listen_address, "webhook-listen"));
   auto server = std::unique_ptr<HttpsServer>(new HttpsServer());
   absl::Status tls = absl::OkStatus();
   server->server_ = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
@@ -184,43 +160,11 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const std::strin
   http.Patch(".*", with_body);
   http.Delete(".*", with_body);
 
-  // SO_REUSEADDR, as before, where the library's default sets SO_REUSEPORT:
-  // that would let a second arbiterd bind the same port and take a share of
-  // the API server's connections instead of failing to start.
-  http.set_socket_options([](int fd) {
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  });
-  // AI_PASSIVE: an empty host is every interface, not the loopback.
-  if (port == 0) {
-    port = http.bind_to_any_port(host, AI_PASSIVE);
-  } else if (!http.bind_to_port(host, port, AI_PASSIVE)) {
-    port = -1;
-  }
-  if (port < 0) {
-    return absl::UnavailableError(absl::StrCat("webhook-listen: cannot listen on ", listen_address,
-                                               ": ", std::strerror(errno)));
-  }
-  server->port_ = port;
-  server->listener_ = std::thread([s = server.get()] {
-    s->server_->listen_after_bind();
-    s->listener_done_ = true;
-  });
-  // `stop()` does nothing until the accept loop runs: wait for it (or for its
-  // end, should `accept` fail), so that the destructor cannot miss it.
-  while (!http.is_running() && !server->listener_done_) {
-    std::this_thread::yield();
-  }
+  ARBITER_ASSIGN_OR_RETURN(server->listener_,
+                           net::HttpListener::Start(http, address, "webhook-listen"));
   return server;
 }
 
-HttpsServer::~HttpsServer() {
-  if (server_ != nullptr) {
-    server_->stop();
-  }
-  if (listener_.joinable()) {
-    listener_.join();
-  }
-}
+HttpsServer::~HttpsServer() = default;
 
 }  // namespace arbiter::server

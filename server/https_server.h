@@ -21,13 +21,12 @@
 // Thread-safe. The handler is called on worker threads, concurrently.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
+#include "net/http_listener.h"
 
 namespace httplib {
 class SSLServer;
@@ -64,15 +63,14 @@ class HttpsServer {
   // (connections being served finish their current request).
   ~HttpsServer();
 
-  int port() const { return port_; }
+  int port() const { return listener_->port(); }
 
  private:
   HttpsServer();
 
   std::unique_ptr<httplib::SSLServer> server_;
-  std::thread listener_;  // Runs `server_`'s accept loop.
-  std::atomic<bool> listener_done_{false};
-  int port_ = 0;
+  // Declared after `server_`, so destroyed first: it stops the server.
+  std::unique_ptr<net::HttpListener> listener_;
 };
 
 }  // namespace arbiter::server

@@ -1,8 +1,6 @@
 #include "clients/agent/agent_health.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -11,8 +9,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include <httplib.h>
-#include <netdb.h>
-#include <sys/socket.h>
 
 namespace arbiter::agent {
 namespace {
@@ -223,30 +219,9 @@ AgentHealthServer::AgentHealthServer() = default;
 
 absl::StatusOr<std::unique_ptr<AgentHealthServer>> AgentHealthServer::Start(
     const std::string& listen_address, const AgentHealth& health, std::function<absl::Time()> now) {
-  const size_t colon = listen_address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen_address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics-listen: want host:port, got ", listen_address));
-  }
-  std::string host = listen_address.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  // The library reports an address that does not resolve and one that cannot
-  // be bound alike; resolve first to tell them apart.
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), "0", &hints, &found) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics-listen: cannot resolve ", listen_address));
-  }
-  freeaddrinfo(found);
-
+  absl::StatusOr<net::ListenAddress> address =
+      net::ParseListenAddress(listen_address, "metrics-listen");
+  if (!address.ok()) return address.status();
   auto server = std::unique_ptr<AgentHealthServer>(new AgentHealthServer());
   server->server_ = std::make_unique<httplib::Server>();
   httplib::Server& http = *server->server_;
@@ -275,42 +250,13 @@ absl::StatusOr<std::unique_ptr<AgentHealthServer>> AgentHealthServer::Start(
         res.set_header("Connection", "close");
         return httplib::Server::HandlerResponse::Handled;
       });
-  // SO_REUSEADDR where the library's default sets SO_REUSEPORT, which would
-  // let a second agent bind the same port and take a share of the scrapes.
-  http.set_socket_options([](int fd) {
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  });
-  // AI_PASSIVE: an empty host is every interface, not the loopback.
-  if (port == 0) {
-    port = http.bind_to_any_port(host, AI_PASSIVE);
-  } else if (!http.bind_to_port(host, port, AI_PASSIVE)) {
-    port = -1;
-  }
-  if (port < 0) {
-    return absl::UnavailableError(absl::StrCat("metrics-listen: cannot listen on ", listen_address,
-                                               ": ", std::strerror(errno)));
-  }
-  server->port_ = port;
-  server->listener_ = std::thread([s = server.get()] {
-    s->server_->listen_after_bind();
-    s->listener_done_ = true;
-  });
-  // `stop()` does nothing until the accept loop runs: wait for it (or for its
-  // end, should `accept` fail), so that the destructor cannot miss it.
-  while (!http.is_running() && !server->listener_done_) {
-    std::this_thread::yield();
-  }
+  absl::StatusOr<std::unique_ptr<net::HttpListener>> listener =
+      net::HttpListener::Start(http, *address, "metrics-listen");
+  if (!listener.ok()) return listener.status();
+  server->listener_ = *std::move(listener);
   return server;
 }
 
-AgentHealthServer::~AgentHealthServer() {
-  if (server_ != nullptr) {
-    server_->stop();
-  }
-  if (listener_.joinable()) {
-    listener_.join();
-  }
-}
+AgentHealthServer::~AgentHealthServer() = default;
 
 }  // namespace arbiter::agent

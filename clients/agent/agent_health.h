@@ -12,13 +12,11 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -26,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "net/http_listener.h"
 
 namespace httplib {
 class Server;
@@ -153,15 +152,14 @@ class AgentHealthServer {
   ~AgentHealthServer();
 
   // The port listened on (the one picked, for port 0).
-  int port() const { return port_; }
+  int port() const { return listener_->port(); }
 
  private:
   AgentHealthServer();
 
   std::unique_ptr<httplib::Server> server_;
-  std::thread listener_;  // Runs `server_`'s accept loop.
-  std::atomic<bool> listener_done_{false};
-  int port_ = 0;
+  // Declared after `server_`, so destroyed first: it stops the server.
+  std::unique_ptr<net::HttpListener> listener_;
 };
 
 }  // namespace arbiter::agent

@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 
 #include "app/worker_pool.h"
-#include "store/memory/memory_store.h"
+#include "tests/testing/memory_telemetry_store.h"
 #include "tests/testing/status_matchers.h"
 
 namespace arbiter::app {
@@ -43,7 +43,7 @@ core::GpuSample Sample(int32_t gpu, int seconds) {
 // The in-memory store's telemetry, with each InsertSampleBatches call
 // recorded (the batch sizes), the first one held until Release(), and a
 // failure on demand.
-class GatedStore final : public store::TelemetryStore {
+class GatedStore final : public ::arbiter::testing::MemoryTelemetryStore {
  public:
   absl::StatusOr<std::vector<int64_t>> InsertSampleBatches(
       absl::Span<const std::vector<core::GpuSample>> batches) override {
@@ -59,40 +59,7 @@ class GatedStore final : public store::TelemetryStore {
       absl::MutexLock lock(&mu_);
       if (!fail_with_.ok()) return fail_with_;
     }
-    return inner_.InsertSampleBatches(batches);
-  }
-  absl::StatusOr<int32_t> DropSamplesBefore(absl::Time day) override {
-    return inner_.DropSamplesBefore(day);
-  }
-  absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from,
-                                                           absl::Time to) override {
-    return inner_.ListSamples(from, to);
-  }
-  absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(absl::Time from,
-                                                                absl::Time to) override {
-    return inner_.ListHeldMembers(from, to);
-  }
-  absl::StatusOr<std::vector<core::HeldMember>> ListLiveMembers() override {
-    return inner_.ListLiveMembers();
-  }
-  absl::StatusOr<absl::Time> UsageRolledTo(absl::Time hour) override {
-    return inner_.UsageRolledTo(hour);
-  }
-  absl::Status AddUsageSlice(const store::UsageSlice& slice) override {
-    return inner_.AddUsageSlice(slice);
-  }
-  absl::Status ResetUsageHour(absl::Time hour) override { return inner_.ResetUsageHour(hour); }
-  absl::StatusOr<std::vector<store::UtilizationRow>> ListUtilization(
-      absl::Time from, absl::Time to, const std::string& team) override {
-    return inner_.ListUtilization(from, to, team);
-  }
-  absl::StatusOr<std::vector<core::MemberUsage>> ListMemberUsage(absl::Time from,
-                                                                 absl::Time to) override {
-    return inner_.ListMemberUsage(from, to);
-  }
-  absl::StatusOr<std::vector<core::HourPoint>> ListUsedByHour(absl::Time from, absl::Time to,
-                                                              const std::string& team) override {
-    return inner_.ListUsedByHour(from, to, team);
+    return MemoryTelemetryStore::InsertSampleBatches(batches);
   }
 
   void WaitEntered() { entered_.WaitForNotification(); }
@@ -107,7 +74,6 @@ class GatedStore final : public store::TelemetryStore {
   }
 
  private:
-  store::MemoryStore inner_;
   absl::Notification entered_;
   absl::Notification release_;
   absl::Mutex mu_;

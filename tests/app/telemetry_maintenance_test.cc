@@ -18,6 +18,7 @@
 
 #include "core/arbitration.h"
 #include "store/memory/memory_store.h"
+#include "tests/testing/memory_telemetry_store.h"
 #include "tests/testing/simulated_clock.h"
 #include "tests/testing/status_matchers.h"
 
@@ -32,7 +33,7 @@ constexpr absl::Duration kSettle = absl::Minutes(2);
 
 // The in-memory store's telemetry, with the spans of each ListSamples call
 // recorded.
-class RecordingStore final : public store::TelemetryStore {
+class RecordingStore final : public ::arbiter::testing::MemoryTelemetryStore {
  public:
   // The spans read since the last call.
   std::vector<std::pair<absl::Time, absl::Time>> TakeReads() {
@@ -40,52 +41,16 @@ class RecordingStore final : public store::TelemetryStore {
     return std::exchange(reads_, {});
   }
 
-  absl::StatusOr<std::vector<int64_t>> InsertSampleBatches(
-      absl::Span<const std::vector<core::GpuSample>> batches) override {
-    return inner_.InsertSampleBatches(batches);
-  }
-  absl::StatusOr<int32_t> DropSamplesBefore(absl::Time day) override {
-    return inner_.DropSamplesBefore(day);
-  }
   absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from,
                                                            absl::Time to) override {
     {
       absl::MutexLock lock(&mu_);
       reads_.emplace_back(from, to);
     }
-    return inner_.ListSamples(from, to);
+    return MemoryTelemetryStore::ListSamples(from, to);
   }
-  absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(absl::Time from,
-                                                                absl::Time to) override {
-    return inner_.ListHeldMembers(from, to);
-  }
-  absl::StatusOr<std::vector<core::HeldMember>> ListLiveMembers() override {
-    return inner_.ListLiveMembers();
-  }
-  absl::StatusOr<absl::Time> UsageRolledTo(absl::Time hour) override {
-    return inner_.UsageRolledTo(hour);
-  }
-  absl::Status AddUsageSlice(const store::UsageSlice& slice) override {
-    return inner_.AddUsageSlice(slice);
-  }
-  absl::Status ResetUsageHour(absl::Time hour) override { return inner_.ResetUsageHour(hour); }
-  absl::StatusOr<std::vector<store::UtilizationRow>> ListUtilization(
-      absl::Time from, absl::Time to, const std::string& team) override {
-    return inner_.ListUtilization(from, to, team);
-  }
-  absl::StatusOr<std::vector<core::MemberUsage>> ListMemberUsage(absl::Time from,
-                                                                 absl::Time to) override {
-    return inner_.ListMemberUsage(from, to);
-  }
-  absl::StatusOr<std::vector<core::HourPoint>> ListUsedByHour(absl::Time from, absl::Time to,
-                                                              const std::string& team) override {
-    return inner_.ListUsedByHour(from, to, team);
-  }
-
-  store::MemoryStore& memory() { return inner_; }
 
  private:
-  store::MemoryStore inner_;
   absl::Mutex mu_;
   std::vector<std::pair<absl::Time, absl::Time>> reads_ ABSL_GUARDED_BY(mu_);
 };
