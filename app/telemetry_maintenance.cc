@@ -67,6 +67,7 @@ SliceReader::ReadFn TelemetryMaintenance::RollupReads() {
   return [this](absl::Time from, absl::Time to) -> absl::StatusOr<std::vector<core::GpuSample>> {
     ARBITER_ASSIGN_OR_RETURN(std::vector<core::GpuSample> samples, store_->ListSamples(from, to));
     slices_mu_.AssertHeld();
+    if (to <= keep_reads_from_) return samples;  // The tracker has it already.
     if (pass_reads_.size() == kKeptReads) pass_reads_.pop_front();
     pass_reads_.push_back({from, to, samples});
     return samples;
@@ -310,6 +311,15 @@ absl::Status TelemetryMaintenance::RunOnce(absl::Time now) {
   absl::Time late = absl::InfiniteFuture();
   for (const auto& [hour, earliest] : hours) late = std::min(late, earliest);
   const absl::Time to = now - options_.settle;
+  {
+    absl::Time tracked_to = absl::InfinitePast();
+    {
+      absl::MutexLock lock(&idle_mu_);
+      if (idle_.has_value()) tracked_to = idle_->tracked_to();
+    }
+    absl::MutexLock lock(&slices_mu_);
+    keep_reads_from_ = tracked_to;
+  }
   hours.try_emplace(HourOf(to), absl::InfiniteFuture());
   hours.try_emplace(HourOf(to) - absl::Hours(1), absl::InfiniteFuture());
   absl::Status first;

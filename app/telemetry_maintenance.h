@@ -171,15 +171,19 @@ class TelemetryMaintenance {
   absl::Mutex slices_mu_;
   SliceReader rollup_slices_ ABSL_GUARDED_BY(slices_mu_);
   SliceReader idle_slices_ ABSL_GUARDED_BY(slices_mu_);
-  // The rollup's last reads of the current pass (at most kKeptReads: an
-  // hour's last slice and the next hour's), for TrackerReads. Cleared at
-  // the end of each pass, so they hold at most one pass's samples.
+  // The rollup's last reads of the current pass that reach past where the
+  // idle tracker stands (`keep_reads_from_`, set as the pass starts), at
+  // most kKeptReads: an hour's last slice and the next hour's. For
+  // TrackerReads; cleared at the end of each pass. So what they hold is
+  // what arrived since the last pass, once more: a rollup that rolls an hour
+  // up again from its start (late samples) keeps none of its earlier slices.
   struct SpanRead {
     absl::Time from;
     absl::Time to;
     std::vector<core::GpuSample> samples;
   };
   std::deque<SpanRead> pass_reads_ ABSL_GUARDED_BY(slices_mu_);
+  absl::Time keep_reads_from_ ABSL_GUARDED_BY(slices_mu_) = absl::InfinitePast();
   // Written by the pass (TrackIdle), read by FindIdle from any thread.
   mutable absl::Mutex idle_mu_;
   std::optional<core::IdleTracker> idle_ ABSL_GUARDED_BY(idle_mu_);

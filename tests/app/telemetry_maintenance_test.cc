@@ -148,10 +148,24 @@ TEST(TelemetryMaintenanceTest, TheTrackerReadsWhatTheRollupReadAndFindsWhatTheSt
   EXPECT_EQ((*idle)[0].peak_busy_milli, 10);
   EXPECT_EQ((*idle)[0].action, core::IdleAction::kRelease);
 
+  // A late reading, 40 permille busy, inside the window: the next pass
+  // rolls its hour up again from the start (none of those reads is kept for
+  // the tracker, which had them) and the tracker from where it fell.
+  std::vector<core::GpuSample> late = Minute(kT0 + absl::Minutes(30) + absl::Seconds(5), 40);
+  late.resize(1);
+  ASSERT_THAT(store.InsertSamples(late), IsOk());
+  maintenance.MarkDirty(late);
+  ASSERT_THAT(store.InsertSamples(Minute(kT0 + absl::Minutes(45), 10)), IsOk());
+  ASSERT_THAT(maintenance.RunOnce(PassAt(45)), IsOk());
+  idle = maintenance.FindIdle();
+  ASSERT_THAT(idle, IsOk());
+  ASSERT_EQ(idle->size(), 1u);
+  EXPECT_EQ((*idle)[0].peak_busy_milli, 40);
+
   // A tracker that starts now reads its whole window from the store, and
   // finds the same.
   TelemetryMaintenance fresh(&store, &store.memory(), &clock, Passes());
-  ASSERT_THAT(fresh.RunOnce(PassAt(44)), IsOk());
+  ASSERT_THAT(fresh.RunOnce(PassAt(45)), IsOk());
   absl::StatusOr<std::vector<core::IdleFinding>> from_store = fresh.FindIdle();
   ASSERT_THAT(from_store, IsOk());
   ASSERT_EQ(from_store->size(), 1u);
