@@ -47,8 +47,11 @@ class SampleWriter {
   // worker the transaction runs on. Zero: write as soon as a worker is free.
   // REQUIRES: `store` and `workers` outlive the writer, and the workers are
   // stopped (running what was queued) before it is destroyed.
+  static constexpr size_t kMaxSamplesPerCommit = 20000;
+  static constexpr size_t kMaxWaitingSamples = 1000000;
   SampleWriter(store::TelemetryStore* store, WorkerPool* workers,
-               size_t max_samples_per_commit = 20000, size_t max_waiting_samples = 1000000,
+               size_t max_samples_per_commit = kMaxSamplesPerCommit,
+               size_t max_waiting_samples = kMaxWaitingSamples,
                absl::Duration gather = absl::ZeroDuration());
 
   // Queues `samples` for the next transaction. RESOURCE_EXHAUSTED (through

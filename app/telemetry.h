@@ -72,8 +72,8 @@ class Telemetry {
   explicit Telemetry(const Context& ctx)
       : ctx_(ctx),
         writer_(std::make_unique<SampleWriter>(
-            ctx.store, ctx.reads, /*max_samples_per_commit=*/20000,
-            /*max_waiting_samples=*/1000000, ctx.telemetry->options().sample_gather)) {}
+            ctx.store, ctx.reads, SampleWriter::kMaxSamplesPerCommit,
+            SampleWriter::kMaxWaitingSamples, ctx.telemetry->options().sample_gather)) {}
 
   // Whether the caller may stream samples; checked once per stream.
   [[nodiscard]] absl::Status CheckStream(const Caller& caller) const;

@@ -129,6 +129,20 @@ prometheus::MetricFamily GaugeFamily(std::string name, std::string help) {
   return f;
 }
 
+prometheus::ClientMetric Counter(std::vector<prometheus::ClientMetric::Label> labels,
+                                 int64_t value) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  m.counter.value = static_cast<double>(value);
+  return m;
+}
+
+prometheus::MetricFamily CounterFamily(std::string name, std::string help) {
+  prometheus::MetricFamily f = GaugeFamily(std::move(name), std::move(help));
+  f.type = prometheus::MetricType::Counter;
+  return f;
+}
+
 std::vector<prometheus::ClientMetric::Label> GpuLabels(const store::GpuGauge& g) {
   return {{"pool", g.pool}, {"class", g.workload_class}, {"team", g.team}, {"model", g.gpu_model}};
 }
@@ -268,13 +282,8 @@ class Metrics::StateCollector final : public prometheus::Collectable {
       out.push_back(std::move(f));
     };
     auto counter = [&out](std::string name, std::string help, int64_t value) {
-      prometheus::MetricFamily f;
-      f.name = std::move(name);
-      f.help = std::move(help);
-      f.type = prometheus::MetricType::Counter;
-      prometheus::ClientMetric m;
-      m.counter.value = static_cast<double>(value);
-      f.metric.push_back(std::move(m));
+      auto f = CounterFamily(std::move(name), std::move(help));
+      f.metric.push_back(Counter({}, value));
       out.push_back(std::move(f));
     };
     gauge("arbiter_watch_streams", "WatchAllocations streams open now.", w.streams);
@@ -297,17 +306,11 @@ class Metrics::StateCollector final : public prometheus::Collectable {
   // source that stopped shows as held members without samples.
   void AddTelemetry(std::vector<prometheus::MetricFamily>& out) const {
     const app::TelemetryCoverage c = telemetry_->coverage();
-    prometheus::MetricFamily passes;
-    passes.name = "arbiter_telemetry_passes_total";
-    passes.help = "Rollup and idle-tracking passes, by whether they ended with an error.";
-    passes.type = prometheus::MetricType::Counter;
-    for (auto [result, value] :
-         {std::pair{"ok", c.passes - c.failed_passes}, std::pair{"failed", c.failed_passes}}) {
-      prometheus::ClientMetric m;
-      m.label = {{"result", result}};
-      m.counter.value = static_cast<double>(value);
-      passes.metric.push_back(std::move(m));
-    }
+    auto passes = CounterFamily("arbiter_telemetry_passes_total",
+                                "Rollup and idle-tracking passes, by whether they ended with an "
+                                "error.");
+    passes.metric.push_back(Counter({{"result", "ok"}}, c.passes - c.failed_passes));
+    passes.metric.push_back(Counter({{"result", "failed"}}, c.failed_passes));
     out.push_back(std::move(passes));
     auto covered = GaugeFamily("arbiter_telemetry_covered_to_timestamp_seconds",
                                "End of the span the last pass rolled up (rollup settle behind "
