@@ -27,7 +27,11 @@ absl::StatusOr<std::vector<core::GpuSample>> SliceReader::Read(absl::Time from, 
     if (!fresh && it->second.at < s.at) it->second = s;
   }
   for (auto it = last_.begin(); it != last_.end();) {
-    it = it->second.at < to - before_ ? last_.erase(it) : std::next(it);
+    if (it->second.at < to - before_) {
+      last_.erase(it++);  // Leaves the other iterators valid.
+    } else {
+      ++it;
+    }
   }
   carried_to_ = to;
   out.insert(out.end(), std::make_move_iterator(taken->begin()),

@@ -16,10 +16,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -47,7 +47,7 @@ class SliceReader {
   const absl::Duration before_;
   absl::Time carried_to_ = absl::InfinitePast();
   // The last reading of each series before carried_to_, within `before_`.
-  std::map<Series, core::GpuSample> last_;
+  absl::flat_hash_map<Series, core::GpuSample> last_;
 };
 
 }  // namespace arbiter::app

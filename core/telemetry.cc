@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -66,7 +67,7 @@ constexpr int64_t kMwMsPerMwh = 3'600'000;
 std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
                                 absl::Span<const GpuSample> samples, absl::Time from,
                                 absl::Time to) {
-  std::map<GpuKey, std::vector<size_t>> on_gpu;
+  absl::flat_hash_map<GpuKey, std::vector<size_t>> on_gpu;
   for (size_t i = 0; i < members.size(); ++i) {
     for (int32_t g : members[i].gpu_indices) on_gpu[{members[i].node_id, g}].push_back(i);
   }
@@ -84,21 +85,31 @@ std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
   // `to`, whichever comes first: readings closer than their interval never
   // count the same time twice. Readings before `from` count for the part of
   // their span in the window.
-  std::map<std::tuple<int64_t, int32_t, int32_t>, std::vector<size_t>> series_of;
+  // The readings before `to`, by series and then time: one sort instead of
+  // a container per series.
+  std::vector<size_t> by_series;
+  by_series.reserve(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {
-    const GpuSample& s = samples[i];
-    if (s.at < to) series_of[{s.node_id, s.gpu_index, s.mig_instance}].push_back(i);
+    if (samples[i].at < to) by_series.push_back(i);
   }
+  auto series_and_time = [&](size_t i) {
+    const GpuSample& s = samples[i];
+    return std::tuple(s.node_id, s.gpu_index, s.mig_instance, s.at);
+  };
+  std::sort(by_series.begin(), by_series.end(),
+            [&](size_t a, size_t b) { return series_and_time(a) < series_and_time(b); });
   std::vector<absl::Duration> span(samples.size());
-  for (auto& [key, indices] : series_of) {
-    std::sort(indices.begin(), indices.end(),
-              [&](size_t a, size_t b) { return samples[a].at < samples[b].at; });
-    for (size_t k = 0; k < indices.size(); ++k) {
-      const GpuSample& s = samples[indices[k]];
-      absl::Duration d = std::min(s.interval, to - s.at);
-      if (k + 1 < indices.size()) d = std::min(d, samples[indices[k + 1]].at - s.at);
-      span[indices[k]] = d;
+  for (size_t k = 0; k < by_series.size(); ++k) {
+    const GpuSample& s = samples[by_series[k]];
+    absl::Duration d = std::min(s.interval, to - s.at);
+    if (k + 1 < by_series.size()) {
+      const GpuSample& next = samples[by_series[k + 1]];
+      if (next.node_id == s.node_id && next.gpu_index == s.gpu_index &&
+          next.mig_instance == s.mig_instance) {
+        d = std::min(d, next.at - s.at);
+      }
     }
+    span[by_series[k]] = d;
   }
   // The time reading `si` stands within [from, to).
   auto within = [&](size_t si) {
@@ -107,7 +118,7 @@ std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
     return b > a ? b - a : absl::ZeroDuration();
   };
   // Distinct instance series per GPU, to average over for MIG members.
-  std::map<GpuKey, std::vector<std::pair<int32_t, std::string>>> instances;
+  absl::flat_hash_map<GpuKey, std::vector<std::pair<int32_t, std::string>>> instances;
   for (size_t si = 0; si < samples.size(); ++si) {
     const GpuSample& s = samples[si];
     if (s.mig_instance < 0 || within(si) == absl::ZeroDuration()) continue;

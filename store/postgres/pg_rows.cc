@@ -1,12 +1,14 @@
 #include "store/postgres/pg_rows.h"
 
 #include <climits>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/civil_time.h"
 
 namespace arbiter::store::rows {
 namespace {
@@ -147,6 +149,63 @@ void ArrayLiteral::Add(absl::string_view v) {
     text_ += c;
   }
   text_ += '"';
+}
+
+void CopyText::Separate() {
+  if (row_started_) text_ += '\t';
+  row_started_ = true;
+}
+
+void CopyText::Add(int64_t v) {
+  Separate();
+  absl::StrAppend(&text_, v);
+}
+
+void CopyText::Add(absl::string_view v) {
+  Separate();
+  for (char c : v) {
+    switch (c) {
+      case '\\':
+        text_ += "\\\\";
+        break;
+      case '\t':
+        text_ += "\\t";
+        break;
+      case '\n':
+        text_ += "\\n";
+        break;
+      case '\r':
+        text_ += "\\r";
+        break;
+      default:
+        text_ += c;
+    }
+  }
+}
+
+void CopyText::AddTime(absl::Time t) {
+  Separate();
+  const absl::TimeZone utc = absl::UTCTimeZone();
+  const absl::CivilSecond s = absl::ToCivilSecond(t, utc);
+  const int64_t micros = absl::ToInt64Microseconds(t - absl::FromCivil(s, utc));
+  char buf[40];
+  const int n = std::snprintf(buf, sizeof(buf), "%04d-%02d-%02d %02d:%02d:%02d.%06d+00",
+                              static_cast<int>(s.year()), s.month(), s.day(), s.hour(), s.minute(),
+                              s.second(), static_cast<int>(micros));
+  text_.append(buf, static_cast<size_t>(n));
+}
+
+void CopyText::EndRow() {
+  text_ += '\n';
+  row_started_ = false;
+}
+
+std::string CopyText::Take() {
+  if (!text_.empty() && text_.back() == '\n') text_.pop_back();
+  std::string out = std::move(text_);
+  text_.clear();
+  row_started_ = false;
+  return out;
 }
 
 std::vector<int32_t> IntArray(const pqxx::field& field) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
 #include <pqxx/pqxx>
+#include <pqxx/tablewriter>
 
 #include "core/status_macros.h"
 #include "store/postgres/pg_rows.h"
@@ -19,8 +20,8 @@ std::string DayOf(absl::Time t) {
   return absl::FormatCivilTime(absl::ToCivilDay(t, absl::UTCTimeZone()));
 }
 
-// The columns of gpu_samples as array parameters (kInsertSamples and
-// kInsertNewSamples), filled batch by batch.
+// The columns of gpu_samples as array parameters (kInsertSamples), filled
+// batch by batch.
 class SampleColumns {
  public:
   void Add(const std::vector<core::GpuSample>& samples) {
@@ -52,21 +53,67 @@ class SampleColumns {
   rows::ArrayLiteral cols_[13];
 };
 
+// The columns COPY fills in CopySamples, in the order of its fields.
+const std::vector<std::string>& CopiedSampleColumns() {
+  static const auto* columns = new std::vector<std::string>{
+      "at",          "node_id",    "gpu_index",           "mig_instance", "mig_profile",
+      "interval_ms", "util_milli", "engine_active_milli", "fb_used_mib",  "fb_free_mib",
+      "power_mw",    "pod",        "pod_namespace"};
+  return *columns;
+}
+
+// Streams every sample of `batches` into gpu_samples with COPY FROM STDIN:
+// the data travels in COPY's own escaped format, never as SQL text. Throws
+// what pqxx throws; pqxx::unique_violation when a sample is already stored.
+void CopySamples(pqxx::work& tx, absl::Span<const std::vector<core::GpuSample>> batches) {
+  // The chunk handed to libpq at once; rows need not align with messages.
+  constexpr size_t kChunkBytes = 256 << 10;
+  const std::vector<std::string>& columns = CopiedSampleColumns();
+  // pqxx 6.4's stream_to offers no raw line; tablewriter does, deprecated.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  pqxx::tablewriter copy(tx, "gpu_samples", columns.begin(), columns.end());
+#pragma GCC diagnostic pop
+  rows::CopyText text;
+  for (const std::vector<core::GpuSample>& batch : batches) {
+    for (const core::GpuSample& s : batch) {
+      text.AddTime(s.at);
+      text.Add(s.node_id);
+      text.Add(int64_t{s.gpu_index});
+      text.Add(int64_t{s.mig_instance});
+      text.Add(s.mig_profile);
+      text.Add(absl::ToInt64Milliseconds(s.interval));
+      text.Add(int64_t{s.util_milli});
+      text.Add(int64_t{s.engine_active_milli});
+      text.Add(s.fb_used_mib);
+      text.Add(s.fb_free_mib);
+      text.Add(s.power_mw);
+      text.Add(s.pod);
+      text.Add(s.pod_namespace);
+      text.EndRow();
+      if (text.size() >= kChunkBytes) copy.write_raw_line(text.Take());
+    }
+  }
+  if (text.size() > 0) copy.write_raw_line(text.Take());
+  copy.complete();
+}
+
 core::GpuSample SampleFromRow(const pqxx::row& row) {
+  rows::FieldCursor f(row);
   core::GpuSample s;
-  s.at = absl::FromUnixMicros(row[0].as<int64_t>());
-  s.node_id = row[1].as<int64_t>();
-  s.gpu_index = row[2].as<int32_t>();
-  s.mig_instance = row[3].as<int32_t>();
-  s.mig_profile = row[4].as<std::string>();
-  s.interval = absl::Milliseconds(row[5].as<int64_t>());
-  s.util_milli = row[6].as<int32_t>();
-  s.engine_active_milli = row[7].as<int32_t>();
-  s.fb_used_mib = row[8].as<int64_t>();
-  s.fb_free_mib = row[9].as<int64_t>();
-  s.power_mw = row[10].as<int64_t>();
-  s.pod = row[11].as<std::string>();
-  s.pod_namespace = row[12].as<std::string>();
+  s.at = absl::FromUnixMicros(f.Next<int64_t>());
+  s.node_id = f.Next<int64_t>();
+  s.gpu_index = f.Next<int32_t>();
+  s.mig_instance = f.Next<int32_t>();
+  s.mig_profile = f.Next<std::string>();
+  s.interval = absl::Milliseconds(f.Next<int64_t>());
+  s.util_milli = f.Next<int32_t>();
+  s.engine_active_milli = f.Next<int32_t>();
+  s.fb_used_mib = f.Next<int64_t>();
+  s.fb_free_mib = f.Next<int64_t>();
+  s.power_mw = f.Next<int64_t>();
+  s.pod = f.Next<std::string>();
+  s.pod_namespace = f.Next<std::string>();
   return s;
 }
 
@@ -125,17 +172,16 @@ absl::StatusOr<std::vector<int64_t>> PgStore::InsertSampleBatches(
           tx.exec_prepared(sql::kEnsureSamplePartition,
                            DayOf(absl::UnixEpoch() + absl::Hours(24 * day)));
         }
-        // Almost always every sample is new: one statement for all the
-        // batches, without the duplicate check of ON CONFLICT (which costs
-        // an index probe per row). A duplicate fails it on the primary key;
-        // then, back at the savepoint, a statement per batch skips the
-        // duplicates and counts each batch's new samples.
+        // Almost always every sample is new: one COPY for all the batches,
+        // without the duplicate check of ON CONFLICT (which costs an index
+        // probe per row) and without parsing array parameters. A duplicate
+        // fails it on the primary key; then, back at the savepoint, a
+        // statement per batch skips the duplicates and counts each batch's
+        // new samples.
         bool all_new = true;
         tx.exec0("SAVEPOINT new_samples");
         try {
-          SampleColumns cols;
-          for (const std::vector<core::GpuSample>& batch : batches) cols.Add(batch);
-          cols.Exec(tx, sql::kInsertNewSamples);
+          CopySamples(tx, batches);
           tx.exec0("RELEASE SAVEPOINT new_samples");
         } catch (const pqxx::unique_violation&) {
           tx.exec0("ROLLBACK TO SAVEPOINT new_samples");
@@ -169,11 +215,11 @@ absl::StatusOr<std::vector<core::GpuSample>> PgStore::ListSamples(absl::Time fro
   return WithConnection(
       "list samples", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::GpuSample>> {
         pqxx::read_transaction tx(c);
+        const pqxx::result r =
+            tx.exec_prepared(sql::kSelectSamples, rows::ToMicros(from), rows::ToMicros(to));
         std::vector<core::GpuSample> out;
-        for (const pqxx::row& row :
-             tx.exec_prepared(sql::kSelectSamples, rows::ToMicros(from), rows::ToMicros(to))) {
-          out.push_back(SampleFromRow(row));
-        }
+        out.reserve(r.size());
+        for (const pqxx::row& row : r) out.push_back(SampleFromRow(row));
         return out;
       });
 }

@@ -604,10 +604,9 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
   return {
       {kWriteDecisions, std::move(write_decisions)},
       // A reading already stored (same device and time) is a duplicate.
+      // PgStore::InsertSampleBatches COPYs the samples first, and comes to
+      // this statement, batch by batch, only when the COPY met a duplicate.
       {kInsertSamples, absl::StrCat(InsertRows("gpu_samples", sample), " ON CONFLICT DO NOTHING")},
-      // All new, or the statement fails with unique_violation (PgStore::
-      // InsertSampleBatches then goes batch by batch with the one above).
-      {kInsertNewSamples, InsertRows("gpu_samples", sample)},
       // A slice adds to the rows of the members already rolled up.
       {kAddUsageRows,
        absl::StrCat(InsertRows("usage_hourly", usage),

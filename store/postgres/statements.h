@@ -105,7 +105,6 @@ inline constexpr const char* kSelectIncidentCounts = "select_incident_counts";
 inline constexpr const char* kEnsureSamplePartition = "ensure_sample_partition";
 inline constexpr const char* kDropSamplePartitions = "drop_sample_partitions";
 inline constexpr const char* kInsertSamples = "insert_samples";
-inline constexpr const char* kInsertNewSamples = "insert_new_samples";
 inline constexpr const char* kSelectSamples = "select_samples";
 inline constexpr const char* kSelectHeldMembers = "select_held_members";
 inline constexpr const char* kSelectLiveMembers = "select_live_members";

@@ -892,6 +892,47 @@ TEST_P(StoreContractTest, SamplesAreStoredOnceAndDroppedByDay) {
   EXPECT_THAT(store().DropSamplesBefore(day1 + absl::Hours(30)), IsOkAndHolds(0));
 }
 
+// Every field comes back as written: microseconds, MIG instances, and text
+// holding the characters COPY's text format escapes.
+TEST_P(StoreContractTest, SamplesComeBackFieldForField) {
+  core::State s = Organisation(store());
+  const int64_t node = s.FindNode("east", "n1")->id;
+  const absl::Time t = absl::FromUnixMicros(1'800'057'600'123'456);
+  core::GpuSample mig = Sample(node, 1, t, 250);
+  mig.mig_instance = 7;
+  mig.mig_profile = "1g.10gb";
+  mig.engine_active_milli = 999;
+  mig.interval = absl::Milliseconds(15'500);
+  mig.fb_used_mib = 9'000'000'000;
+  mig.fb_free_mib = -1;
+  mig.power_mw = 0;
+  mig.pod = "tab\there, back\\slash\\N, line\nend\r";
+  mig.pod_namespace = "";
+  core::GpuSample whole = Sample(node, 0, t - absl::Microseconds(1), -1);
+  whole.pod = "\\N";
+  ASSERT_THAT(store().InsertSampleBatches({{mig}, {whole}}), IsOkAndHolds(ElementsAre(1, 1)));
+  auto stored = store().ListSamples(t - absl::Seconds(1), t + absl::Seconds(1));
+  ASSERT_THAT(stored, IsOk());
+  ASSERT_EQ(stored->size(), 2u);
+  std::sort(stored->begin(), stored->end(),
+            [](const core::GpuSample& a, const core::GpuSample& b) { return a.at < b.at; });
+  for (const auto& [got, want] : {std::pair{(*stored)[0], whole}, std::pair{(*stored)[1], mig}}) {
+    EXPECT_EQ(got.at, want.at);
+    EXPECT_EQ(got.node_id, want.node_id);
+    EXPECT_EQ(got.gpu_index, want.gpu_index);
+    EXPECT_EQ(got.mig_instance, want.mig_instance);
+    EXPECT_EQ(got.mig_profile, want.mig_profile);
+    EXPECT_EQ(got.interval, want.interval);
+    EXPECT_EQ(got.util_milli, want.util_milli);
+    EXPECT_EQ(got.engine_active_milli, want.engine_active_milli);
+    EXPECT_EQ(got.fb_used_mib, want.fb_used_mib);
+    EXPECT_EQ(got.fb_free_mib, want.fb_free_mib);
+    EXPECT_EQ(got.power_mw, want.power_mw);
+    EXPECT_EQ(got.pod, want.pod);
+    EXPECT_EQ(got.pod_namespace, want.pod_namespace);
+  }
+}
+
 // A run reported at the release (docs/chargeback.md): kept with the request
 // and charged: the member's held interval is the run.
 TEST_P(StoreContractTest, AReportedRunIsKeptAndCharged) {
