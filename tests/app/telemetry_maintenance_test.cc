@@ -175,6 +175,50 @@ TEST(TelemetryMaintenanceTest, TheTrackerReadsWhatTheRollupReadAndFindsWhatTheSt
   EXPECT_EQ((*from_store)[0].action, (*idle)[0].action);
 }
 
+// Pass after pass, a minute at a time, the hour's rollups come to what
+// RollUp makes of the raw samples at once, late readings included.
+TEST(TelemetryMaintenanceTest, PassByPassTheRollupsAreWhatTheRawSamplesGive) {
+  RecordingStore store;
+  const int64_t request = HoldTheGpu(store.memory());
+  ::arbiter::testing::SimulatedClock clock(kT0);
+  TelemetryMaintenance maintenance(&store, &store.memory(), &clock, Passes());
+  int m = 0;
+  for (; m < 30; ++m) {
+    const std::vector<core::GpuSample> minute = Minute(kT0 + absl::Minutes(m), 100 + 25 * m);
+    ASSERT_THAT(store.InsertSamples(minute), IsOk());
+    maintenance.MarkDirty(minute);
+    if (m == 20) {
+      // A reading of minute 5 that arrives late: the hour is rolled up again.
+      std::vector<core::GpuSample> late = Minute(kT0 + absl::Minutes(5) + absl::Seconds(5), 990);
+      late.resize(1);
+      ASSERT_THAT(store.InsertSamples(late), IsOk());
+      maintenance.MarkDirty(late);
+    }
+    ASSERT_THAT(maintenance.RunOnce(PassAt(m)), IsOk());
+  }
+  const absl::Time to = kT0 + absl::Minutes(m);
+  auto members = store.ListHeldMembers(kT0, to);
+  auto samples = store.ListSamples(kT0 - absl::Minutes(5), to);
+  auto rolled = store.ListMemberUsage(kT0, kT0 + absl::Hours(1));
+  ASSERT_THAT(members, IsOk());
+  ASSERT_THAT(samples, IsOk());
+  ASSERT_THAT(rolled, IsOk());
+  const std::vector<core::MemberUsage> want = core::RollUp(*members, *samples, kT0, to);
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_EQ(rolled->size(), 1u);
+  const core::MemberUsage& got = (*rolled)[0];
+  EXPECT_EQ(got.request_id, request);
+  EXPECT_EQ(got.allocated_milli_seconds, want[0].allocated_milli_seconds);
+  EXPECT_EQ(got.sampled_milli_seconds, want[0].sampled_milli_seconds);
+  EXPECT_EQ(got.used_milli_seconds, want[0].used_milli_seconds);
+  EXPECT_EQ(got.peak_busy_milli, want[0].peak_busy_milli);
+  EXPECT_EQ(got.peak_busy_milli, 990);
+  EXPECT_EQ(got.peak_memory_mib, want[0].peak_memory_mib);
+  // Each slice rounds its energy down to a whole mWh: at most one per pass.
+  EXPECT_LE(got.energy_mwh, want[0].energy_mwh);
+  EXPECT_GE(got.energy_mwh, want[0].energy_mwh - 2 * m);
+}
+
 TEST(TelemetryMaintenanceTest, CoverageShowsASourceThatStoppedAndCameBack) {
   RecordingStore store;
   HoldTheGpu(store.memory());
