@@ -183,7 +183,7 @@ void CopyText::Add(absl::string_view v) {
   }
 }
 
-void CopyText::AddTime(absl::Time t) {
+void CopyText::Add(absl::Time t) {
   Separate();
   const absl::TimeZone utc = absl::UTCTimeZone();
   const absl::CivilSecond s = absl::ToCivilSecond(t, utc);

@@ -65,7 +65,7 @@ class CopyText {
   void Add(absl::string_view v);
   // A timestamptz in UTC, to the microsecond.
   // REQUIRES: t in years 1..9999.
-  void AddTime(absl::Time t);
+  void Add(absl::Time t);
   void EndRow();
   size_t size() const { return text_.size(); }
   // The rows so far, without the last row's line end (pqxx's write_raw_line

@@ -1,6 +1,7 @@
 // PgStore: telemetry samples and usage rollups.
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
@@ -20,25 +21,49 @@ std::string DayOf(absl::Time t) {
   return absl::FormatCivilTime(absl::ToCivilDay(t, absl::UTCTimeZone()));
 }
 
+// The columns of gpu_samples that a sample fills, in the order
+// ForEachSampleField hands their values over.
+const std::vector<std::string>& SampleColumnNames() {
+  static const auto* columns = new std::vector<std::string>{
+      "at",          "node_id",    "gpu_index",           "mig_instance", "mig_profile",
+      "interval_ms", "util_milli", "engine_active_milli", "fb_used_mib",  "fb_free_mib",
+      "power_mw",    "pod",        "pod_namespace"};
+  return *columns;
+}
+
+// Calls `field` with each value of `s`, in SampleColumnNames' order: the
+// time as absl::Time, numbers as int64_t, text as absl::string_view.
+template <typename Field>
+void ForEachSampleField(const core::GpuSample& s, Field&& field) {
+  field(s.at);
+  field(s.node_id);
+  field(int64_t{s.gpu_index});
+  field(int64_t{s.mig_instance});
+  field(absl::string_view(s.mig_profile));
+  field(absl::ToInt64Milliseconds(s.interval));
+  field(int64_t{s.util_milli});
+  field(int64_t{s.engine_active_milli});
+  field(s.fb_used_mib);
+  field(s.fb_free_mib);
+  field(s.power_mw);
+  field(absl::string_view(s.pod));
+  field(absl::string_view(s.pod_namespace));
+}
+
 // The columns of gpu_samples as array parameters (kInsertSamples), filled
-// batch by batch.
+// batch by batch; the time as microseconds.
 class SampleColumns {
  public:
   void Add(const std::vector<core::GpuSample>& samples) {
     for (const core::GpuSample& s : samples) {
-      cols_[0].Add(rows::ToMicros(s.at));
-      cols_[1].Add(s.node_id);
-      cols_[2].Add(int64_t{s.gpu_index});
-      cols_[3].Add(int64_t{s.mig_instance});
-      cols_[4].Add(s.mig_profile);
-      cols_[5].Add(absl::ToInt64Milliseconds(s.interval));
-      cols_[6].Add(int64_t{s.util_milli});
-      cols_[7].Add(int64_t{s.engine_active_milli});
-      cols_[8].Add(s.fb_used_mib);
-      cols_[9].Add(s.fb_free_mib);
-      cols_[10].Add(s.power_mw);
-      cols_[11].Add(s.pod);
-      cols_[12].Add(s.pod_namespace);
+      size_t i = 0;
+      ForEachSampleField(s, [&](auto value) {
+        if constexpr (std::is_same_v<decltype(value), absl::Time>) {
+          cols_[i++].Add(rows::ToMicros(value));
+        } else {
+          cols_[i++].Add(value);
+        }
+      });
     }
   }
 
@@ -53,22 +78,13 @@ class SampleColumns {
   rows::ArrayLiteral cols_[13];
 };
 
-// The columns COPY fills in CopySamples, in the order of its fields.
-const std::vector<std::string>& CopiedSampleColumns() {
-  static const auto* columns = new std::vector<std::string>{
-      "at",          "node_id",    "gpu_index",           "mig_instance", "mig_profile",
-      "interval_ms", "util_milli", "engine_active_milli", "fb_used_mib",  "fb_free_mib",
-      "power_mw",    "pod",        "pod_namespace"};
-  return *columns;
-}
-
 // Streams every sample of `batches` into gpu_samples with COPY FROM STDIN:
 // the data travels in COPY's own escaped format, never as SQL text. Throws
 // what pqxx throws; pqxx::unique_violation when a sample is already stored.
 void CopySamples(pqxx::work& tx, absl::Span<const std::vector<core::GpuSample>> batches) {
   // The chunk handed to libpq at once; rows need not align with messages.
   constexpr size_t kChunkBytes = 256 << 10;
-  const std::vector<std::string>& columns = CopiedSampleColumns();
+  const std::vector<std::string>& columns = SampleColumnNames();
   // pqxx 6.4's stream_to offers no raw line; tablewriter does, deprecated.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -77,19 +93,7 @@ void CopySamples(pqxx::work& tx, absl::Span<const std::vector<core::GpuSample>> 
   rows::CopyText text;
   for (const std::vector<core::GpuSample>& batch : batches) {
     for (const core::GpuSample& s : batch) {
-      text.AddTime(s.at);
-      text.Add(s.node_id);
-      text.Add(int64_t{s.gpu_index});
-      text.Add(int64_t{s.mig_instance});
-      text.Add(s.mig_profile);
-      text.Add(absl::ToInt64Milliseconds(s.interval));
-      text.Add(int64_t{s.util_milli});
-      text.Add(int64_t{s.engine_active_milli});
-      text.Add(s.fb_used_mib);
-      text.Add(s.fb_free_mib);
-      text.Add(s.power_mw);
-      text.Add(s.pod);
-      text.Add(s.pod_namespace);
+      ForEachSampleField(s, [&text](auto value) { text.Add(value); });
       text.EndRow();
       if (text.size() >= kChunkBytes) copy.write_raw_line(text.Take());
     }
