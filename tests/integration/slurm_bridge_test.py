@@ -276,6 +276,10 @@ def check_arbiter_unreachable(c, a, live, bridge):
     finally:
         live.proc.send_signal(signal.SIGCONT)
     wait_for("the job's run", lambda: c.jobs()[job]["job_state"] == "COMPLETED", timeout=40)
+    # The bridge sees the end at its next squeue: only then is the run
+    # recorded on the allocation.
+    wait_for("its release", lambda: a.state(request_of(c.jobs()[job])) ==
+             "REQUEST_STATE_RELEASED", timeout=20)
 
 
 def check_accounting(c, a, since):
