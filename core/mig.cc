@@ -39,7 +39,9 @@ std::vector<MigProfile> Table(std::initializer_list<Row> rows) {
 
 // Memory: the usable MiB `nvidia-smi mig -lgip` reports where a transcript
 // exists; otherwise the profile's nominal size less 256 MiB, as observed for
-// the A100-40GB 3g.20gb (20224 MiB).
+// the A100-40GB 3g.20gb (20224 MiB). The H200's names, SMs, memory, counts
+// and placements are a real H200's `-lgip` and `-lgipp` (driver 580.159.04,
+// tests/agent/fixtures/nvidia-smi; nvidia_smi_test checks the table).
 const std::map<std::string, std::vector<MigProfile>, std::less<>>& Catalog() {
   static const auto* const kCatalog =
       new std::map<std::string, std::vector<MigProfile>, std::less<>>{
@@ -66,11 +68,11 @@ const std::map<std::string, std::vector<MigProfile>, std::less<>>& Catalog() {
                                {"7g.80gb", 0, 8, 7, 132, 81152, 1, false, &kStarts0}})},
           {"H200-141GB", Table({{"1g.18gb", 19, 1, 1, 16, 16384, 7, false, &kStarts1},
                                 {"1g.18gb+me", 20, 1, 1, 16, 16384, 1, true, &kStarts1},
-                                {"1g.35gb", 15, 2, 1, 26, 33024, 4, false, &kStarts2Double},
-                                {"2g.35gb", 14, 2, 2, 32, 33024, 3, false, &kStarts2},
-                                {"3g.71gb", 9, 4, 3, 60, 71168, 2, false, &kStarts3},
-                                {"4g.71gb", 5, 4, 4, 64, 71168, 1, false, &kStarts0},
-                                {"7g.141gb", 0, 8, 7, 132, 143104, 1, false, &kStarts0}})},
+                                {"1g.35gb", 15, 2, 1, 26, 33280, 4, false, &kStarts2Double},
+                                {"2g.35gb", 14, 2, 2, 32, 33280, 3, false, &kStarts2},
+                                {"3g.71gb", 9, 4, 3, 60, 71424, 2, false, &kStarts3},
+                                {"4g.71gb", 5, 4, 4, 64, 71424, 1, false, &kStarts0},
+                                {"7g.141gb", 0, 8, 7, 132, 143360, 1, false, &kStarts0}})},
       };
   return *kCatalog;
 }

@@ -81,8 +81,7 @@ std::string FormatMigReports(const std::vector<MigPlacementReport>& reported);
 absl::Status ParseMigReports(absl::string_view text, std::vector<MigPlacementReport>* reported);
 
 // The built-in profile table of `model` ("A100-40GB", "A100-80GB",
-// "H100-80GB", "H200-141GB"), or nullptr for a model without MIG. H200
-// placements are inferred from H100 (no public transcript).
+// "H100-80GB", "H200-141GB"), or nullptr for a model without MIG.
 const std::vector<MigProfile>* BuiltinMigProfiles(absl::string_view model);
 
 const MigProfile* FindMigProfile(const std::vector<MigProfile>& profiles, absl::string_view name);

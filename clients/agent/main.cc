@@ -57,6 +57,7 @@
 #include "clients/agent/registration.h"
 #include "clients/agent/sample.h"
 #include "clients/common/channel.h"
+#include "core/mig.h"
 
 namespace {
 
@@ -89,6 +90,8 @@ struct Options {
   int flush_every = 6;
   size_t max_pending = 200'000;
   bool once = false;
+  // Read once and print what would be sent; contact no arbiterd.
+  bool dry_run = false;
   // Registration (--register).
   bool do_register = false;
   std::string nvidia_smi = "nvidia-smi";
@@ -335,17 +338,35 @@ absl::StatusOr<std::vector<arbiter::agent::GpuFacts>> ReadNvidiaSmi(const Option
   return arbiter::agent::ParseNvidiaSmi(xml);
 }
 
-// Registers the node from nvidia-smi (or updates it when it is known), and
-// cordons it when a GPU is unhealthy; the read of nvidia-smi is recorded in
-// `health`. Returns true when Arbiter has it.
-bool Register(v1::InventoryService::Stub& stub, const Options& o, AgentHealth& health) {
+// The catalog's MIG tables as built into Arbiter (core/mig.h), for a dry
+// run, which asks no arbiterd: a site's own catalog entries are not known.
+arbiter::agent::CatalogMig BuiltinCatalog() {
+  arbiter::agent::CatalogMig out;
+  for (const char* model : {"A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB"}) {
+    const std::vector<arbiter::core::MigProfile>* profiles =
+        arbiter::core::BuiltinMigProfiles(model);
+    if (profiles == nullptr) continue;
+    for (const arbiter::core::MigProfile& p : *profiles) {
+      out.sizes[model][p.name] = {p.sm_count, p.memory_mib};
+      out.ids[model][p.profile_id] = p.name;
+    }
+  }
+  return out;
+}
+
+// The registration of this node from nvidia-smi (or its recordings), its
+// MIG instances named from `catalog`; the read of nvidia-smi is recorded in
+// `health`. nullopt, reported on stderr, when nvidia-smi cannot be read or a
+// GPU maps to no catalog model.
+std::optional<arbiter::agent::Registration> ReadRegistration(
+    const Options& o, const arbiter::agent::CatalogMig& catalog, AgentHealth& health) {
   const absl::Time started = absl::Now();
   absl::StatusOr<std::vector<arbiter::agent::GpuFacts>> gpus = ReadNvidiaSmi(o);
   const absl::Time read = absl::Now();
   health.RecordRead(AgentSource::kNvidiaSmi, gpus.status(), read - started, read);
   if (!gpus.ok()) {
     std::cerr << "arbiter-agent: " << gpus.status().message() << "\n";
-    return false;
+    return std::nullopt;
   }
   const auto [host_cpu, host_mem] = HostCapacity();
   arbiter::agent::NodeIdentity who{o.cluster,
@@ -377,11 +398,20 @@ bool Register(v1::InventoryService::Stub& stub, const Options& o, AgentHealth& h
     }
   }
   absl::StatusOr<arbiter::agent::Registration> reg =
-      arbiter::agent::RegistrationOf(who, *gpus, Catalog(stub), placements);
+      arbiter::agent::RegistrationOf(who, *gpus, catalog, placements);
   if (!reg.ok()) {
     std::cerr << "arbiter-agent: " << reg.status().message() << "\n";
-    return false;
+    return std::nullopt;
   }
+  return *std::move(reg);
+}
+
+// Registers the node from nvidia-smi (or updates it when it is known), and
+// cordons it when a GPU is unhealthy; the read of nvidia-smi is recorded in
+// `health`. Returns true when Arbiter has it.
+bool Register(v1::InventoryService::Stub& stub, const Options& o, AgentHealth& health) {
+  std::optional<arbiter::agent::Registration> reg = ReadRegistration(o, Catalog(stub), health);
+  if (!reg.has_value()) return false;
   // A known node is updated (the usual case after the first run); an
   // unknown one registered.
   grpc::Status status;
@@ -449,6 +479,45 @@ bool Heartbeat(v1::InventoryService::Stub& stub, const Options& o) {
   return true;
 }
 
+// --dry-run: one pass, printed instead of sent. With --register, the node
+// registration (protobuf text) and its notes; with a telemetry source, the
+// sample batch one read makes. Contacts no arbiterd. Returns the exit code:
+// 0, or 1 when a read failed.
+int DryRun(const Options& o, const TelemetrySource& source, bool telemetry, absl::Duration interval,
+           AgentHealth& health) {
+  int code = 0;
+  if (o.do_register) {
+    std::optional<arbiter::agent::Registration> reg = ReadRegistration(o, BuiltinCatalog(), health);
+    if (reg.has_value()) {
+      std::cout << "# the node registration (MIG instances named from Arbiter's built-in "
+                   "profile tables)\n"
+                << reg->node.DebugString();
+      for (const std::string& note : reg->notes) std::cout << "# note: " << note << "\n";
+      if (reg->unhealthy) std::cout << "# a GPU is unhealthy: the node would be cordoned\n";
+    } else {
+      code = 1;
+    }
+  }
+  if (telemetry) {
+    PrometheusCounts counts;
+    std::vector<DeviceReading> devices;
+    const absl::Time at = absl::Now();
+    const absl::Status read = ReadDevices(o, source, interval, at, counts, &devices);
+    health.RecordRead(source.kind, read, absl::Now() - at, absl::Now());
+    if (read.ok()) {
+      v1::SampleBatch batch;
+      batch.set_cluster(o.cluster);
+      batch.set_node(o.node);
+      batch.set_interval_seconds(static_cast<int32_t>(absl::ToInt64Seconds(interval)));
+      for (const DeviceReading& d : devices) *batch.add_samples() = ToSample(d, TimestampOf(at));
+      std::cout << "# the sample batch (" << devices.size() << " devices)\n" << batch.DebugString();
+    } else {
+      code = 1;
+    }
+  }
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -506,6 +575,10 @@ int main(int argc, char** argv) {
                  "0s: none")
       ->capture_default_str();
   app.add_flag("--once", o.once, "scrape once, send, and exit");
+  app.add_flag("--dry-run", o.dry_run,
+               "read once (nvidia-smi with --register, and the telemetry source) and print "
+               "the registration and sample batch that would be sent, as protobuf text; "
+               "contact no arbiterd");
   app.add_flag("--register", o.do_register,
                "register the node from `nvidia-smi -q -x` (or update it) and keep it current");
   app.add_option("--nvidia-smi", o.nvidia_smi, "the nvidia-smi to run")->capture_default_str();
@@ -639,6 +712,7 @@ int main(int argc, char** argv) {
               << o.metrics_listen.substr(0, o.metrics_listen.rfind(':')) << ":"
               << health_server->port() << "\n";
   }
+  if (o.dry_run) return DryRun(o, telemetry_source, telemetry, interval, health);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> opened =
       arbiter::clients::OpenChannel(o.endpoint, {o.ca_file, o.cert_file, o.key_file});
   if (!opened.ok()) {

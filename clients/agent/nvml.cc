@@ -20,8 +20,20 @@ struct NvmlUtilization {
 struct NvmlMemory {
   unsigned long long total;
   unsigned long long free;
+  unsigned long long used;  // Counts the driver's reservation.
+};
+// nvmlMemory_v2_t (drivers from R510): the reservation apart.
+struct NvmlMemoryV2 {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;  // Set aside by the driver and firmware.
+  unsigned long long free;
   unsigned long long used;
 };
+// NVML_STRUCT_VERSION(Memory, 2): the struct's size, and 2 in the top byte.
+constexpr unsigned int kMemoryV2Version =
+    static_cast<unsigned int>(sizeof(NvmlMemoryV2)) | (2u << 24);
+static_assert(sizeof(NvmlMemoryV2) == 40, "nvml.h's layout: version padded to 8 bytes");
 
 constexpr unsigned int kUuidLength = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE.
 constexpr unsigned int kNameLength = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE.
@@ -38,6 +50,7 @@ struct Nvml::Api {
   NvmlReturn (*name)(NvmlDevice, char*, unsigned int);
   NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*);
   NvmlReturn (*memory)(NvmlDevice, NvmlMemory*);
+  NvmlReturn (*memory_v2)(NvmlDevice, NvmlMemoryV2*);  // nullptr before R510.
   NvmlReturn (*power)(NvmlDevice, unsigned int*);
 
   std::string Error(NvmlReturn rc) const {
@@ -76,6 +89,8 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   Bind(handle, "nvmlDeviceGetUtilizationRates", api->utilization, missing);
   Bind(handle, "nvmlDeviceGetMemoryInfo", api->memory, missing);
   Bind(handle, "nvmlDeviceGetPowerUsage", api->power, missing);
+  std::string optional;  // Older drivers lack it: the first memory call stands in.
+  Bind(handle, "nvmlDeviceGetMemoryInfo_v2", api->memory_v2, optional);
   if (!missing.empty()) {
     dlclose(handle);
     return absl::UnavailableError(absl::StrCat("NVML: ", library, " has no ", missing));
@@ -95,6 +110,28 @@ Nvml::~Nvml() {
   dlclose(handle_);
 }
 
+int Nvml::ReadMemory(void* device, int64_t* used_mib, int64_t* free_mib) const {
+  if (api_->memory_v2 != nullptr) {
+    NvmlMemoryV2 memory{};
+    memory.version = kMemoryV2Version;
+    if (api_->memory_v2(device, &memory) == kSuccess) {
+      // What nvidia-smi shows as used: neither free nor reserved. (nvml.h
+      // says v2's `used` may count the reservation too.)
+      const unsigned long long held = memory.reserved + memory.free;
+      *used_mib = static_cast<int64_t>((memory.total > held ? memory.total - held : 0) >> 20);
+      *free_mib = static_cast<int64_t>(memory.free >> 20);
+      return kSuccess;
+    }
+  }
+  NvmlMemory memory{};
+  const NvmlReturn rc = api_->memory(device, &memory);
+  if (rc == kSuccess) {
+    *used_mib = static_cast<int64_t>(memory.used >> 20);
+    *free_mib = static_cast<int64_t>(memory.free >> 20);
+  }
+  return rc;
+}
+
 std::vector<DeviceReading> Nvml::Read(std::vector<std::string>* problems) const {
   std::vector<DeviceReading> out;
   unsigned int count = 0;
@@ -107,11 +144,12 @@ std::vector<DeviceReading> Nvml::Read(std::vector<std::string>* problems) const 
     char uuid[kUuidLength] = "";
     char name[kNameLength] = "";
     NvmlUtilization util{};
-    NvmlMemory memory{};
     NvmlReturn rc = api_->handle_by_index(i, &device);
     if (rc == kSuccess) rc = api_->uuid(device, uuid, kUuidLength);
     if (rc == kSuccess) rc = api_->utilization(device, &util);
-    if (rc == kSuccess) rc = api_->memory(device, &memory);
+    int64_t used_mib = 0;
+    int64_t free_mib = 0;
+    if (rc == kSuccess) rc = ReadMemory(device, &used_mib, &free_mib);
     if (rc != kSuccess) {
       problems->push_back(absl::StrCat("GPU ", i, ": ", api_->Error(rc)));
       continue;
@@ -121,8 +159,8 @@ std::vector<DeviceReading> Nvml::Read(std::vector<std::string>* problems) const 
     r.gpu_index = static_cast<int32_t>(i);
     if (api_->name(device, name, kNameLength) == kSuccess) r.model_name = name;
     r.util_milli = static_cast<int32_t>(util.gpu > 100 ? 1000 : util.gpu * 10);
-    r.fb_used_mib = static_cast<int64_t>(memory.used >> 20);
-    r.fb_free_mib = static_cast<int64_t>(memory.free >> 20);
+    r.fb_used_mib = used_mib;
+    r.fb_free_mib = free_mib;
     unsigned int milliwatts = 0;
     if (api_->power(device, &milliwatts) == kSuccess) r.power_mw = milliwatts;
     out.push_back(std::move(r));

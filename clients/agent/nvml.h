@@ -7,6 +7,7 @@
 // Thread-compatible: one Nvml per thread, or calls serialised.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,12 +34,17 @@ class Nvml {
   // One reading per GPU, by index: UUID, product name, utilisation (x10),
   // framebuffer used and free (MiB) and power (mW). A GPU whose calls fail
   // is left out, with why in `problems`; a reading NVML does not support on
-  // the GPU (power on some boards) stays -1.
+  // the GPU (power on some boards) stays -1. Used memory is what nvidia-smi
+  // shows: without the few hundred MiB the driver reserves (an idle H200
+  // reads 0, not 615), through nvmlDeviceGetMemoryInfo_v2; a driver older
+  // than R510 has only the first call, whose `used` counts the reservation.
   std::vector<DeviceReading> Read(std::vector<std::string>* problems) const;
 
  private:
   struct Api;
   Nvml(void* handle, std::unique_ptr<Api> api);
+  // One GPU's framebuffer use, in MiB: the NVML return code.
+  int ReadMemory(void* device, int64_t* used_mib, int64_t* free_mib) const;
 
   void* handle_;
   std::unique_ptr<Api> api_;

@@ -17,6 +17,13 @@ struct Memory {
   unsigned long long free;
   unsigned long long used;
 };
+struct MemoryV2 {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
 struct FakeGpu {
   const char* uuid;
   const char* name;
@@ -29,6 +36,9 @@ constexpr FakeGpu kGpus[] = {
     {"GPU-a84e2d17-0b93-4c6f-8e5a-12d3c4b5f602", "NVIDIA H100 80GB HBM3", 0, 0, 0},
 };
 constexpr unsigned long long kTotalMib = 81559;
+// Set aside by the driver, as on a real GPU (an idle H200 on driver 580
+// shows 615 MiB): the first memory call counts it as used, v2 apart.
+constexpr unsigned long long kReservedMib = 615;
 bool initialised = false;
 
 int Copy(const char* text, char* out, unsigned int length) {
@@ -87,7 +97,19 @@ int nvmlDeviceGetUtilizationRates(void* device, Utilization* util) {
 }
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   memory->total = kTotalMib << 20;
-  memory->used = Gpu(device)->used_mib << 20;
+  memory->used = (Gpu(device)->used_mib + kReservedMib) << 20;
+  memory->free = memory->total - memory->used;
+  return 0;
+}
+// FAKE_NVML_NO_MEMORY_V2 plays a driver older than R510. `used` counts the
+// reservation too, as nvml.h allows.
+int nvmlDeviceGetMemoryInfo_v2(void* device, MemoryV2* memory) {
+  if (std::getenv("FAKE_NVML_NO_MEMORY_V2") != nullptr) return 13;  // FUNCTION_NOT_FOUND.
+  // NVML_STRUCT_VERSION(Memory, 2); else NVML_ERROR_ARGUMENT_VERSION_MISMATCH.
+  if (memory->version != (sizeof(MemoryV2) | (2u << 24))) return 25;
+  memory->total = kTotalMib << 20;
+  memory->reserved = kReservedMib << 20;
+  memory->used = (Gpu(device)->used_mib + kReservedMib) << 20;
   memory->free = memory->total - memory->used;
   return 0;
 }

@@ -1,11 +1,13 @@
 // arbiter-agent's reading of `nvidia-smi -q -x` (clients/agent/nvidia_smi.h)
 // and the node registration it makes of it (registration.h), on recorded
 // output of real machines (fixtures/nvidia-smi, SOURCES.md): an A100 in MIG
-// mode with four instances, eight V100S, two L4, a T4, and a V100 with
-// retired pages pending.
+// mode with four instances, eight V100S, two L4, a T4, a V100 with retired
+// pages pending, and an H200 whose MIG tables are checked against Arbiter's
+// built-in one.
 #include "clients/agent/nvidia_smi.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "gtest/gtest.h"
 
 #include "clients/agent/registration.h"
+#include "core/mig.h"
 
 namespace arbiter::agent {
 namespace {
@@ -198,6 +201,85 @@ TEST(MigPlacementsTest, AMigGpuReportsWhereItCanCreateEachCatalogProfile) {
   EXPECT_TRUE(std::any_of(reg->notes.begin(), reg->notes.end(), [](const std::string& n) {
     return absl::StrContains(n, "MIG profile IDs 20 are not in the catalog's A100-80GB table");
   }));
+}
+
+}  // namespace
+}  // namespace arbiter::agent
+
+namespace arbiter::agent {
+namespace {
+
+TEST(NvidiaSmiTest, ARealH200OnDriver580) {
+  const std::vector<GpuFacts> gpus = Gpus("nvidia-h200-580.xml");
+  ASSERT_EQ(gpus.size(), 1u);
+  const GpuFacts& g = gpus[0];
+  EXPECT_EQ(g.product, "NVIDIA H200");
+  EXPECT_EQ(g.uuid, "GPU-75e959cd-1b8f-066a-0676-fae5afe54822");
+  EXPECT_EQ(g.memory_mib, 143771);
+  EXPECT_FALSE(g.mig_enabled);
+  EXPECT_TRUE(g.ecc_enabled);
+  EXPECT_EQ(g.retired_pages, 0) << "Hopper remaps rows: retired_count is N/A";
+  EXPECT_TRUE(g.unhealthy.empty()) << g.unhealthy.front();
+  EXPECT_EQ(*CatalogModelOf(g.product, g.memory_mib), "H200-141GB");
+  absl::StatusOr<Registration> reg = RegistrationOf(kWho, gpus, CatalogMig());
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(reg->node.gpus(0).model(), "H200-141GB");
+  EXPECT_FALSE(reg->unhealthy);
+}
+
+// One profile of `nvidia-smi mig -lgip`'s table: its first line of each
+// pair, "|   0  MIG 1g.18gb   19   7/7   16.00   No   16   1   0   |".
+struct ListedProfile {
+  std::string name;
+  int32_t id = 0;
+  int32_t total = 0;
+  double memory_gib = 0;
+  int32_t sms = 0;
+};
+
+std::vector<ListedProfile> ListedProfiles(const std::string& text) {
+  std::vector<ListedProfile> out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string bar, gpu, mig, counts, p2p;
+    ListedProfile p;
+    if (!(words >> bar >> gpu >> mig) || mig != "MIG") continue;
+    words >> p.name >> p.id >> counts >> p.memory_gib >> p2p >> p.sms;
+    p.total = std::stoi(counts.substr(counts.find('/') + 1));
+    out.push_back(p);
+  }
+  return out;
+}
+
+TEST(MigPlacementsTest, ARealH200ListsArbitersBuiltInH200Table) {
+  const std::vector<core::MigProfile>* builtin = core::BuiltinMigProfiles("H200-141GB");
+  ASSERT_NE(builtin, nullptr);
+  const std::vector<ListedProfile> listed =
+      ListedProfiles(Fixture("nvidia-smi-mig-lgip.h200-580.txt"));
+  ASSERT_EQ(listed.size(), builtin->size());
+  for (const ListedProfile& p : listed) {
+    SCOPED_TRACE(p.name);
+    const core::MigProfile* b = core::FindMigProfile(*builtin, p.name);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->profile_id, p.id);
+    EXPECT_EQ(b->max_instances, p.total);
+    EXPECT_EQ(b->sm_count, p.sms);
+    EXPECT_EQ(b->memory_mib, std::llround(p.memory_gib * 1024));
+  }
+  absl::StatusOr<std::vector<MigPlacementFacts>> placements =
+      ParseMigPlacements(Fixture("nvidia-smi-mig-lgipp.h200-580.txt"));
+  ASSERT_TRUE(placements.ok()) << placements.status();
+  ASSERT_EQ(placements->size(), builtin->size());
+  for (const MigPlacementFacts& p : *placements) {
+    SCOPED_TRACE(p.profile_id);
+    auto b = std::find_if(builtin->begin(), builtin->end(),
+                          [&](const core::MigProfile& m) { return m.profile_id == p.profile_id; });
+    ASSERT_NE(b, builtin->end());
+    EXPECT_EQ(b->start_slots, p.starts);
+    EXPECT_EQ(b->memory_slices, p.size);
+  }
 }
 
 }  // namespace

@@ -57,10 +57,25 @@ TEST(NvmlFakeTest, ReadsTheStandInsValues) {
   EXPECT_EQ(r[0].uuid, "GPU-3f1c9a52-7d4e-4b8a-9c21-5e6f70a18b01");
   EXPECT_EQ(r[0].model_name, "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(r[0].util_milli, 370);
-  EXPECT_EQ(r[0].fb_used_mib, 12288);
-  EXPECT_EQ(r[0].fb_free_mib, 81559 - 12288);
+  EXPECT_EQ(r[0].fb_used_mib, 12288) << "the driver's 615 MiB reservation is not the workload's";
+  EXPECT_EQ(r[0].fb_free_mib, 81559 - 615 - 12288);
+  EXPECT_EQ(r[1].fb_used_mib, 0) << "an idle GPU uses nothing";
   EXPECT_EQ(r[0].power_mw, 312000);
   EXPECT_EQ(r[1].power_mw, -1) << "not supported on this board: left unknown";
+}
+
+TEST(NvmlFakeTest, ADriverBeforeMemoryV2CountsItsReservationAsUsed) {
+  if (!UsingFake()) GTEST_SKIP() << "the stand-in plays an old driver on request";
+  setenv("FAKE_NVML_NO_MEMORY_V2", "1", 1);
+  absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open(Library());
+  ASSERT_TRUE(nvml.ok()) << nvml.status();
+  std::vector<std::string> problems;
+  const std::vector<DeviceReading> r = (*nvml)->Read(&problems);
+  unsetenv("FAKE_NVML_NO_MEMORY_V2");
+  EXPECT_TRUE(problems.empty());
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].fb_used_mib, 12288 + 615);
+  EXPECT_EQ(r[1].fb_used_mib, 615);
 }
 
 TEST(NvmlFakeTest, ADriverNotLoadedIsUnavailableWithNvmlsWords) {

@@ -100,6 +100,7 @@ def main():
                  t.NODE_STATE_READY),
                 ("smi-l4", "datarhei-2x-l4-555.xml", ["L4"] * 2, t.NODE_STATE_READY),
                 ("smi-t4", "telegraf-tesla-t4.xml", ["T4"], t.NODE_STATE_READY),
+                ("smi-h200", "nvidia-h200-580.xml", ["H200-141GB"], t.NODE_STATE_READY),
                 ("smi-dgx2", "pai-v100-sxm3-retired-pages.xml", ["V100M32"],
                  t.NODE_STATE_CORDONED)]:
             for _ in range(2):  # The second run updates, and records nothing new.
@@ -147,6 +148,21 @@ def main():
                                  capture_output=True, text=True, timeout=60)
             assert out.returncode == 1 and "cannot load libnvidia-ml-not-here.so.1" in out.stderr, \
                 (out.stdout, out.stderr)
+
+        # --dry-run prints the registration and a read's samples, and
+        # sends nothing: the node stays unknown to arbiterd.
+        if fake_nvml:
+            out = subprocess.run([agent, "--endpoint", endpoint, "--cluster", "east", "--node",
+                                  "dry-node", "--register", "--pool", "batch",
+                                  "--nvidia-smi-xml", os.path.join(smi, "nvidia-h200-580.xml"),
+                                  "--nvml", fake_nvml, "--dry-run"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, (out.stdout, out.stderr)
+            for text in ['model: "H200-141GB"', 'uuid: "GPU-75e959cd-1b8f-066a-0676-fae5afe54822"',
+                         f'uuid: "{NVML_UUIDS[0]}"', "fb_used_mib: 12288", "power_mw: 312000"]:
+                assert text in out.stdout, (text, out.stdout)
+            assert "dry-node" not in [n.name for n in inventory.ListNodes(
+                inv.ListNodesRequest(cluster="east"), timeout=10).nodes]
 
         # A capture of our own, in the exporter's format: 37% busy, 9 GiB used.
         capture = os.path.join(live.work, "capture.prom")
