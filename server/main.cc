@@ -307,6 +307,19 @@ int main(int argc, char** argv) {
                    "holds up a takeover)")
       ->capture_default_str();
 
+  std::string heap_release_every = "10s";
+  serve_cmd
+      ->add_option("--heap-release-every", heap_release_every,
+                   "how often the heap's free pages go back to the system when over "
+                   "--heap-keep-free-mib are free (after a telemetry pass's reads); 0 for never")
+      ->capture_default_str();
+  int64_t heap_keep_free_mib = 64;
+  serve_cmd
+      ->add_option("--heap-keep-free-mib", heap_keep_free_mib,
+                   "free heap pages kept for the next allocations, in MiB")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+
   serve_cmd
       ->add_option("--watch-window", options.watch.window_events,
                    "recent events kept in memory for watch resumption")
@@ -365,9 +378,12 @@ int main(int argc, char** argv) {
       !ParseDurationFlag("--watch-batch-every", batch_every, kZero, "a duration",
                          &options.watch.batch_every) ||
       !ParseDurationFlag("--lease-ttl", lease_ttl, absl::Seconds(1), "a duration of at least 1s",
-                         &options.lease_ttl)) {
+                         &options.lease_ttl) ||
+      !ParseDurationFlag("--heap-release-every", heap_release_every, kZero, "a duration",
+                         &options.heap_release_every)) {
     return 2;
   }
+  options.heap_keep_free_bytes = heap_keep_free_mib << 20;
   if (!ledger_key_file.empty()) {
     std::ifstream in(ledger_key_file);
     std::stringstream key;

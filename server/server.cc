@@ -121,6 +121,10 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
                                                     &server->app_->telemetry(), clock));
   }
   if (!options.webhook_listen.empty()) ARBITER_RETURN_IF_ERROR(server->StartWebhook(options));
+  if (options.heap_release_every > absl::ZeroDuration()) {
+    server->heap_releaser_ =
+        std::make_unique<HeapReleaser>(options.heap_release_every, options.heap_keep_free_bytes);
+  }
   return server;
 }
 

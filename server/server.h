@@ -14,6 +14,7 @@
 
 #include "app/application.h"
 #include "core/clock.h"
+#include "server/heap_release.h"
 #include "server/https_server.h"
 #include "server/metrics.h"
 #include "server/services.h"
@@ -79,6 +80,11 @@ struct ServerOptions {
   // (SIGSTOP, a partition) holds up a takeover. Renewed every fifth of it.
   // Default: 5 s.
   absl::Duration lease_ttl = absl::Seconds(5);
+  // Every this long, the heap's free pages go back to the system when more
+  // than heap_keep_free_bytes are free (server/heap_release.h); zero: never.
+  // Default: 10 s, 64 MiB.
+  absl::Duration heap_release_every = absl::Seconds(10);
+  int64_t heap_keep_free_bytes = int64_t{64} << 20;
 };
 
 class ArbiterServer {
@@ -126,6 +132,7 @@ class ArbiterServer {
   std::unique_ptr<ChargebackService> chargeback_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<HttpsServer> webhook_;
+  std::unique_ptr<HeapReleaser> heap_releaser_;  // Null when not asked for.
   int port_ = 0;
 };
 
