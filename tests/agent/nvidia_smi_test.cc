@@ -203,12 +203,6 @@ TEST(MigPlacementsTest, AMigGpuReportsWhereItCanCreateEachCatalogProfile) {
   }));
 }
 
-}  // namespace
-}  // namespace arbiter::agent
-
-namespace arbiter::agent {
-namespace {
-
 TEST(NvidiaSmiTest, ARealH200OnDriver580) {
   const std::vector<GpuFacts> gpus = Gpus("nvidia-h200-580.xml");
   ASSERT_EQ(gpus.size(), 1u);
