@@ -311,7 +311,8 @@ int main(int argc, char** argv) {
   serve_cmd
       ->add_option("--heap-release-every", heap_release_every,
                    "how often the heap's free pages go back to the system when over "
-                   "--heap-keep-free-mib are free (after a telemetry pass's reads); 0 for never")
+                   "--heap-keep-free-mib are free (after a telemetry pass's reads); at least "
+                   "100ms, or 0 for never")
       ->capture_default_str();
   int64_t heap_keep_free_mib = 64;
   serve_cmd
@@ -381,6 +382,10 @@ int main(int argc, char** argv) {
                          &options.lease_ttl) ||
       !ParseDurationFlag("--heap-release-every", heap_release_every, kZero, "a duration",
                          &options.heap_release_every)) {
+    return 2;
+  }
+  if (options.heap_release_every > kZero && options.heap_release_every < absl::Milliseconds(100)) {
+    spdlog::error("--heap-release-every: not 0 or at least 100ms: {}", heap_release_every);
     return 2;
   }
   options.heap_keep_free_bytes = heap_keep_free_mib << 20;

@@ -31,6 +31,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -355,11 +356,12 @@ arbiter::agent::CatalogMig BuiltinCatalog() {
 }
 
 // The registration of this node from nvidia-smi (or its recordings), its
-// MIG instances named from `catalog`; the read of nvidia-smi is recorded in
-// `health`. nullopt, reported on stderr, when nvidia-smi cannot be read or a
-// GPU maps to no catalog model.
+// MIG instances named from `catalog` (asked only once nvidia-smi is read); the read of nvidia-smi
+// is recorded in `health`. nullopt, reported on stderr, when nvidia-smi cannot be read or a GPU
+// maps to no catalog model.
 std::optional<arbiter::agent::Registration> ReadRegistration(
-    const Options& o, const arbiter::agent::CatalogMig& catalog, AgentHealth& health) {
+    const Options& o, const std::function<arbiter::agent::CatalogMig()>& catalog,
+    AgentHealth& health) {
   const absl::Time started = absl::Now();
   absl::StatusOr<std::vector<arbiter::agent::GpuFacts>> gpus = ReadNvidiaSmi(o);
   const absl::Time read = absl::Now();
@@ -398,7 +400,7 @@ std::optional<arbiter::agent::Registration> ReadRegistration(
     }
   }
   absl::StatusOr<arbiter::agent::Registration> reg =
-      arbiter::agent::RegistrationOf(who, *gpus, catalog, placements);
+      arbiter::agent::RegistrationOf(who, *gpus, catalog(), placements);
   if (!reg.ok()) {
     std::cerr << "arbiter-agent: " << reg.status().message() << "\n";
     return std::nullopt;
@@ -410,7 +412,8 @@ std::optional<arbiter::agent::Registration> ReadRegistration(
 // cordons it when a GPU is unhealthy; the read of nvidia-smi is recorded in
 // `health`. Returns true when Arbiter has it.
 bool Register(v1::InventoryService::Stub& stub, const Options& o, AgentHealth& health) {
-  std::optional<arbiter::agent::Registration> reg = ReadRegistration(o, Catalog(stub), health);
+  std::optional<arbiter::agent::Registration> reg = ReadRegistration(
+      o, [&stub] { return Catalog(stub); }, health);
   if (!reg.has_value()) return false;
   // A known node is updated (the usual case after the first run); an
   // unknown one registered.
@@ -487,7 +490,7 @@ int DryRun(const Options& o, const TelemetrySource& source, bool telemetry, absl
            AgentHealth& health) {
   int code = 0;
   if (o.do_register) {
-    std::optional<arbiter::agent::Registration> reg = ReadRegistration(o, BuiltinCatalog(), health);
+    std::optional<arbiter::agent::Registration> reg = ReadRegistration(o, BuiltinCatalog, health);
     if (reg.has_value()) {
       std::cout << "# the node registration (MIG instances named from Arbiter's built-in "
                    "profile tables)\n"
@@ -501,15 +504,20 @@ int DryRun(const Options& o, const TelemetrySource& source, bool telemetry, absl
   if (telemetry) {
     PrometheusCounts counts;
     std::vector<DeviceReading> devices;
-    const absl::Time at = absl::Now();
-    const absl::Status read = ReadDevices(o, source, interval, at, counts, &devices);
-    health.RecordRead(source.kind, read, absl::Now() - at, absl::Now());
+    const absl::Time query_at = absl::Now();
+    const absl::Status read = ReadDevices(o, source, interval, query_at, counts, &devices);
+    const absl::Time read_at = absl::Now();
+    health.RecordRead(source.kind, read, read_at - query_at, read_at);
     if (read.ok()) {
+      // Stamped as the loop stamps what it sends.
+      const google::protobuf::Timestamp at =
+          source.prometheus != nullptr ? TimestampOf(query_at) : TimestampOf(read_at);
       v1::SampleBatch batch;
       batch.set_cluster(o.cluster);
       batch.set_node(o.node);
       batch.set_interval_seconds(static_cast<int32_t>(absl::ToInt64Seconds(interval)));
-      for (const DeviceReading& d : devices) *batch.add_samples() = ToSample(d, TimestampOf(at));
+      for (const DeviceReading& d : devices) *batch.add_samples() = ToSample(d, at);
+      *batch.mutable_sent_at() = TimestampOf(read_at);
       std::cout << "# the sample batch (" << devices.size() << " devices)\n" << batch.DebugString();
     } else {
       code = 1;

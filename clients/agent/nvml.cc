@@ -110,11 +110,18 @@ Nvml::~Nvml() {
   dlclose(handle_);
 }
 
-int Nvml::ReadMemory(void* device, int64_t* used_mib, int64_t* free_mib) const {
+int Nvml::ReadMemory(void* device, int64_t* used_mib, int64_t* free_mib,
+                     std::vector<std::string>* problems) const {
   if (api_->memory_v2 != nullptr) {
     NvmlMemoryV2 memory{};
     memory.version = kMemoryV2Version;
-    if (api_->memory_v2(device, &memory) == kSuccess) {
+    const NvmlReturn rc = api_->memory_v2(device, &memory);
+    if (rc != kSuccess && !memory_v2_failed_) {
+      memory_v2_failed_ = true;
+      problems->push_back(absl::StrCat("nvmlDeviceGetMemoryInfo_v2: ", api_->Error(rc),
+                                       "; used memory includes the driver's reservation"));
+    }
+    if (rc == kSuccess) {
       // What nvidia-smi shows as used: neither free nor reserved. (nvml.h
       // says v2's `used` may count the reservation too.)
       const unsigned long long held = memory.reserved + memory.free;
@@ -149,7 +156,7 @@ std::vector<DeviceReading> Nvml::Read(std::vector<std::string>* problems) const 
     if (rc == kSuccess) rc = api_->utilization(device, &util);
     int64_t used_mib = 0;
     int64_t free_mib = 0;
-    if (rc == kSuccess) rc = ReadMemory(device, &used_mib, &free_mib);
+    if (rc == kSuccess) rc = ReadMemory(device, &used_mib, &free_mib, problems);
     if (rc != kSuccess) {
       problems->push_back(absl::StrCat("GPU ", i, ": ", api_->Error(rc)));
       continue;

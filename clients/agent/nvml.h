@@ -43,11 +43,15 @@ class Nvml {
  private:
   struct Api;
   Nvml(void* handle, std::unique_ptr<Api> api);
-  // One GPU's framebuffer use, in MiB: the NVML return code.
-  int ReadMemory(void* device, int64_t* used_mib, int64_t* free_mib) const;
+  // One GPU's framebuffer use, in MiB: the NVML return code. The first
+  // time the second memory call fails where the driver has it, says so in
+  // `problems` (its fallback counts the reservation as used).
+  int ReadMemory(void* device, int64_t* used_mib, int64_t* free_mib,
+                 std::vector<std::string>* problems) const;
 
   void* handle_;
   std::unique_ptr<Api> api_;
+  mutable bool memory_v2_failed_ = false;  // Reported once.
 };
 
 }  // namespace arbiter::agent

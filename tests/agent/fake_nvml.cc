@@ -102,7 +102,8 @@ int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   return 0;
 }
 // FAKE_NVML_NO_MEMORY_V2 plays a driver older than R510. `used` counts the
-// reservation too, as nvml.h allows.
+// reservation too, though driver 580 leaves it out (nvml.h's note says
+// either): the reader must not rely on `used`.
 int nvmlDeviceGetMemoryInfo_v2(void* device, MemoryV2* memory) {
   if (std::getenv("FAKE_NVML_NO_MEMORY_V2") != nullptr) return 13;  // FUNCTION_NOT_FOUND.
   // NVML_STRUCT_VERSION(Memory, 2); else NVML_ERROR_ARGUMENT_VERSION_MISMATCH.

@@ -163,6 +163,22 @@ def main():
                 assert text in out.stdout, (text, out.stdout)
             assert "dry-node" not in [n.name for n in inventory.ListNodes(
                 inv.ListNodesRequest(cluster="east"), timeout=10).nodes]
+            # Each part alone; a read that fails exits 1, and the other part
+            # still prints.
+            base = [agent, "--cluster", "east", "--node", "dry-node", "--dry-run"]
+            register = ["--register", "--pool", "batch", "--nvidia-smi-xml"]
+            out = subprocess.run(base + register + [os.path.join(smi, "nvidia-h200-580.xml")],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0 and 'model: "H200-141GB"' in out.stdout and \
+                "samples" not in out.stdout, (out.stdout, out.stderr)
+            out = subprocess.run(base + ["--nvml", fake_nvml], capture_output=True, text=True,
+                                 timeout=60)
+            assert out.returncode == 0 and "fb_used_mib: 12288" in out.stdout and \
+                "gpus {" not in out.stdout and "sent_at" in out.stdout, (out.stdout, out.stderr)
+            out = subprocess.run(base + register + ["/nonexistent.xml", "--nvml", fake_nvml],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 1 and "cannot read /nonexistent.xml" in out.stderr and \
+                "fb_used_mib: 12288" in out.stdout, (out.stdout, out.stderr)
 
         # A capture of our own, in the exporter's format: 37% busy, 9 GiB used.
         capture = os.path.join(live.work, "capture.prom")
