@@ -1,4 +1,5 @@
 // PgStore: telemetry samples and usage rollups.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -216,14 +217,31 @@ absl::StatusOr<int32_t> PgStore::DropSamplesBefore(absl::Time day) {
 }
 
 absl::StatusOr<std::vector<core::GpuSample>> PgStore::ListSamples(absl::Time from, absl::Time to) {
+  // The span is read in parts, so that libpq's result (the rows as text) is
+  // never much more than kRowsPerStatement rows at once: a telemetry pass
+  // reads a minute of the fleet, 600,000 rows at 100,000 GPUs (about 190
+  // MiB as one result), or five minutes after a pause. A part starts at 10
+  // s and doubles while its rows are few, halves while they are many, so
+  // that a sparse span takes a few statements.
+  constexpr size_t kRowsPerStatement = 100'000;
   return WithConnection(
       "list samples", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::GpuSample>> {
         pqxx::read_transaction tx(c);
-        const pqxx::result r =
-            tx.exec_prepared(sql::kSelectSamples, rows::ToMicros(from), rows::ToMicros(to));
         std::vector<core::GpuSample> out;
-        out.reserve(r.size());
-        for (const pqxx::row& row : r) out.push_back(SampleFromRow(row));
+        absl::Duration part = absl::Seconds(10);
+        for (absl::Time at = from; at < to;) {
+          const absl::Time end = to - at > part ? at + part : to;
+          const pqxx::result r =
+              tx.exec_prepared(sql::kSelectSamples, rows::ToMicros(at), rows::ToMicros(end));
+          if (out.empty()) out.reserve(r.size());  // Then push_back's doubling.
+          for (const pqxx::row& row : r) out.push_back(SampleFromRow(row));
+          at = end;
+          if (r.size() < kRowsPerStatement / 4) {
+            part = std::min(part * 2, to - from);
+          } else if (r.size() > kRowsPerStatement) {
+            part = std::max(part / 2, absl::Seconds(1));
+          }
+        }
         return out;
       });
 }

@@ -892,6 +892,39 @@ TEST_P(StoreContractTest, SamplesAreStoredOnceAndDroppedByDay) {
   EXPECT_THAT(store().DropSamplesBefore(day1 + absl::Hours(30)), IsOkAndHolds(0));
 }
 
+// A span comes back whole and once, whatever parts a store reads it in
+// (PgStore reads 10 s, then longer parts while they are sparse): readings
+// on and around the parts' edges, and none from outside [from, to).
+TEST_P(StoreContractTest, ASpanOfSamplesComesBackWholeAcrossReadParts) {
+  core::State s = Organisation(store());
+  const int64_t node = s.FindNode("east", "n1")->id;
+  const absl::Time t = absl::FromUnixSeconds(1'800'057'600);
+  const absl::Duration us = absl::Microseconds(1);
+  std::vector<core::GpuSample> batch;
+  int32_t util = 0;
+  for (absl::Duration at : {absl::ZeroDuration(), absl::Seconds(10) - us, absl::Seconds(10),
+                            absl::Seconds(10) + us, absl::Seconds(30) - us, absl::Seconds(30),
+                            absl::Seconds(70), absl::Minutes(20), absl::Hours(3) - us}) {
+    batch.push_back(Sample(node, 0, t + at, ++util));
+    batch.push_back(Sample(node, 1, t + at, 100 + util));
+  }
+  batch.push_back(Sample(node, 0, t - us, 900));              // Before the span.
+  batch.push_back(Sample(node, 0, t + absl::Hours(3), 901));  // At its end: outside.
+  ASSERT_THAT(store().InsertSamples(batch), IsOkAndHolds(20));
+  auto stored = store().ListSamples(t, t + absl::Hours(3));
+  ASSERT_THAT(stored, IsOk());
+  std::vector<int32_t> utils;
+  for (const core::GpuSample& x : *stored) utils.push_back(x.util_milli);
+  std::sort(utils.begin(), utils.end());
+  std::vector<int32_t> want;
+  for (int32_t u = 1; u <= util; ++u) want.push_back(u);
+  for (int32_t u = 1; u <= util; ++u) want.push_back(100 + u);
+  EXPECT_EQ(utils, want);
+  EXPECT_THAT(store().ListSamples(t + absl::Seconds(10), t + absl::Seconds(30)),
+              IsOkAndHolds(SizeIs(6)));
+  EXPECT_THAT(store().ListSamples(t, t), IsOkAndHolds(SizeIs(0)));
+}
+
 // Every field comes back as written: microseconds, MIG instances, and text
 // holding the characters COPY's text format escapes.
 TEST_P(StoreContractTest, SamplesComeBackFieldForField) {
