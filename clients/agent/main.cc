@@ -44,6 +44,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -235,6 +236,24 @@ absl::Status ReadDevices(const Options& o, const TelemetrySource& source, absl::
   return absl::OkStatus();
 }
 
+// The time a read's samples carry: a Prometheus query's evaluation time, or
+// now (just after the read) for the other sources.
+google::protobuf::Timestamp ReadingTime(const TelemetrySource& source, absl::Time query_at) {
+  return source.prometheus != nullptr ? TimestampOf(query_at) : Now();
+}
+
+// One SampleBatch of this node's `samples`, sent now.
+v1::SampleBatch BatchOf(const Options& o, int interval_seconds,
+                        absl::Span<const v1::DeviceSample> samples) {
+  v1::SampleBatch batch;
+  batch.set_cluster(o.cluster);
+  batch.set_node(o.node);
+  batch.set_interval_seconds(interval_seconds);
+  for (const v1::DeviceSample& sample : samples) *batch.add_samples() = sample;
+  *batch.mutable_sent_at() = Now();
+  return batch;
+}
+
 // Sends `pending` as one batch, and records the send in `health`. Returns
 // true when Arbiter took it.
 bool Send(v1::TelemetryService::Stub& stub, const Options& o, int interval_seconds,
@@ -246,14 +265,11 @@ bool Send(v1::TelemetryService::Stub& stub, const Options& o, int interval_secon
   v1::StreamSamplesResponse resp;
   auto writer = stub.StreamSamples(&ctx, &resp);
   for (size_t start = 0; start < pending.size(); start += kMaxPerBatch) {
-    v1::SampleBatch batch;
-    batch.set_cluster(o.cluster);
-    batch.set_node(o.node);
-    batch.set_interval_seconds(interval_seconds);
-    const size_t end = std::min(pending.size(), start + kMaxPerBatch);
-    for (size_t i = start; i < end; ++i) *batch.add_samples() = pending[i];
-    *batch.mutable_sent_at() = Now();
-    if (!writer->Write(batch)) break;
+    const size_t count = std::min(pending.size() - start, size_t{kMaxPerBatch});
+    if (!writer->Write(
+            BatchOf(o, interval_seconds, absl::MakeConstSpan(pending).subspan(start, count)))) {
+      break;
+    }
   }
   writer->WritesDone();
   grpc::Status status = writer->Finish();
@@ -509,15 +525,11 @@ int DryRun(const Options& o, const TelemetrySource& source, bool telemetry, absl
     const absl::Time read_at = absl::Now();
     health.RecordRead(source.kind, read, read_at - query_at, read_at);
     if (read.ok()) {
-      // Stamped as the loop stamps what it sends.
-      const google::protobuf::Timestamp at =
-          source.prometheus != nullptr ? TimestampOf(query_at) : TimestampOf(read_at);
-      v1::SampleBatch batch;
-      batch.set_cluster(o.cluster);
-      batch.set_node(o.node);
-      batch.set_interval_seconds(static_cast<int32_t>(absl::ToInt64Seconds(interval)));
-      for (const DeviceReading& d : devices) *batch.add_samples() = ToSample(d, at);
-      *batch.mutable_sent_at() = TimestampOf(read_at);
+      const google::protobuf::Timestamp at = ReadingTime(source, query_at);
+      std::vector<v1::DeviceSample> samples;
+      for (const DeviceReading& d : devices) samples.push_back(ToSample(d, at));
+      const v1::SampleBatch batch =
+          BatchOf(o, static_cast<int>(absl::ToInt64Seconds(interval)), samples);
       std::cout << "# the sample batch (" << devices.size() << " devices)\n" << batch.DebugString();
     } else {
       code = 1;
@@ -768,7 +780,7 @@ int main(int argc, char** argv) {
     const bool scraped = read.ok() || nvml_reader != nullptr;
     if (o.once && !scraped) return 1;
     if (scraped) {
-      const google::protobuf::Timestamp at = prometheus_source ? TimestampOf(query_at) : Now();
+      const google::protobuf::Timestamp at = ReadingTime(telemetry_source, query_at);
       for (const DeviceReading& d : devices) pending.push_back(ToSample(d, at));
       if (pending.size() > o.max_pending) {
         pending.erase(pending.begin(), pending.begin() + (pending.size() - o.max_pending));
