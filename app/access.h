@@ -34,6 +34,8 @@ class Access {
   void RecordRefusal(const std::string& principal, absl::string_view method,
                      const absl::Status& status) const;
 
+  const Authorizer& authorizer() const { return *authz_; }
+
  private:
   const Authorizer* const authz_;
   store::Store* const store_;

@@ -69,6 +69,7 @@ const std::vector<Rule>& Rules() {
       {"GovernanceService.ListCoexistenceRules", kReaders, Match::kAny},
       {"GovernanceService.SetCoexistenceRule", {}, Match::kOrg},
       {"GovernanceService.ListRoleBindings", {Role::kAuditor}, Match::kAny},
+      {"GovernanceService.WhoAmI", {}, Match::kAuthenticated},
       // A team admin grants and revokes team roles within its team
       // (resource: the binding's team, set only for team roles at team scope).
       {"GovernanceService.GrantRole", {Role::kTeamAdmin}, Match::kTeam},
@@ -120,7 +121,12 @@ const std::vector<Rule>& Rules() {
        {Role::kAgent, Role::kTeamAdmin, Role::kTeamMember},
        Match::kTeam},
       {"ChargebackService.ListIncidents", kReaders, Match::kAny},
-      {"ChargebackService.GetChargeback", kReaders, Match::kAny},
+      // Money is per team: a team reads its own statement (the request's
+      // team, within the binding's); the organisation's, and other teams',
+      // need an org-wide binding (finance, auditor).
+      {"ChargebackService.GetChargeback",
+       {Role::kTeamAdmin, Role::kTeamMember, Role::kFinance, Role::kAuditor},
+       Match::kTeam},
       {"ChargebackService.ClosePeriod", {Role::kFinance}, Match::kAny},
   };
   return *rules;
@@ -249,6 +255,37 @@ std::vector<std::string> Authorizer::Methods() {
   std::vector<std::string> out;
   for (const Rule& r : Rules()) out.emplace_back(r.method);
   return out;
+}
+
+namespace {
+
+bool IsSubject(const Caller& caller, const std::string& subject) {
+  if (subject == caller.principal) return true;
+  absl::string_view group = subject;
+  return absl::ConsumePrefix(&group, "group:") &&
+         std::find(caller.groups.begin(), caller.groups.end(), group) != caller.groups.end();
+}
+
+}  // namespace
+
+std::vector<core::RoleBinding> Authorizer::BindingsOf(const Caller& caller) const {
+  std::vector<core::RoleBinding> out;
+  if (caller.principal.empty()) return out;
+  absl::ReaderMutexLock lock(&mu_);
+  for (const core::RoleBinding& b : bindings_) {
+    if (IsSubject(caller, b.subject)) out.push_back(b);
+  }
+  return out;
+}
+
+bool Authorizer::IsPlatformAdmin(const Caller& caller) const {
+  if (caller.insecure) return true;
+  if (caller.principal.empty()) return false;
+  if (admins_.contains(caller.principal)) return true;
+  for (const core::RoleBinding& b : BindingsOf(caller)) {
+    if (b.role == Role::kPlatformAdmin && b.scope_kind == ScopeKind::kOrg) return true;
+  }
+  return false;
 }
 
 }  // namespace arbiter::app

@@ -82,6 +82,12 @@ class Authorizer {
   // Every method in the table.
   static std::vector<std::string> Methods();
 
+  // The bindings whose subject is the caller's principal or one of its
+  // groups, in binding order; whether the caller is a platform admin (by
+  // configuration or by an org-wide binding).
+  std::vector<core::RoleBinding> BindingsOf(const Caller& caller) const ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsPlatformAdmin(const Caller& caller) const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // Whether `team` is `scope` or under it.
   bool Within(const std::string& team, const std::string& scope) const

@@ -227,8 +227,9 @@ void Chargeback::ListIncidents(const Caller& caller, absl::StatusOr<Span> period
 }
 
 void Chargeback::GetChargeback(const Caller& caller, absl::StatusOr<Span> period,
-                               Reply<ChargebackAnswer> reply) const {
-  if (absl::Status access = ctx_.access->Check(caller, "ChargebackService.GetChargeback", {});
+                               const std::string& team, Reply<ChargebackAnswer> reply) const {
+  if (absl::Status access =
+          ctx_.access->Check(caller, "ChargebackService.GetChargeback", Resource{team, ""});
       !access.ok()) {
     return reply(access);
   }

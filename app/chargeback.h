@@ -74,7 +74,11 @@ class Chargeback {
   // Incidents recorded in the period that `team` ("" for all) suffered or caused.
   void ListIncidents(const Caller& caller, absl::StatusOr<Span> period, std::string team,
                      Reply<std::vector<core::Incident>> reply) const;
-  void GetChargeback(const Caller& caller, absl::StatusOr<Span> period,
+  // The period's statements. Team members and admins read their own team's
+  // (`team`, or a team under theirs); the whole organisation's ("" ) and
+  // other teams' need an org-wide reader: finance, auditor, platform admin.
+  // PERMISSION_DENIED otherwise.
+  void GetChargeback(const Caller& caller, absl::StatusOr<Span> period, const std::string& team,
                      Reply<ChargebackAnswer> reply) const;
   // Computes the period's statements, stores them encoded by `encode` with
   // their hash, and replies with the report and the close once committed.

@@ -159,6 +159,16 @@ void Governance::ListRoleBindings(const Caller& caller,
       [store = ctx_.store] { return store->ListRoleBindings(); }, std::move(reply));
 }
 
+void Governance::WhoAmI(const Caller& caller, Reply<CallerView> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, "GovernanceService.WhoAmI", {});
+      !access.ok()) {
+    return reply(access);
+  }
+  const Authorizer& authz = ctx_.access->authorizer();
+  reply(CallerView{caller.principal, caller.groups, authz.BindingsOf(caller),
+                   authz.IsPlatformAdmin(caller)});
+}
+
 void Governance::SetAuthorityRule(const Caller& caller, absl::StatusOr<core::AuthorityRule> rule,
                                   Reply<Done> reply) const {
   const absl::Status argument = rule.status();

@@ -39,6 +39,14 @@ struct BudgetReport {
   absl::Time month_start;
 };
 
+// The caller as authorization sees it (GovernanceService.WhoAmI).
+struct CallerView {
+  std::string principal;
+  std::vector<std::string> groups;
+  std::vector<core::RoleBinding> bindings;
+  bool platform_admin = false;
+};
+
 class Governance {
  public:
   explicit Governance(const Context& ctx) : ctx_(ctx) {}
@@ -63,6 +71,9 @@ class Governance {
   void GrantRole(const Caller& caller, core::RoleBinding binding, Reply<Done> reply) const;
   void RevokeRole(const Caller& caller, core::RoleBinding binding, Reply<Done> reply) const;
   void ListRoleBindings(const Caller& caller, Reply<std::vector<core::RoleBinding>> reply) const;
+  // The caller as authorization sees it (WhoAmI); replies at once, from
+  // memory. UNAUTHENTICATED without an identity.
+  void WhoAmI(const Caller& caller, Reply<CallerView> reply) const;
 
   void SetAuthorityRule(const Caller& caller, absl::StatusOr<core::AuthorityRule> rule,
                         Reply<Done> reply) const;

@@ -252,7 +252,7 @@ grpc::ServerUnaryReactor* ChargebackService::GetChargeback(grpc::CallbackServerC
                                                            v1::GetChargebackResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   ctx_.app->chargeback().GetChargeback(
-      CallerOf(*ctx, ctx_.insecure), PeriodFromProto(req->has_period(), req->period()),
+      CallerOf(*ctx, ctx_.insecure), PeriodFromProto(req->has_period(), req->period()), req->team(),
       [reactor, team = req->team(), resp](absl::StatusOr<app::ChargebackAnswer> answer) {
         absl::Status status = answer.status();
         if (answer.ok() && answer->closed.has_value()) {

@@ -135,6 +135,21 @@ grpc::ServerUnaryReactor* GovernanceService::ListRoleBindings(grpc::CallbackServ
   return reactor;
 }
 
+grpc::ServerUnaryReactor* GovernanceService::WhoAmI(grpc::CallbackServerContext* ctx,
+                                                    const v1::WhoAmIRequest*,
+                                                    v1::WhoAmIResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->governance().WhoAmI(
+      CallerOf(*ctx, ctx_.insecure),
+      Answer<app::CallerView>(reactor, "WhoAmI", [resp](const app::CallerView& view) {
+        resp->set_principal(view.principal);
+        for (const std::string& group : view.groups) resp->add_groups(group);
+        for (const core::RoleBinding& b : view.bindings) ToProto(b, resp->add_bindings());
+        resp->set_platform_admin(view.platform_admin);
+      }));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* GovernanceService::SetAuthorityRule(
     grpc::CallbackServerContext* ctx, const v1::SetAuthorityRuleRequest* req,
     v1::SetAuthorityRuleResponse* resp) {

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include <httplib.h>
@@ -31,17 +33,18 @@ std::string OpenSslError() {
 // cpp-httplib's file-path constructor sets (no compression, no session
 // resumption on renegotiation), but TLS 1.2 at least where it allows 1.1, and
 // a key that is checked against the certificate.
-absl::Status ConfigureTls(SSL_CTX& ctx, const std::string& cert_file, const std::string& key_file) {
+absl::Status ConfigureTls(SSL_CTX& ctx, const std::string& cert_file, const std::string& key_file,
+                          absl::string_view flag) {
   SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
   if (SSL_CTX_use_certificate_chain_file(&ctx, cert_file.c_str()) != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("webhook-cert: cannot use ", cert_file, ": ", OpenSslError()));
+        absl::StrCat(flag, "-cert: cannot use ", cert_file, ": ", OpenSslError()));
   }
   if (SSL_CTX_use_PrivateKey_file(&ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
       SSL_CTX_check_private_key(&ctx) != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("webhook-key: cannot use ", key_file, ": ", OpenSslError()));
+        absl::StrCat(flag, "-key: cannot use ", key_file, ": ", OpenSslError()));
   }
   return absl::OkStatus();
 }
@@ -69,28 +72,55 @@ bool LibraryReadsBody(const std::string& method) {
 HttpRequest ToHttpRequest(const httplib::Request& req) {
   // `target` is the path as sent (`path` is percent-decoded): the handler
   // routes on what the client wrote.
-  return {req.method, req.target.substr(0, req.target.find('?')), req.body};
+  HttpRequest out{req.method, req.target.substr(0, req.target.find('?')), req.body, {}};
+  out.headers.reserve(req.headers.size());
+  for (const auto& [name, value] : req.headers) {
+    out.headers.emplace_back(absl::AsciiStrToLower(name), value);
+  }
+  return out;
 }
 
-void SetResponse(const HttpResponse& from, httplib::Response& to) {
+void SetResponse(HttpResponse from, httplib::Response& to) {
   to.status = from.status;
-  to.set_content(from.body, from.content_type);
+  for (const auto& [name, value] : from.headers) to.set_header(name, value);
+  if (!from.stream) {
+    to.set_content(from.body, from.content_type);
+    return;
+  }
+  to.set_chunked_content_provider(
+      from.content_type,
+      [stream = std::move(from.stream)](size_t /*offset*/, httplib::DataSink& sink) {
+        stream([&sink](absl::string_view part) {
+          return part.empty() || sink.write(part.data(), part.size());
+        });
+        sink.done();
+        return true;
+      });
 }
 
 }  // namespace
+
+std::string HttpRequest::Header(absl::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (absl::EqualsIgnoreCase(key, name)) return value;
+  }
+  return "";
+}
 
 HttpsServer::HttpsServer() = default;
 
 absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const std::string& listen_address,
                                                                 const std::string& cert_file,
                                                                 const std::string& key_file,
-                                                                Handler handler, int threads) {
+                                                                Handler handler, int threads,
+                                                                absl::string_view flag) {
+  const std::string listen_flag = absl::StrCat(flag, "-listen");
   ARBITER_ASSIGN_OR_RETURN(net::ListenAddress address,
-                           net::ParseListenAddress(listen_address, "webhook-listen"));
+                           net::ParseListenAddress(listen_address, listen_flag));
   auto server = std::unique_ptr<HttpsServer>(new HttpsServer());
   absl::Status tls = absl::OkStatus();
   server->server_ = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
-    tls = ConfigureTls(ctx, cert_file, key_file);
+    tls = ConfigureTls(ctx, cert_file, key_file, flag);
     return tls.ok();
   });
   if (!tls.ok()) {
@@ -99,7 +129,7 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const std::strin
   httplib::SSLServer& http = *server->server_;
   if (!http.is_valid()) {
     return absl::InternalError(
-        absl::StrCat("webhook: cannot create a TLS context: ", OpenSslError()));
+        absl::StrCat(flag, ": cannot create a TLS context: ", OpenSslError()));
   }
   // Each of these bounds one socket operation (the TLS handshake included),
   // and the keep-alive timeout the wait for a connection's next request, as
@@ -160,8 +190,7 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const std::strin
   http.Patch(".*", with_body);
   http.Delete(".*", with_body);
 
-  ARBITER_ASSIGN_OR_RETURN(server->listener_,
-                           net::HttpListener::Start(http, address, "webhook-listen"));
+  ARBITER_ASSIGN_OR_RETURN(server->listener_, net::HttpListener::Start(http, address, listen_flag));
   return server;
 }
 

@@ -1,5 +1,6 @@
 // HttpsServer: a small HTTP/1.1-over-TLS server for arbiterd's Kubernetes
-// admission webhook, on cpp-httplib (Debian's libcpp-httplib-dev 0.11.4, a
+// admission webhook and its browser console (server/connect_gateway.h), on
+// cpp-httplib (Debian's libcpp-httplib-dev 0.11.4, a
 // shared library built with OpenSSL). What it guarantees:
 //   - TLS 1.2 or later (OpenSSL), no TLS compression, no client certificate.
 //   - A POST carries its body with a Content-Length of at most 4 MiB: a POST
@@ -24,8 +25,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "net/http_listener.h"
 
 namespace httplib {
@@ -34,16 +38,31 @@ class SSLServer;
 
 namespace arbiter::server {
 
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
 struct HttpRequest {
   std::string method;  // "POST", "GET", ...
   std::string path;    // Without the query string, as sent (not percent-decoded).
   std::string body;
+  HttpHeaders headers;  // Names in lower case, in the order sent.
+
+  // The first value of header `name` (any case); empty when absent.
+  std::string Header(absl::string_view name) const;
 };
+
+// Writes one part of a streamed body; false once the peer is gone (stop
+// writing then).
+using StreamWriter = std::function<bool(absl::string_view)>;
 
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  HttpHeaders headers;  // Beside Content-Type and Content-Length.
+  // When set, the body is streamed instead (chunked transfer coding): the
+  // function is called once, on the worker serving the request, and writes
+  // the body in parts until it returns. It holds that worker meanwhile.
+  std::function<void(const StreamWriter&)> stream;
 };
 
 class HttpsServer {
@@ -53,12 +72,14 @@ class HttpsServer {
   // Listens on `listen_address` (host:port; an empty host is every interface;
   // port 0 picks one) with the PEM certificate chain and key, and serves
   // `handler` on `threads` worker threads. INVALID_ARGUMENT naming the flag
-  // when a file cannot be used or the address is not host:port or does not
-  // resolve; UNAVAILABLE when the address cannot be bound.
+  // (`<flag>-listen`, `<flag>-cert`, `<flag>-key`) when a file cannot be used
+  // or the address is not host:port or does not resolve; UNAVAILABLE when the
+  // address cannot be bound.
   static absl::StatusOr<std::unique_ptr<HttpsServer>> Start(const std::string& listen_address,
                                                             const std::string& cert_file,
                                                             const std::string& key_file,
-                                                            Handler handler, int threads = 4);
+                                                            Handler handler, int threads = 4,
+                                                            absl::string_view flag = "webhook");
   // Stops accepting, closes the listening socket and joins the workers
   // (connections being served finish their current request).
   ~HttpsServer();

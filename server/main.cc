@@ -134,6 +134,9 @@ int Serve(ServerOptions options, bool migrate, const std::string& port_file) {
     if ((*server)->webhook_port() != 0) {
       std::ofstream(port_file + ".webhook") << (*server)->webhook_port() << "\n";
     }
+    if ((*server)->console_port() != 0) {
+      std::ofstream(port_file + ".console") << (*server)->console_port() << "\n";
+    }
     std::ofstream(port_file) << port << "\n";
   }
   const std::string host = options.listen_address.substr(0, options.listen_address.rfind(':'));
@@ -144,6 +147,9 @@ int Serve(ServerOptions options, bool migrate, const std::string& port_file) {
     std::cout << "; /metrics on port " << (*server)->metrics_port();
   if ((*server)->webhook_port() != 0) {
     std::cout << "; admission webhook on https port " << (*server)->webhook_port();
+  }
+  if ((*server)->console_port() != 0) {
+    std::cout << "; console on https port " << (*server)->console_port();
   }
   const ArbiterStats stats = (*server)->arbiter().stats();
   if (stats.leading) {
@@ -251,8 +257,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve_cmd->add_flag("--migrate", migrate, "apply pending migrations before serving");
   serve_cmd->add_option("--port-file", port_file,
-                        "write the bound port to this file (and those of /metrics and the "
-                        "webhook to FILE.metrics and FILE.webhook)");
+                        "write the bound port to this file (and those of /metrics, the "
+                        "webhook and the console to FILE.metrics, FILE.webhook and "
+                        "FILE.console)");
   serve_cmd->add_option("--metrics-listen", options.metrics_listen,
                         "serve Prometheus GET /metrics on this host:port (plain HTTP)");
   serve_cmd->add_option("--webhook-listen", options.webhook_listen,
@@ -262,6 +269,36 @@ int main(int argc, char** argv) {
                         "the webhook's certificate chain (PEM); default: --tls-cert");
   serve_cmd->add_option("--webhook-key", options.webhook_key,
                         "the webhook's private key (PEM); default: --tls-key");
+  serve_cmd->add_option("--console-listen", options.console_listen,
+                        "serve the browser console and the Connect protocol (arbiter.v1 as "
+                        "JSON over HTTPS) on this host:port");
+  serve_cmd->add_option("--console-cert", options.console_cert,
+                        "the console's certificate chain (PEM); default: --tls-cert");
+  serve_cmd->add_option("--console-key", options.console_key,
+                        "the console's private key (PEM); default: --tls-key");
+  serve_cmd->add_option("--console-assets", options.console_assets,
+                        "the console's built files (console/dist); default: none, the "
+                        "Connect API only");
+  serve_cmd->add_option("--oidc-issuer", options.oidc.issuer,
+                        "browser sign-in: the OIDC issuer whose ID tokens are accepted "
+                        "(their iss)");
+  serve_cmd->add_option("--oidc-audience", options.oidc.audience,
+                        "browser sign-in: the audience the tokens must name (the console's "
+                        "client id)");
+  serve_cmd->add_option("--oidc-jwks", options.oidc.jwks_file,
+                        "browser sign-in: the issuer's JSON Web Key Set, as a file (re-read "
+                        "when it changes)");
+  serve_cmd
+      ->add_option("--oidc-principal-claim", options.oidc.principal_claim,
+                   "the token claim that names the caller")
+      ->capture_default_str();
+  serve_cmd->add_option("--oidc-principal-prefix", options.oidc.principal_prefix,
+                        "put before the claim to make the principal, e.g. "
+                        "spiffe://arbiter.local/ to match client certificates");
+  serve_cmd
+      ->add_option("--oidc-groups-claim", options.oidc.groups_claim,
+                   "the token claim that lists the caller's groups")
+      ->capture_default_str();
   serve_cmd
       ->add_option("--read-connections", options.read_connections,
                    "PostgreSQL connections for reads")

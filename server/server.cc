@@ -22,6 +22,9 @@ namespace {
 // Completion queues (and threads) serving WatchAllocations: 10,000 streams
 // put 1,250 on each (see server/watch_server.h for why it matters).
 constexpr int kWatchQueues = 8;
+// The console's HTTPS workers: each open stream holds one; unary calls get
+// the 8 the streams may not take.
+constexpr int kConsoleThreads = 40;
 
 }  // namespace
 
@@ -121,6 +124,8 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
                                                     &server->app_->telemetry(), clock));
   }
   if (!options.webhook_listen.empty()) ARBITER_RETURN_IF_ERROR(server->StartWebhook(options));
+  if (!options.console_listen.empty())
+    ARBITER_RETURN_IF_ERROR(server->StartConsole(options, clock));
   if (options.heap_release_every > absl::ZeroDuration()) {
     server->heap_releaser_ =
         std::make_unique<HeapReleaser>(options.heap_release_every, options.heap_keep_free_bytes);
@@ -206,8 +211,37 @@ absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status ArbiterServer::StartConsole(const ServerOptions& options, Clock* clock) {
+  const std::string cert = options.console_cert.empty() ? options.tls.cert : options.console_cert;
+  const std::string key = options.console_key.empty() ? options.tls.key : options.console_key;
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError(
+        "console-cert: the console is HTTPS only; give --console-cert and --console-key (or "
+        "--tls-cert and --tls-key)");
+  }
+  if (!options.oidc.issuer.empty()) {
+    ARBITER_ASSIGN_OR_RETURN(bearer_, BearerVerifier::Create(options.oidc));
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  ConnectGatewayOptions gateway;
+  gateway.assets_dir = options.console_assets;
+  gateway.max_streams = kConsoleThreads - 8;
+  gateway_ = std::make_unique<ConnectGateway>(grpc_server_->InProcessChannel(args), bearer_.get(),
+                                              clock, gateway);
+  auto handler = [gateway = gateway_.get()](const HttpRequest& request) {
+    return gateway->Handle(request);
+  };
+  ARBITER_ASSIGN_OR_RETURN(console_, HttpsServer::Start(options.console_listen, cert, key, handler,
+                                                        kConsoleThreads, "console"));
+  return absl::OkStatus();
+}
+
 ArbiterServer::~ArbiterServer() {
-  // The HTTP servers read the store and the arbiter: stop them first.
+  // The HTTP servers read the store and the arbiter: stop them first. The
+  // console's streams hold its workers: end them before stopping it.
+  if (gateway_ != nullptr) gateway_->CancelStreams();
+  console_.reset();
   webhook_.reset();
   if (metrics_ != nullptr) metrics_->StopServing();
   if (grpc_server_ != nullptr) {

@@ -14,6 +14,8 @@
 
 #include "app/application.h"
 #include "core/clock.h"
+#include "server/bearer_auth.h"
+#include "server/connect_gateway.h"
 #include "server/heap_release.h"
 #include "server/https_server.h"
 #include "server/metrics.h"
@@ -68,6 +70,17 @@ struct ServerOptions {
   // The webhook's certificate chain and key (PEM). Default: tls.cert, tls.key.
   std::string webhook_cert;
   std::string webhook_key;
+  // The browser console and the Connect protocol (server/connect_gateway.h)
+  // over HTTPS on this host:port. Default: empty, not served.
+  std::string console_listen;
+  // Its certificate chain and key (PEM). Default: tls.cert, tls.key.
+  std::string console_cert;
+  std::string console_key;
+  // The console's built files; empty: the Connect API only.
+  std::string console_assets;
+  // Browser sign-in: tokens from this OIDC issuer. Empty issuer: none, and
+  // every console call is UNAUTHENTICATED.
+  BearerOptions oidc;
   // Replicas (docs/operations.md, "Replicas"): every arbiterd on one
   // database takes part in the leader election; one leads, the others
   // follow. This replica's name, unique among them (at most 40 characters).
@@ -101,9 +114,10 @@ class ArbiterServer {
 
   // The port actually bound (useful with port 0).
   int port() const { return port_; }
-  // The ports of /metrics and of the webhook; 0 when not served.
+  // The ports of /metrics, the webhook and the console; 0 when not served.
   int metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
   int webhook_port() const { return webhook_ != nullptr ? webhook_->port() : 0; }
+  int console_port() const { return console_ != nullptr ? console_->port() : 0; }
   app::Application& app() { return *app_; }
   app::Arbiter& arbiter() { return app_->arbiter(); }
   app::TelemetryMaintenance& telemetry() { return app_->telemetry(); }
@@ -116,6 +130,9 @@ class ArbiterServer {
   absl::Status StartElection(const ServerOptions& options);
   // Starts the webhook's HTTPS server. Errors: those of HttpsServer::Start.
   absl::Status StartWebhook(const ServerOptions& options);
+  // Starts the console's HTTPS server. Errors: those of BearerVerifier::Create
+  // and HttpsServer::Start.
+  absl::Status StartConsole(const ServerOptions& options, Clock* clock);
 
   std::unique_ptr<Metrics> metrics_;
   // The PostgreSQL store, unless ServerOptions::store named another.
@@ -132,6 +149,10 @@ class ArbiterServer {
   std::unique_ptr<ChargebackService> chargeback_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<HttpsServer> webhook_;
+  std::unique_ptr<BearerVerifier> bearer_;
+  std::unique_ptr<ConnectGateway> gateway_;
+  // After gateway_: destroyed first, as it calls the gateway.
+  std::unique_ptr<HttpsServer> console_;
   std::unique_ptr<HeapReleaser> heap_releaser_;  // Null when not asked for.
   int port_ = 0;
 };

@@ -111,6 +111,8 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   grpc::ServerUnaryReactor* ListRoleBindings(grpc::CallbackServerContext* ctx,
                                              const v1::ListRoleBindingsRequest* req,
                                              v1::ListRoleBindingsResponse* resp) override;
+  grpc::ServerUnaryReactor* WhoAmI(grpc::CallbackServerContext* ctx, const v1::WhoAmIRequest* req,
+                                   v1::WhoAmIResponse* resp) override;
   grpc::ServerUnaryReactor* SetAuthorityRule(grpc::CallbackServerContext* ctx,
                                              const v1::SetAuthorityRuleRequest* req,
                                              v1::SetAuthorityRuleResponse* resp) override;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 #include "clients/arbctl/commands.h"
@@ -55,6 +56,23 @@ int Commands::ListRoles() {
     return 1;
   }
   if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"SUBJECT", "ROLE", "SCOPE"});
+  for (const v1::RoleBinding& b : resp.bindings()) {
+    t.AddRow({b.subject(), Lower(v1::Role_Name(b.role()), "ROLE_"), ScopeOf(b)});
+  }
+  PrintTable(t);
+  return 0;
+}
+
+int Commands::WhoAmI() {
+  v1::WhoAmIResponse resp;
+  if (!Call(governance_, &v1::GovernanceService::Stub::WhoAmI, v1::WhoAmIRequest(), &resp)) {
+    return 1;
+  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << "principal: " << resp.principal() << "\n";
+  std::cout << "groups: " << absl::StrJoin(resp.groups(), ", ") << "\n";
+  std::cout << "platform admin: " << (resp.platform_admin() ? "yes" : "no") << "\n";
   Table t({"SUBJECT", "ROLE", "SCOPE"});
   for (const v1::RoleBinding& b : resp.bindings()) {
     t.AddRow({b.subject(), Lower(v1::Role_Name(b.role()), "ROLE_"), ScopeOf(b)});

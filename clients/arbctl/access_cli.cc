@@ -23,6 +23,8 @@ void RegisterAccessCommands(CLI::App& root, CliContext& ctx) {
   roles->add_subcommand("list", "list role bindings")->callback([&ctx] {
     ctx.exit_code = ctx.Connect().ListRoles();
   });
+  root.add_subcommand("whoami", "who arbiterd takes you for: principal, groups and roles")
+      ->callback([&ctx] { ctx.exit_code = ctx.Connect().WhoAmI(); });
   auto f = std::make_shared<RoleFlags>();
   for (const char* verb : {"grant", "revoke"}) {
     const bool revoke = std::string(verb) == "revoke";

@@ -241,6 +241,9 @@ class Commands {
   // "org", "team:NAME" or "pool:NAME"; `role` and classes in lower case, as
   // the API's enum names without their prefix.
   int ListRoles();
+  // Who the configured identity is to arbiterd: principal, groups, the
+  // bindings that apply, platform admin or not (WhoAmI).
+  int WhoAmI();
   int GrantRole(const std::string& subject, const std::string& role, const std::string& scope,
                 bool revoke);
   int CreateCluster(const std::string& name, const std::string& description);

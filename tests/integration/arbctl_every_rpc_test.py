@@ -142,7 +142,7 @@ def main():
         # Every list, in every output form that matters.
         for args in [("models", "list"), ("clusters", "list"), ("pools", "list"),
                      ("inventory", "list"), ("teams", "list"), ("quotas", "list"),
-                     ("coexistence", "list"), ("roles", "list"), ("authority", "list"),
+                     ("coexistence", "list"), ("roles", "list"), ("whoami",), ("authority", "list"),
                      ("delegations", "list"), ("prices", "list"), ("budgets", "list"),
                      ("slo", "list"), ("incidents", "list"), ("requests", "list"),
                      ("ledger", "list"), ("ledger", "checkpoints"), ("usage",),

@@ -167,7 +167,7 @@ def main():
             period = {"from": iso(-3), "to": iso(1)}
             for name, fields in [("ListClusters", {}), ("ListPools", {}), ("ListNodes", {}),
                                  ("ListGpuModels", {}), ("ListTeams", {}), ("ListQuotas", {}),
-                                 ("ListCoexistenceRules", {}), ("ListRoleBindings", {}),
+                                 ("ListCoexistenceRules", {}), ("ListRoleBindings", {}), ("WhoAmI", {}),
                                  ("ListAuthorityRules", {}), ("ListPrices", {}),
                                  ("ListBudgets", {}), ("ListDelegations", {}), ("ListSlos", {}),
                                  ("ListIncidents", {"period": period}),

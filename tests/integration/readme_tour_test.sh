@@ -70,6 +70,7 @@ for line in "${commands[@]}"; do
     "--output csv"*) grep -q "^TEAM,POOL" <<<"$out" ;;
     "--output yaml requests"*) grep -qE "^ +state: REQUEST_STATE_ADMITTED$" <<<"$out" ;;
     "ledger list"*) grep -q "^SEQ" <<<"$out" ;;
+    whoami*) grep -q "^platform admin: yes" <<<"$out" ;;
     "teams list"*) grep -q "inference" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
     "models list"*) grep -q "H100-80GB .*3g.40gb" <<<"$out" ;;

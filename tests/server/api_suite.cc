@@ -120,6 +120,7 @@ const Base kBases[] = {
      R"(binding { subject: "spiffe://arbiter.local/adv" role: ROLE_TEAM_MEMBER
                   scope_kind: SCOPE_KIND_TEAM scope: "inference" })"},
     {"GovernanceService.ListRoleBindings", ""},
+    {"GovernanceService.WhoAmI", ""},
     {"GovernanceService.RevokeRole",
      R"(binding { subject: "spiffe://arbiter.local/adv" role: ROLE_TEAM_MEMBER
                   scope_kind: SCOPE_KIND_TEAM scope: "inference" })"},

@@ -69,9 +69,10 @@ struct Identity {
 
 // Approving is open to every identified caller at the door; the authority
 // rules decide (a caller they do not name gets PERMISSION_DENIED from the
-// core, tested below with a real pending request).
+// core, tested below with a real pending request). So is asking who one is.
 const std::set<std::string> kApprovals = {"AllocationService.ApproveRequest",
-                                          "AllocationService.DenyRequest"};
+                                          "AllocationService.DenyRequest",
+                                          "GovernanceService.WhoAmI"};
 
 const std::set<std::string> kReads = {
     "GovernanceService.ListAuthorityRules", "GovernanceService.ListPrices",
@@ -87,6 +88,11 @@ const std::set<std::string> kReads = {
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
+  return a;
+}
+
+std::set<std::string> Minus(std::set<std::string> a, const std::set<std::string>& b) {
+  for (const std::string& x : b) a.erase(x);
   return a;
 }
 
@@ -336,6 +342,9 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   calls["GovernanceService.ListRoleBindings"] = [](Stubs& s, int) {
     return Unary(*s.governance, &Gov::ListRoleBindings, v1::ListRoleBindingsRequest());
   };
+  calls["GovernanceService.WhoAmI"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::WhoAmI, v1::WhoAmIRequest());
+  };
   calls["AllocationService.RequestCapacity"] = [](Stubs& s, int n) {
     v1::RequestCapacityRequest r;
     r.set_idempotency_key(absl::StrCat("k", n));
@@ -527,6 +536,7 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   calls["ChargebackService.GetChargeback"] = [period](Stubs& s, int) {
     v1::GetChargebackRequest r;
     period(r.mutable_period());
+    r.set_team("inference");
     return Unary(*s.chargeback, &Cb::GetChargeback, r);
   };
   calls["ChargebackService.ClosePeriod"] = [period](Stubs& s, int) {
@@ -615,8 +625,11 @@ TEST_F(AuthzTest, EveryRpcAsEveryCallerGetsTheExpectedStatus) {
                           "GovernanceService.ListBudgets", "LedgerService.ListLedgerEntries",
                           "LedgerService.ListCheckpoints", "ChargebackService.ClosePeriod"}),
             kApprovals)},
+      // A pool's authority reads no team's money (GetChargeback is per team).
       {"authority", Code::PERMISSION_DENIED,
-       Plus(Plus(kReads, {"GovernanceService.SetQuota"}), kApprovals)},
+       Plus(
+           Plus(Minus(kReads, {"ChargebackService.GetChargeback"}), {"GovernanceService.SetQuota"}),
+           kApprovals)},
       {"agent", Code::PERMISSION_DENIED,
        Plus(Plus({"TelemetryService.StreamSamples", "ChargebackService.ReportLatency"}, enforcer),
             kApprovals)},
