@@ -110,10 +110,27 @@ def connect_call(port, token, method, body):
         return err.code, json.loads(err.read())
 
 
+def fixed(value, unit, decimals):
+    """As arbctl and the console write figures: `decimals` decimals of
+    value/unit, rounded half up on the magnitude."""
+    scale = 10 ** decimals
+    scaled = (abs(value) * scale + unit // 2) // unit
+    return f"{'-' if value < 0 else ''}{scaled // scale}.{scaled % scale:0{decimals}d}"
+
+
 def money(micros):
-    """As arbctl and the console write money: 2 decimals, half up on the magnitude."""
-    scaled = (abs(micros) * 100 + 500_000) // 1_000_000
-    return f"{'-' if micros < 0 else ''}{scaled // 100}.{scaled % 100:02d}"
+    return fixed(micros, 1_000_000, 2)
+
+
+def gpu_hours(milli_seconds):
+    return fixed(milli_seconds, 3_600_000, 2)
+
+
+def gpus(milli):
+    """Whole GPUs as integers, fractions with up to 3 decimals (the console's)."""
+    if milli % 1000 == 0:
+        return str(milli // 1000)
+    return fixed(milli, 1000, 3).rstrip("0")
 
 
 def wait_for_file(path, timeout=30):
@@ -202,6 +219,15 @@ def main():
             shown_ids = {r.get_attribute("data-request-id") for r in
                          d.find_elements(By.CSS_SELECTOR, "#requests tr[data-request-id]")}
             assert shown_ids == {str(r.id) for r in listed.requests}, (shown_ids, listed)
+            # Quotas: what ListQuotas answers, in use included.
+            from arbiter.v1 import governance_pb2, governance_pb2_grpc
+            quotas = governance_pb2_grpc.GovernanceServiceStub(live.channel).ListQuotas(
+                governance_pb2.ListQuotasRequest(team="training")).quotas
+            shown = [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
+                     for r in d.find_elements(By.CSS_SELECTOR, "#quotas tbody tr")]
+            want = [[q.quota.pool, q.quota.gpu_model or "any", gpus(q.quota.nominal_milli),
+                     gpus(q.used_milli)] for q in quotas]
+            assert [row[:4] for row in shown] == want, (shown, want)
             alice.shot(out_dir, "team-waiting")
 
             # carol approves in her inbox.
@@ -257,12 +283,14 @@ def main():
             statements = cb.GetChargeback(req).statements
             assert statements, "no statements this month"
             for s in statements:
-                for key, micros in (("net", s.net_cost_micros),
-                                    ("charged", s.externality_charged_micros),
-                                    ("credited", s.externality_credited_micros)):
+                for key, text in (("net", money(s.net_cost_micros)),
+                                  ("charged", money(s.externality_charged_micros)),
+                                  ("credited", money(s.externality_credited_micros)),
+                                  ("reserved", gpu_hours(s.reserved_milli_seconds)),
+                                  ("used", gpu_hours(s.used_milli_seconds))):
                     cell = erin.driver.find_element(By.CSS_SELECTOR,
                                                     f"[data-total='{s.team}.{key}']")
-                    assert cell.text == money(micros), (s.team, key, cell.text, micros)
+                    assert cell.text == text, (s.team, key, cell.text, text)
 
             # alice and another team's money: refused in the page and at the API.
             alice.go("/finance?team=inference")
