@@ -59,6 +59,23 @@ absl::StatusOr<core::AttributionInputs> GatherAttribution(store::Store& store, c
 // The statements of every team for [from, to), with the hourly series, the
 // period's incidents and the conservation totals. Allocations still held
 // count until `now` (an open period's future holds nothing yet).
+// `team`'s allocated and used GPU time per hour of [from, to), held
+// allocations counted until `now`.
+absl::StatusOr<std::vector<core::HourPoint>> TeamHours(store::Store& store, absl::Time from,
+                                                       absl::Time to, absl::Time now,
+                                                       const std::string& team) {
+  const absl::Time held_to = std::max(from, std::min(to, now));
+  ARBITER_ASSIGN_OR_RETURN(std::vector<core::HeldMember> held,
+                           store.ListHeldMembers(from, held_to));
+  for (core::HeldMember& m : held) m.until = std::min(m.until, held_to);
+  std::vector<core::HourPoint> hours = core::HourlyReserved(held, team, from, to);
+  ARBITER_ASSIGN_OR_RETURN(auto used, store.ListUsedByHour(from, to, team));
+  std::map<absl::Time, int64_t> used_at;
+  for (const core::HourPoint& p : used) used_at[p.hour] = p.used_milli_seconds;
+  for (core::HourPoint& p : hours) p.used_milli_seconds = used_at[p.hour];
+  return hours;
+}
+
 absl::StatusOr<ChargebackReport> ComputeChargeback(store::Store& store, absl::Time from,
                                                    absl::Time to, absl::Time now) {
   core::ChargebackInputs in;
@@ -234,15 +251,21 @@ void Chargeback::GetChargeback(const Caller& caller, absl::StatusOr<Span> period
     return reply(access);
   }
   if (!period.ok()) return reply(period.status());
+  if (team == kAnyTeam) return reply(absl::InvalidArgumentError("team: \"*\" names no team"));
   RunRead<ChargebackAnswer>(
       ctx_,
-      [store = ctx_.store, clock = ctx_.clock,
-       span = *period]() -> absl::StatusOr<ChargebackAnswer> {
+      [store = ctx_.store, clock = ctx_.clock, span = *period,
+       team]() -> absl::StatusOr<ChargebackAnswer> {
         ChargebackAnswer answer;
+        const absl::Time now = clock->TimeNow();
         ARBITER_ASSIGN_OR_RETURN(answer.closed, store->GetClosedPeriod(span.from, span.to));
         if (!answer.closed.has_value()) {
           ARBITER_ASSIGN_OR_RETURN(answer.computed,
-                                   ComputeChargeback(*store, span.from, span.to, clock->TimeNow()));
+                                   ComputeChargeback(*store, span.from, span.to, now));
+        }
+        if (!team.empty()) {
+          ARBITER_ASSIGN_OR_RETURN(answer.team_hours,
+                                   TeamHours(*store, span.from, span.to, now, team));
         }
         return answer;
       },

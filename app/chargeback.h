@@ -44,6 +44,9 @@ struct ChargebackReport {
 struct ChargebackAnswer {
   std::optional<core::PeriodClose> closed;
   ChargebackReport computed;  // Unset when `closed` is.
+  // For a named team: its own allocated and used GPU time per hour, which
+  // replaces the organisation's (closed or not).
+  std::optional<std::vector<core::HourPoint>> team_hours;
 };
 
 // What one reported window came to.

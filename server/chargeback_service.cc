@@ -158,10 +158,21 @@ void ToProto(const app::ChargebackReport& report, v1::GetChargebackResponse* res
   resp->set_cluster_reserved_milli_seconds(report.cluster_reserved_milli_seconds);
 }
 
-// Keeps only `team`'s statement and the incidents it suffered or caused.
-void NarrowToTeam(const std::string& team, v1::GetChargebackResponse* resp) {
+// Keeps only `team`'s statement, its own hours (`hours`) and the incidents
+// it suffered or caused; the organisation's totals go.
+void NarrowToTeam(const std::string& team, const std::optional<std::vector<core::HourPoint>>& hours,
+                  v1::GetChargebackResponse* resp) {
   if (team.empty()) return;
   resp->set_team(team);
+  resp->clear_hours();
+  for (const core::HourPoint& p : hours.value_or(std::vector<core::HourPoint>{})) {
+    v1::HourPoint* h = resp->add_hours();
+    *h->mutable_hour() = TimestampOf(p.hour);
+    h->set_reserved_milli_seconds(p.reserved_milli_seconds);
+    h->set_used_milli_seconds(p.used_milli_seconds);
+  }
+  resp->clear_cluster_reserved_milli_seconds();
+  resp->clear_incidents_attributed_micros();
   auto* statements = resp->mutable_statements();
   for (int i = statements->size() - 1; i >= 0; --i) {
     if (statements->Get(i).team() != team) statements->DeleteSubrange(i, 1);
@@ -266,7 +277,7 @@ grpc::ServerUnaryReactor* ChargebackService::GetChargeback(grpc::CallbackServerC
         } else if (answer.ok()) {
           ToProto(answer->computed, resp);
         }
-        if (status.ok()) NarrowToTeam(team, resp);
+        if (status.ok()) NarrowToTeam(team, answer->team_hours, resp);
         reactor->Finish(ToGrpcStatus(status, "GetChargeback"));
       });
   return reactor;

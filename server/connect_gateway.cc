@@ -1,5 +1,6 @@
 #include "server/connect_gateway.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <grpc/support/time.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
+#include <sys/stat.h>
 
 #include "server/caller.h"
 
@@ -36,7 +38,9 @@ constexpr uint8_t kFlagEndStream = 0x02;
 std::string ErrorJson(const grpc::Status& status) {
   nlohmann::json error = {{"code", ConnectCodeName(status.error_code())},
                           {"message", status.error_message()}};
-  return error.dump();
+  // A message may quote the request's bytes: invalid UTF-8 is replaced,
+  // never thrown on.
+  return error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 HttpResponse UnaryError(const grpc::Status& status) {
@@ -134,19 +138,23 @@ std::string MediaType(const std::string& content_type) {
       absl::string_view(content_type).substr(0, content_type.find(';'))));
 }
 
-// Sets `ctx`'s deadline to what the request asks for (Connect-Timeout-Ms),
-// or `fallback`, from now on gRPC's monotonic clock. INVALID_ARGUMENT when
-// the header is not a positive integer of at most 10 digits.
+// Sets `ctx`'s deadline, from now on gRPC's monotonic clock, to what the
+// request asks for (Connect-Timeout-Ms) or `fallback`, and at most `limit`:
+// a call, a stream above all, ends when the token it was made with expires.
+// INVALID_ARGUMENT when the header is not a positive integer of at most 10
+// digits.
 grpc::Status SetDeadline(const HttpRequest& request, std::optional<absl::Duration> fallback,
-                         grpc::ClientContext& ctx) {
+                         absl::Duration limit, grpc::ClientContext& ctx) {
   const std::string header = request.Header("connect-timeout-ms");
-  int64_t ms = 0;
+  int64_t ms = absl::ToInt64Milliseconds(std::max(limit, absl::Milliseconds(1)));
   if (header.empty()) {
-    if (!fallback.has_value()) return grpc::Status::OK;
-    ms = absl::ToInt64Milliseconds(*fallback);
-  } else if (header.size() > 10 || !absl::SimpleAtoi(header, &ms) || ms <= 0) {
+    if (fallback.has_value()) ms = std::min(ms, absl::ToInt64Milliseconds(*fallback));
+  } else if (int64_t asked = 0;
+             header.size() > 10 || !absl::SimpleAtoi(header, &asked) || asked <= 0) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "Connect-Timeout-Ms: want a positive integer of at most 10 digits"};
+  } else {
+    ms = std::min(ms, asked);
   }
   ctx.set_deadline(
       gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN)));
@@ -154,15 +162,15 @@ grpc::Status SetDeadline(const HttpRequest& request, std::optional<absl::Duratio
 }
 
 // Checks the protocol headers and the caller's token, and sets up `ctx` to
-// call for that caller.
+// call for that caller until the token expires; the caller's principal goes
+// to `principal`.
 grpc::Status Prepare(const HttpRequest& request, BearerVerifier* verifier, absl::Time now,
-                     std::optional<absl::Duration> default_timeout, grpc::ClientContext& ctx) {
+                     std::optional<absl::Duration> default_timeout, grpc::ClientContext& ctx,
+                     std::string* principal) {
   const std::string version = request.Header("connect-protocol-version");
   if (!version.empty() && version != "1") {
     return {grpc::StatusCode::INVALID_ARGUMENT, "Connect-Protocol-Version: want 1"};
   }
-  grpc::Status timeout = SetDeadline(request, default_timeout, ctx);
-  if (!timeout.ok()) return timeout;
   if (verifier == nullptr) {
     return {grpc::StatusCode::UNAUTHENTICATED,
             "this arbiterd has no console sign-in (--oidc-issuer, --oidc-audience, --oidc-jwks)"};
@@ -176,7 +184,10 @@ grpc::Status Prepare(const HttpRequest& request, BearerVerifier* verifier, absl:
   if (!identity.ok()) {
     return {grpc::StatusCode::UNAUTHENTICATED, std::string(identity.status().message())};
   }
+  grpc::Status timeout = SetDeadline(request, default_timeout, identity->expires - now, ctx);
+  if (!timeout.ok()) return timeout;
   ActAsCaller(ctx, identity->principal, identity->groups);
+  *principal = identity->principal;
   return grpc::Status::OK;
 }
 
@@ -214,7 +225,10 @@ bool SafeRelativePath(absl::string_view path) {
   return true;
 }
 
+// A regular file's contents; nullopt for anything else (a directory too).
 std::optional<std::string> ReadFile(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream text;
@@ -348,8 +362,9 @@ HttpResponse ConnectGateway::Handle(const HttpRequest& request) {
 HttpResponse ConnectGateway::Unary(const HttpRequest& request, const std::string& path, bool json) {
   const pb::MethodDescriptor* method = MethodOf(path);
   grpc::ClientContext ctx;
+  std::string principal;
   grpc::Status status =
-      Prepare(request, verifier_, clock_->TimeNow(), options_.default_timeout, ctx);
+      Prepare(request, verifier_, clock_->TimeNow(), options_.default_timeout, ctx, &principal);
   std::string wire;
   if (status.ok()) status = ToWire(method->input_type(), request.body, json, &wire);
   if (!status.ok()) return UnaryError(status);
@@ -394,60 +409,72 @@ HttpResponse ConnectGateway::ServerStream(const HttpRequest& request, const std:
                  "request: the envelope's length is not the rest of the body"});
   }
   auto ctx = std::make_shared<grpc::ClientContext>();
-  grpc::Status status = Prepare(request, verifier_, clock_->TimeNow(), std::nullopt, *ctx);
+  std::string principal;
+  grpc::Status status =
+      Prepare(request, verifier_, clock_->TimeNow(), std::nullopt, *ctx, &principal);
   std::string wire;
   if (status.ok()) status = ToWire(method->input_type(), body.substr(5), json, &wire);
   if (!status.ok()) return fail(status);
-  response.stream = [this, ctx, path, wire = std::move(wire), output = method->output_type(),
-                     json](const StreamWriter& write) {
+  response.stream = [this, ctx, principal, path, wire = std::move(wire),
+                     output = method->output_type(), json](const StreamWriter& write) {
     // Registered here, where the stream runs, so that a client gone before
     // its body began holds no place.
-    grpc::Status refused = Register(ctx.get());
+    grpc::Status refused = Register(ctx.get(), principal);
     if (!refused.ok()) {
       write(EndOfStream(refused));
       return;
     }
-    grpc::CompletionQueue cq;
-    grpc::GenericStub stub(channel_);
-    std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
-        stub.PrepareCall(ctx.get(), path, &cq);
-    void* tag = nullptr;
-    bool ok = false;
-    // Each step is one operation on the queue; its tag is its address.
-    auto step = [&](auto start) {
-      start(&tag);
-      return cq.Next(&tag, &ok) && ok;
-    };
-    grpc::ByteBuffer sent = BufferOf(wire);
-    bool open = step([&](void* t) { call->StartCall(t); }) &&
-                step([&](void* t) { call->Write(sent, t); }) &&
-                step([&](void* t) { call->WritesDone(t); });
-    bool client_gone = false;
-    grpc::Status status;
-    while (open) {
-      grpc::ByteBuffer received;
-      if (!step([&](void* t) { call->Read(&received, t); })) break;
-      std::string message;
-      status = FromWire(output, received, json, &message);
-      if (!status.ok() || !write(Envelope(0, message))) {
-        client_gone = status.ok();
-        ctx->TryCancel();
-        open = false;
-      }
+    // The library runs this outside its own exception handling: nothing may
+    // escape it.
+    try {
+      RunStream(*ctx, path, wire, output, json, write);
+    } catch (const std::exception& e) {
+      ctx->TryCancel();
+      write(EndOfStream({grpc::StatusCode::INTERNAL, e.what()}));
     }
-    grpc::Status finished;
-    step([&](void* t) { call->Finish(&finished, t); });
-    if (status.ok()) status = finished;
-    cq.Shutdown();
-    while (cq.Next(&tag, &ok)) {
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      streams_.erase(ctx.get());
-    }
-    if (!client_gone) write(EndOfStream(status));
+    absl::MutexLock lock(&mu_);
+    streams_.erase(ctx.get());
   };
   return response;
+}
+
+void ConnectGateway::RunStream(grpc::ClientContext& ctx, const std::string& path,
+                               const std::string& wire, const pb::Descriptor* output, bool json,
+                               const StreamWriter& write) {
+  grpc::CompletionQueue cq;
+  grpc::GenericStub stub(channel_);
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call = stub.PrepareCall(&ctx, path, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  // Each step is one operation on the queue, waited for.
+  auto step = [&](auto start) {
+    start(&tag);
+    return cq.Next(&tag, &ok) && ok;
+  };
+  grpc::ByteBuffer sent = BufferOf(wire);
+  bool open = step([&](void* t) { call->StartCall(t); }) &&
+              step([&](void* t) { call->Write(sent, t); }) &&
+              step([&](void* t) { call->WritesDone(t); });
+  bool client_gone = false;
+  grpc::Status status;
+  while (open) {
+    grpc::ByteBuffer received;
+    if (!step([&](void* t) { call->Read(&received, t); })) break;
+    std::string message;
+    status = FromWire(output, received, json, &message);
+    if (!status.ok() || !write(Envelope(0, message))) {
+      client_gone = status.ok();
+      ctx.TryCancel();
+      open = false;
+    }
+  }
+  grpc::Status finished;
+  step([&](void* t) { call->Finish(&finished, t); });
+  if (status.ok()) status = finished;
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!client_gone) write(EndOfStream(status));
 }
 
 HttpResponse ConnectGateway::Asset(const std::string& path) const {
@@ -466,21 +493,28 @@ HttpResponse ConnectGateway::Asset(const std::string& path) const {
   return response;
 }
 
-grpc::Status ConnectGateway::Register(grpc::ClientContext* ctx) {
+grpc::Status ConnectGateway::Register(grpc::ClientContext* ctx, const std::string& principal) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return {grpc::StatusCode::UNAVAILABLE, "arbiterd is stopping"};
   if (static_cast<int>(streams_.size()) >= options_.max_streams) {
     return {grpc::StatusCode::RESOURCE_EXHAUSTED,
             absl::StrCat("the console serves at most ", options_.max_streams, " streams at once")};
   }
-  streams_.insert(ctx);
+  const auto mine = std::count_if(streams_.begin(), streams_.end(),
+                                  [&](const auto& s) { return s.second == principal; });
+  if (mine >= options_.max_streams_per_caller) {
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("at most ", options_.max_streams_per_caller,
+                         " streams at once per caller: close another tab")};
+  }
+  streams_.emplace(ctx, principal);
   return grpc::Status::OK;
 }
 
 void ConnectGateway::CancelStreams() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
-  for (grpc::ClientContext* ctx : streams_) ctx->TryCancel();
+  for (const auto& [ctx, principal] : streams_) ctx->TryCancel();
 }
 
 int ConnectGateway::open_streams() const {

@@ -37,13 +37,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include <google/protobuf/descriptor.h>
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 
@@ -59,6 +60,8 @@ struct ConnectGatewayOptions {
   // Streams open at once; beyond it, resource_exhausted. Keep it under the
   // HTTPS server's workers so that unary calls are still served.
   int max_streams = 24;
+  // Streams open at once for one principal (its browser tabs).
+  int max_streams_per_caller = 4;
   // A unary call's deadline when the client sends no Connect-Timeout-Ms.
   absl::Duration default_timeout = absl::Seconds(30);
 };
@@ -85,9 +88,14 @@ class ConnectGateway {
   HttpResponse Unary(const HttpRequest& request, const std::string& method, bool json);
   HttpResponse ServerStream(const HttpRequest& request, const std::string& method, bool json);
   HttpResponse Asset(const std::string& path) const;
-  // Counts `ctx` among the open streams: UNAVAILABLE once stopping,
-  // RESOURCE_EXHAUSTED at max_streams.
-  grpc::Status Register(grpc::ClientContext* ctx);
+  // Counts `ctx` among the open streams of `principal`: UNAVAILABLE once
+  // stopping, RESOURCE_EXHAUSTED at max_streams or max_streams_per_caller.
+  grpc::Status Register(grpc::ClientContext* ctx, const std::string& principal);
+  // Runs a registered stream to its end: the request, each reply in an
+  // envelope through `write`, then the end of the stream (unless the client
+  // is gone).
+  void RunStream(grpc::ClientContext& ctx, const std::string& path, const std::string& wire,
+                 const google::protobuf::Descriptor* output, bool json, const StreamWriter& write);
 
   std::shared_ptr<grpc::Channel> channel_;
   BearerVerifier* verifier_;
@@ -95,7 +103,8 @@ class ConnectGateway {
   const ConnectGatewayOptions options_;
 
   mutable absl::Mutex mu_;
-  std::set<grpc::ClientContext*> streams_ ABSL_GUARDED_BY(mu_);
+  // Open streams, with the principal each runs for.
+  std::map<grpc::ClientContext*, std::string> streams_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -72,6 +72,14 @@ export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+// Why a page's live updates stopped, and what to do.
+export function streamEndText(err: unknown): string {
+  if (err instanceof ConnectError && err.code === Code.DeadlineExceeded) {
+    return "updates stopped: your sign-in expired (sign in again to resume)";
+  }
+  return `updates stopped: ${errorText(err)} (reload to resume)`;
+}
+
 export function isUnauthenticated(err: unknown): boolean {
   return err instanceof ConnectError && err.code === Code.Unauthenticated;
 }

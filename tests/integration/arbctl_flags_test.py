@@ -58,6 +58,7 @@ BASES = {
                                           "--queueing", "strict", "--starvation-limit", "600",
                                           "--claim-deadline", "600", "--lease", "600"]),
     ("roles", "list"): ([], []),
+    ("whoami",): ([], []),
     ("roles", "grant"): ([SPIFFE + "dave"], ["--role", "auditor", "--scope", "org"]),
     ("roles", "revoke"): ([SPIFFE + "dave"], ["--role", "auditor", "--scope", "org"]),
     ("inventory", "list"): ([], ["--cluster", "east", "--pool", "batch"]),

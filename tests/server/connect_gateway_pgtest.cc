@@ -15,13 +15,17 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -97,7 +101,7 @@ class ConnectGatewayTest : public ::testing::Test {
       ASSERT_EQ(std::system(keygen.c_str()), 0) << keygen;
     }
     // The console's files, in a folder beside (not above) the keys.
-    ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", *dir_, "/console").c_str()), 0);
+    ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", *dir_, "/console/assets.d").c_str()), 0);
     std::ofstream(*dir_ + "/console/index.html") << "<!doctype html><title>Arbiter</title>\n";
     std::ofstream(*dir_ + "/console/app.js") << "console.log('arbiter');\n";
   }
@@ -455,6 +459,117 @@ TEST_F(ConnectGatewayTest, AStreamThatFailsEndsWithAnErrorEnvelope) {
   EXPECT_THAT(bad_end["error"]["message"].get<std::string>(), HasSubstr("start"));
 }
 
+// Opens a watch stream for `token` and reads it to its end on a thread of its
+// own; `Done()` waits for the end and returns the end-of-stream JSON.
+class OpenStream {
+ public:
+  OpenStream(std::unique_ptr<httplib::SSLClient> client, const std::string& token)
+      : client_(std::move(client)) {
+    reader_ = std::thread([this, token] {
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/arbiter.v1.AllocationService/WatchAllocations";
+      req.headers = {{"Authorization", "Bearer " + token},
+                     {"Content-Type", "application/connect+json"}};
+      req.body = Envelope(0, "{}");
+      req.content_receiver = [this](const char* data, size_t n, uint64_t, uint64_t) {
+        absl::MutexLock lock(&mu_);
+        received_.append(data, n);
+        return !stop_;
+      };
+      httplib::Response res;
+      httplib::Error error = httplib::Error::Success;
+      client_->send(req, res, error);
+    });
+  }
+  ~OpenStream() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    client_->stop();  // Closes the socket: the read ends now, not at the next bookmark.
+    if (reader_.joinable()) reader_.join();
+  }
+  // The end-of-stream message once it has come (the last envelope, flag 2).
+  std::optional<Json> End() {
+    absl::MutexLock lock(&mu_);
+    size_t at = 0;
+    while (at + 5 <= received_.size()) {
+      uint32_t length = 0;
+      for (int i = 1; i <= 4; ++i) length = (length << 8) | static_cast<uint8_t>(received_[at + i]);
+      if (at + 5 + length > received_.size()) break;
+      if (received_[at] == 2) return Json::parse(received_.substr(at + 5, length));
+      at += 5 + length;
+    }
+    return std::nullopt;
+  }
+  // Waits up to 60 s for the end of the stream.
+  Json WaitForEnd() {
+    for (int i = 0; i < 600; ++i) {
+      if (std::optional<Json> end = End()) return *end;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    ADD_FAILURE() << "the stream did not end";
+    return Json();
+  }
+
+ private:
+  std::unique_ptr<httplib::SSLClient> client_;
+  absl::Mutex mu_;
+  std::string received_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reader_;
+};
+
+TEST_F(ConnectGatewayTest, OneCallerHoldsAtMostFourStreams) {
+  Seed();
+  const std::string admin = Token("admin");
+  std::vector<std::unique_ptr<OpenStream>> open;
+  for (int i = 0; i < 4; ++i) open.push_back(std::make_unique<OpenStream>(Client(), admin));
+  // Give the four a moment to start (a stream registers when its body begins).
+  absl::SleepFor(absl::Seconds(1));
+  OpenStream fifth(Client(), admin);
+  Json end = fifth.WaitForEnd();
+  EXPECT_EQ(end["error"]["code"], "resource_exhausted") << end.dump();
+  for (const auto& stream : open) EXPECT_FALSE(stream->End().has_value());
+  // Another caller (an auditor reads the stream) is not held back by them.
+  v1::GrantRoleRequest grant;
+  grant.mutable_binding()->set_subject(absl::StrCat(kPrefix, "dave"));
+  grant.mutable_binding()->set_role(v1::ROLE_AUDITOR);
+  grant.mutable_binding()->set_scope_kind(v1::SCOPE_KIND_ORG);
+  grpc::ClientContext ctx;
+  v1::GrantRoleResponse granted;
+  ASSERT_TRUE(governance_->GrantRole(&ctx, grant, &granted).ok());
+  OpenStream other(Client(), Token("dave"));
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_FALSE(other.End().has_value()) << other.End()->dump();
+}
+
+TEST_F(ConnectGatewayTest, AStreamEndsWhenItsTokenExpires) {
+  Seed();
+  // Valid for 2 more seconds (the verifier's leeway does not extend a stream).
+  OpenStream stream(Client(), Token("admin", "--ttl 2"));
+  Json end = stream.WaitForEnd();
+  EXPECT_EQ(end["error"]["code"], "deadline_exceeded") << end.dump();
+}
+
+TEST_F(ConnectGatewayTest, ATeamsStatementCarriesOnlyItsOwnFigures) {
+  Seed();
+  const std::string body = R"({"period": {"from": "2026-01-01T00:00:00Z",
+                                          "to": "2026-01-01T03:00:00Z"}, "team": "inference"})";
+  Reply team = Call("ChargebackService/GetChargeback", body, Token("admin"));
+  ASSERT_EQ(team.status, 200) << team.body.dump();
+  EXPECT_EQ(team.body["team"], "inference");
+  EXPECT_FALSE(team.body.contains("clusterReservedMilliSeconds"));
+  EXPECT_EQ(team.body["hours"].size(), 3u) << team.body.dump();
+  Reply any = Call("ChargebackService/GetChargeback",
+                   R"({"period": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T03:00:00Z"},
+                       "team": "*"})",
+                   Token("admin"));
+  EXPECT_EQ(any.status, 400);
+  EXPECT_THAT(any.body["message"].get<std::string>(), HasSubstr("team"));
+}
+
 TEST_F(ConnectGatewayTest, AGrpcClientCannotForgeTheGatewaysCaller) {
   Seed();
   grpc::SslCredentialsOptions ssl;
@@ -494,7 +609,7 @@ TEST_F(ConnectGatewayTest, ServesTheConsolesFilesAndNothingElse) {
   EXPECT_EQ(script->status, 200);
   EXPECT_THAT(script->get_header_value("Content-Type"), HasSubstr("text/javascript"));
   for (const char* path : {"/../ca.pem", "/../issuer/issuer.key", "/./index.html",
-                           "/%2e%2e/server.key", "//etc/passwd", "/missing.js"}) {
+                           "/%2e%2e/server.key", "//etc/passwd", "/missing.js", "/assets.d"}) {
     SCOPED_TRACE(path);
     auto res = client->Get(path);
     ASSERT_TRUE(res);

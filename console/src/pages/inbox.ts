@@ -2,7 +2,7 @@
 // authority rules name the user (or one of their groups) to approve, with
 // what they would cost and borrow; approve, or deny with a reason. Every
 // decision is the API's, and ledgered there. Kept live by WatchAllocations.
-import { api, errorText } from "../api";
+import { api, errorText, streamEndText } from "../api";
 import { h, num, status } from "../dom";
 import { gpus, money, rfc3339 } from "../format";
 import { RequestState, type CapacityRequest } from "../gen/arbiter/v1/types_pb";
@@ -74,7 +74,7 @@ export async function inboxPage(page: HTMLElement, s: Session, signal: AbortSign
         for (const e of ev.events) if (e.request) render(e.request);
       }
     } catch (err) {
-      if (!signal.aborted) status(note, `updates stopped: ${errorText(err)}`, true);
+      if (!signal.aborted) status(note, streamEndText(err), true);
     }
   })();
 }

@@ -1,7 +1,7 @@
 // A team's page: its requests, each with the reason it waits, kept live by
 // WatchAllocations from the list's revision; its quotas; this month's
 // statement with allocated vs used GPU-hours, budget burn and forecast.
-import { api, errorText } from "../api";
+import { api, errorText, streamEndText } from "../api";
 import { h, num, status, table } from "../dom";
 import { gpuHours, gpus, money } from "../format";
 import type { CapacityRequest } from "../gen/arbiter/v1/types_pb";
@@ -55,7 +55,7 @@ export async function teamPage(page: HTMLElement, team: string, _s: Session, sig
         for (const e of ev.events) if (e.request) show(e.request);
       }
     } catch (err) {
-      if (!signal.aborted) status(live, `updates stopped: ${errorText(err)} (reload to resume)`, true);
+      if (!signal.aborted) status(live, streamEndText(err), true);
     }
   })();
 }
