@@ -235,6 +235,12 @@ def main():
             browsers.append(carol)
             carol.go("/inbox")
             carol_row = carol.wait(lambda d: carol.row("inbox", request_id))
+            pending = alloc.GetRequest(allocation_pb2.GetRequestRequest(id=int(request_id))).request
+            cells = [c.text for c in carol_row.find_elements(By.TAG_NAME, "td")]
+            assert cells[1:3] == [pending.team, pending.pool], cells
+            assert cells[5] == gpus(pending.total_gpu_milli), (cells, pending.total_gpu_milli)
+            assert cells[6] == money(pending.cost_micros), (cells, pending.cost_micros)
+            assert cells[7] == f"{pending.reason_code}: {pending.reason}", cells
             carol.shot(out_dir, "inbox")
             carol_row.find_element(By.XPATH, f".//button[text()='Approve {request_id}']").click()
             carol.wait(lambda d: "approved" in d.find_element(By.ID, "inbox-status").text)
@@ -246,13 +252,29 @@ def main():
             assert got.state == types_pb2.REQUEST_STATE_ADMITTED, got
             assert any(a.endswith(PREFIX + "carol") for a in got.approvals), got.approvals
             alice.shot(out_dir, "team-admitted")
-
-            # erin: the month's exports are arbctl's, byte for byte. The
-            # request is released first: an open month's figures grow while
-            # an allocation runs, and the two reads would differ by the time
-            # between them.
+            # The request is released first: an open month's figures grow
+            # while an allocation runs, and two reads of them would differ by
+            # the time between them.
             arbctl_as("admin", "release", request_id)
             start, end = month_bounds()
+
+            # The month's statement on alice's team page is GetChargeback's for
+            # the team (the forecast aside, which the page derives).
+            team_req = chargeback_pb2.GetChargebackRequest(team="training")
+            team_req.period.__getattribute__("from").FromDatetime(start)
+            team_req.period.to.FromDatetime(end)
+            alice.go("/team/training")
+            shown = alice.wait(lambda d: [c.text for c in d.find_elements(
+                By.CSS_SELECTOR, "#statement tbody td")])
+            stmt = [x for x in chargeback_pb2_grpc.ChargebackServiceStub(live.channel)
+                    .GetChargeback(team_req).statements if x.team == "training"][0]
+            want = [gpu_hours(stmt.reserved_milli_seconds), gpu_hours(stmt.used_milli_seconds),
+                    money(stmt.net_cost_micros),
+                    money(stmt.budget_micros) if stmt.HasField("budget_micros") else "none",
+                    money(stmt.remainder_micros) if stmt.HasField("budget_micros") else ""]
+            assert shown[:5] == want, (shown, want)
+
+            # erin: the month's exports are arbctl's, byte for byte.
             erin = Console(base, token("erin"), downloads)
             browsers.append(erin)
             erin.go("/finance")
