@@ -154,14 +154,31 @@ absl::Status ArbiterServer::StartElection(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
-  const std::string cert = options.webhook_cert.empty() ? options.tls.cert : options.webhook_cert;
-  const std::string key = options.webhook_key.empty() ? options.tls.key : options.webhook_key;
-  if (cert.empty() || key.empty()) {
-    return absl::InvalidArgumentError(
-        "webhook-cert: the webhook is HTTPS only; give --webhook-cert and --webhook-key (or "
-        "--tls-cert and --tls-key)");
+namespace {
+
+// The certificate chain and key of the HTTPS endpoint `flag` ("webhook",
+// "console"): its own, or else the gRPC server's. INVALID_ARGUMENT naming
+// `<flag>-cert` when neither is given.
+absl::StatusOr<std::pair<std::string, std::string>> HttpsCertAndKey(const std::string& cert,
+                                                                    const std::string& key,
+                                                                    const TlsFiles& tls,
+                                                                    absl::string_view flag) {
+  std::pair<std::string, std::string> files{cert.empty() ? tls.cert : cert,
+                                            key.empty() ? tls.key : key};
+  if (files.first.empty() || files.second.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, "-cert: the ", flag,
+                                                   " is HTTPS only; give --", flag, "-cert and --",
+                                                   flag, "-key (or --tls-cert and --tls-key)"));
   }
+  return files;
+}
+
+}  // namespace
+
+absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
+  ARBITER_ASSIGN_OR_RETURN(auto files, HttpsCertAndKey(options.webhook_cert, options.webhook_key,
+                                                       options.tls, "webhook"));
+  const auto& [cert, key] = files;
   AdmissionLookups lookups;
   lookups.request = [store = store_](int64_t id) { return store->GetRequest(id); };
   lookups.node_name = [nodes = &app_->nodes()](int64_t node_id) {
@@ -212,13 +229,9 @@ absl::Status ArbiterServer::StartWebhook(const ServerOptions& options) {
 }
 
 absl::Status ArbiterServer::StartConsole(const ServerOptions& options, Clock* clock) {
-  const std::string cert = options.console_cert.empty() ? options.tls.cert : options.console_cert;
-  const std::string key = options.console_key.empty() ? options.tls.key : options.console_key;
-  if (cert.empty() || key.empty()) {
-    return absl::InvalidArgumentError(
-        "console-cert: the console is HTTPS only; give --console-cert and --console-key (or "
-        "--tls-cert and --tls-key)");
-  }
+  ARBITER_ASSIGN_OR_RETURN(auto files, HttpsCertAndKey(options.console_cert, options.console_key,
+                                                       options.tls, "console"));
+  const auto& [cert, key] = files;
   if (!options.oidc.issuer.empty()) {
     ARBITER_ASSIGN_OR_RETURN(bearer_, BearerVerifier::Create(options.oidc));
   }
