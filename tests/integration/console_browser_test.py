@@ -34,6 +34,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -71,7 +72,10 @@ class Console:
         self.wait(lambda d: d.find_element(By.ID, "principal").text)
 
     def wait(self, condition, timeout=30):
-        return WebDriverWait(self.driver, timeout, poll_frequency=0.2).until(condition)
+        # Live pages replace what they show: an element read while it is
+        # replaced is read again.
+        return WebDriverWait(self.driver, timeout, poll_frequency=0.2,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(condition)
 
     def go(self, route):
         self.driver.get(f"{self.base}/#{route}")
@@ -81,9 +85,12 @@ class Console:
     def shot(self, out_dir, name):
         # The whole page, not only the window.
         height = self.driver.execute_script(
-            "window.scrollTo(0, 0); return document.body.scrollHeight")
-        self.driver.set_window_size(1400, max(1000, min(height + 40, 4000)))
+            "window.scrollTo(0, 0); return document.documentElement.scrollHeight")
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": 1400, "height": max(600, min(height, 4000)), "deviceScaleFactor": 1,
+            "mobile": False})
         self.driver.save_screenshot(os.path.join(out_dir, f"{name}.png"))
+        self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
     def row(self, table_id, request_id):
         rows = self.driver.find_elements(
@@ -251,6 +258,9 @@ def main():
             got = alloc.GetRequest(allocation_pb2.GetRequestRequest(id=int(request_id))).request
             assert got.state == types_pb2.REQUEST_STATE_ADMITTED, got
             assert any(a.endswith(PREFIX + "carol") for a in got.approvals), got.approvals
+            # The quotas follow too: the 8 borrowed GPUs are in use on serving.
+            alice.wait(lambda d: [c.text for c in d.find_elements(
+                By.XPATH, "//table[@id='quotas']//tr[td[1]='serving']/td")][3:4] == ["8"])
             alice.shot(out_dir, "team-admitted")
             # The request is released first: an open month's figures grow
             # while an allocation runs, and two reads of them would differ by
@@ -302,8 +312,16 @@ def main():
             req = chargeback_pb2.GetChargebackRequest()
             req.period.__getattribute__("from").FromDatetime(start)
             req.period.to.FromDatetime(end)
-            statements = cb.GetChargeback(req).statements
+            answer = cb.GetChargeback(req)
+            statements = answer.statements
             assert statements, "no statements this month"
+            # The per-hour chart's figures (its table) are the answer's hours.
+            shown_hours = erin.driver.execute_script(
+                "return [...document.querySelectorAll('#chart-hours-figures tbody tr')]"
+                ".map(r => [...r.children].map(c => c.textContent))")
+            want_hours = [[p.hour.ToJsonString(), gpu_hours(p.reserved_milli_seconds),
+                           gpu_hours(p.used_milli_seconds)] for p in answer.hours]
+            assert shown_hours and shown_hours == want_hours, (shown_hours[:3], want_hours[:3])
             for s in statements:
                 for key, text in (("net", money(s.net_cost_micros)),
                                   ("charged", money(s.externality_charged_micros)),

@@ -7,7 +7,7 @@ import { h, num, status, table } from "../dom";
 import { chargebackCsv, chargebackJson, download, gpuHours, kwh, money, rfc3339 } from "../format";
 import type { GetChargebackResponse } from "../gen/arbiter/v1/chargeback_pb";
 import type { Session } from "../main";
-import { chart } from "./charts";
+import { chart, hourSeries } from "./charts";
 import { monthPeriod, thisMonth } from "./common";
 
 export async function financePage(page: HTMLElement, s: Session): Promise<void> {
@@ -72,15 +72,13 @@ function show(report: HTMLElement, cb: GetChargebackResponse, month: string, s: 
   if (cb.statements.length) {
     report.append(h("h2", {}, "Net cost by team"),
       chart("bar", "Net cost by team", cb.statements.map((st) => st.team),
-        [{ label: "net cost", color: "#2f6db5", values: cb.statements.map((st) => Number(st.netCostMicros) / 1e6) }]));
+        [{ label: "net cost", color: "#2f6db5", values: cb.statements.map((st) => Number(st.netCostMicros) / 1e6),
+          texts: cb.statements.map((st) => money(st.netCostMicros)) }], "chart-cost"));
   }
   if (cb.hours.length) {
     report.append(h("h2", {}, "Allocated vs used, per hour"),
       chart("line", "Allocated vs used GPU-hours per hour",
-        cb.hours.map((p) => rfc3339(p.hour).slice(5, 13).replace("T", " ")), [
-          { label: "allocated GPU-h", color: "#2f6db5", values: cb.hours.map((p) => Number(p.reservedMilliSeconds) / 3.6e6) },
-          { label: "used GPU-h", color: "#e08a1e", values: cb.hours.map((p) => Number(p.usedMilliSeconds) / 3.6e6) },
-        ]));
+        cb.hours.map((p) => rfc3339(p.hour)), hourSeries(cb.hours), "chart-hours"));
   }
   report.append(h("h2", {}, "Incidents"),
     cb.incidents.length

@@ -3,10 +3,11 @@
 // a glance; cordon, uncordon and drain; the ledger's latest signed
 // checkpoint.
 import { api, errorText } from "../api";
-import { h, status, table } from "../dom";
-import { enumText, gpus, rfc3339 } from "../format";
+import { h, num, status, table } from "../dom";
+import { enumText, gpus, money, rfc3339 } from "../format";
 import { LatencyClass, NodeState, type Gpu, type Node } from "../gen/arbiter/v1/types_pb";
 import type { Session } from "../main";
+import { monthPeriod, thisMonth } from "./common";
 
 function gpuTile(g: Gpu): HTMLElement {
   const used = Number(g.allocatedMilli) / 10;
@@ -61,6 +62,21 @@ export async function operatorPage(page: HTMLElement, _s: Session): Promise<void
   };
   page.append(h("h2", {}, "Nodes"), nodesBox);
   await refresh();
+
+  page.append(h("h2", {}, "Incidents this month"));
+  try {
+    const month = thisMonth();
+    const incidents = await api.chargeback.listIncidents({ period: monthPeriod(month) });
+    page.append(incidents.incidents.length
+      ? table(`Latency incidents in ${month}`, ["Incident", "Team", "Service", "Pool", "Window", "p99 target", "Cost", "Charged to"],
+        incidents.incidents.map((i) => [num(i.id.toString()), i.team, i.service, i.pool,
+          `${rfc3339(i.window?.start)} to ${rfc3339(i.window?.end)}`, `${Number(i.p99TargetUs) / 1000} ms`,
+          num(money(i.costMicros)), i.charges.map((c) => `${c.team}: ${money(c.micros)}`).join("; ")]),
+        { id: "incidents" })
+      : h("p", { class: "muted", id: "incidents" }, "No latency incidents this month."));
+  } catch (err) {
+    page.append(h("p", { class: "muted" }, `Incidents: ${errorText(err)}`));
+  }
 
   page.append(h("h2", {}, "Ledger"));
   try {

@@ -3,10 +3,10 @@
 // statement with allocated vs used GPU-hours, budget burn and forecast.
 import { api, errorText, streamEndText } from "../api";
 import { h, num, status, table } from "../dom";
-import { gpuHours, gpus, money } from "../format";
+import { gpuHours, gpus, money, rfc3339 } from "../format";
 import type { CapacityRequest } from "../gen/arbiter/v1/types_pb";
 import type { Session } from "../main";
-import { chart } from "./charts";
+import { chart, hourSeries } from "./charts";
 import { monthPeriod, REQUEST_HEADERS, requestRow, thisMonth } from "./common";
 
 export async function teamPage(page: HTMLElement, team: string, _s: Session, signal: AbortSignal): Promise<void> {
@@ -31,16 +31,28 @@ export async function teamPage(page: HTMLElement, team: string, _s: Session, sig
       body),
   );
 
-  const quotas = await api.governance.listQuotas({ team });
-  page.append(
-    h("h2", {}, "Quotas"),
-    table(`Quotas of ${team}`, ["Pool", "GPU model", "Nominal GPUs", "In use", "May borrow", "May lend"],
-      quotas.quotas.map(({ quota: q, usedMilli }) => [q?.pool ?? "", q?.gpuModel || "any",
-        num(gpus(q?.nominalMilli ?? 0n)), num(gpus(usedMilli)),
-        num(q?.borrowingLimitMilli === undefined ? "no limit" : gpus(q.borrowingLimitMilli)),
-        num(q?.lendingLimitMilli === undefined ? "no limit" : gpus(q.lendingLimitMilli))]),
-      { id: "quotas" }),
-  );
+  // Quotas, read again (at most every 2 s) while the team's requests change.
+  const quotasBox = h("div", {});
+  const loadQuotas = async () => {
+    const quotas = await api.governance.listQuotas({ team });
+    quotasBox.replaceChildren(
+      table(`Quotas of ${team}`, ["Pool", "GPU model", "Nominal GPUs", "In use", "May borrow", "May lend"],
+        quotas.quotas.map(({ quota: q, usedMilli }) => [q?.pool ?? "", q?.gpuModel || "any",
+          num(gpus(q?.nominalMilli ?? 0n)), num(gpus(usedMilli)),
+          num(q?.borrowingLimitMilli === undefined ? "no limit" : gpus(q.borrowingLimitMilli)),
+          num(q?.lendingLimitMilli === undefined ? "no limit" : gpus(q.lendingLimitMilli))]),
+        { id: "quotas" }));
+  };
+  let quotasDue: ReturnType<typeof setTimeout> | undefined;
+  const quotasChanged = () => {
+    if (quotasDue !== undefined || signal.aborted) return;
+    quotasDue = setTimeout(() => {
+      quotasDue = undefined;
+      loadQuotas().catch(() => undefined);  // The next change tries again.
+    }, 2000);
+  };
+  await loadQuotas();
+  page.append(h("h2", {}, "Quotas"), quotasBox);
 
   await monthSummary(page, team);
 
@@ -53,6 +65,7 @@ export async function teamPage(page: HTMLElement, team: string, _s: Session, sig
         { team, startRevision: listed.revision }, { signal })) {
         if (ev.request) show(ev.request);
         for (const e of ev.events) if (e.request) show(e.request);
+        if (ev.request || ev.events.length) quotasChanged();
       }
     } catch (err) {
       if (!signal.aborted) status(live, streamEndText(err), true);
@@ -88,10 +101,7 @@ async function monthSummary(page: HTMLElement, team: string): Promise<void> {
     page.append(h("p", { class: "muted" }, "No usage this month yet."));
   }
   if (cb.hours.length) {
-    const labels = cb.hours.map((p) => new Date(Number(p.hour?.seconds ?? 0n) * 1000).toISOString().slice(5, 13).replace("T", " "));
-    page.append(chart("line", `Allocated vs used GPU-hours per hour, ${team}`, labels, [
-      { label: "allocated GPU-h", color: "#2f6db5", values: cb.hours.map((p) => Number(p.reservedMilliSeconds) / 3.6e6) },
-      { label: "used GPU-h", color: "#e08a1e", values: cb.hours.map((p) => Number(p.usedMilliSeconds) / 3.6e6) },
-    ]));
+    page.append(chart("line", `Allocated vs used GPU-hours per hour, ${team}`,
+      cb.hours.map((p) => rfc3339(p.hour)), hourSeries(cb.hours), "chart-hours"));
   }
 }
