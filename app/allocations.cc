@@ -1,8 +1,11 @@
 #include "app/allocations.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -115,12 +118,13 @@ std::vector<core::CapacityRequest*> RequestsOf(store::RequestPage& page) {
 
 void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
                                   absl::StatusOr<core::CapacityRequestSpec> spec,
-                                  Reply<RequestDecision> reply) const {
+                                  Reply<RequestDecision> reply, bool preview) const {
   if (absl::Status access = ctx_.access->Check(caller, "AllocationService.RequestCapacity", target);
       !access.ok()) {
     return reply(access);
   }
   if (!spec.ok()) return reply(spec.status());
+  if (preview) return Preview(*std::move(spec), caller.actor(), std::move(reply));
   auto outcome = std::make_shared<core::RequestOutcome>();
   ctx_.arbiter->Submit(
       [spec = *std::move(spec), outcome](core::State& state, absl::Time now,
@@ -145,6 +149,112 @@ void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
             reply, "too busy; retry");
       },
       caller.actor());
+}
+
+void Allocations::Preview(core::CapacityRequestSpec spec, std::string actor,
+                          Reply<RequestDecision> reply) const {
+  RunPreview(
+      [spec = std::move(spec)](
+          const core::State& state, core::State& what_if, absl::Time now,
+          core::ChangeSet& changes) -> absl::StatusOr<std::pair<int64_t, bool>> {
+        // A clone starts without the idempotency keys: a used key is looked
+        // up in the arbiter's state, and previews as its replay.
+        absl::StatusOr<std::optional<int64_t>> seen = core::SeenIdempotencyKey(state, spec);
+        if (!seen.ok()) return seen.status();
+        if (seen->has_value()) return std::make_pair(**seen, true);
+        absl::StatusOr<core::RequestOutcome> out =
+            core::RequestCapacity(what_if, spec, now, changes);
+        if (!out.ok()) return out.status();
+        return std::make_pair(out->request.id, out->replayed);
+      },
+      std::move(actor), std::move(reply));
+}
+
+void Allocations::PreviewApproval(const Caller& caller, int64_t id,
+                                  Reply<RequestDecision> reply) const {
+  if (absl::Status access = ctx_.access->Check(caller, kApprove, {}); !access.ok()) {
+    return reply(access);
+  }
+  RunPreview(
+      [caller, id](const core::State&, core::State& what_if, absl::Time now,
+                   core::ChangeSet& changes) -> absl::StatusOr<std::pair<int64_t, bool>> {
+        absl::StatusOr<core::CapacityRequest> out =
+            core::ApproveRequest(what_if, id, ApproverOf(caller), now, changes);
+        if (!out.ok()) return out.status();
+        return std::make_pair(id, false);
+      },
+      caller.actor(), std::move(reply));
+}
+
+void Allocations::RunPreview(PreviewDecide decide, std::string actor,
+                             Reply<RequestDecision> reply) const {
+  if (absl::Status admitted = preview_budget_->Admit(ctx_.clock->TimeNow()); !admitted.ok()) {
+    return reply(absl::ResourceExhaustedError(
+        absl::StrCat("previews may use a tenth of the arbiter's time: ", admitted.message())));
+  }
+  auto decision = std::make_shared<RequestDecision>();
+  decision->preview = true;
+  ctx_.arbiter->Submit(
+      [decide = std::move(decide), decision, clock = ctx_.clock, budget = preview_budget_](
+          core::State& state, absl::Time now, core::ChangeSet&) -> absl::Status {
+        // Charged however the decision ends.
+        struct Charge {
+          Clock* clock;
+          DutyLimiter* budget;
+          absl::Time started;
+          ~Charge() { budget->Charge(started, clock->TimeNow()); }
+        } charge{clock, budget.get(), clock->TimeNow()};
+        // Decided now, as a real call would be, on a clone (as preemption
+        // plans are): `state` and the batch's changes stay as they are.
+        core::State what_if = state.Clone();
+        core::ChangeSet discarded;
+        absl::StatusOr<std::pair<int64_t, bool>> decided = decide(state, what_if, now, discarded);
+        if (!decided.ok()) return decided.status();
+        const auto [id, replayed] = *decided;
+        decision->request.id = id;
+        decision->replayed = replayed;
+        if (replayed) return absl::OkStatus();  // Answered from the store.
+        for (const core::Change& change : discarded.changes) {
+          const auto* write = std::get_if<core::RequestWrite>(&change);
+          if (write == nullptr) continue;
+          if (write->request.id == id) {
+            decision->request = write->request;  // Its last write is what it would be.
+          } else if (write->request.state == core::RequestState::kPreempting ||
+                     write->request.state == core::RequestState::kPreempted) {
+            decision->would_preempt.push_back(write->request);
+          }
+        }
+        if (const core::CapacityRequest* live = what_if.FindLiveRequest(id)) {
+          decision->request = *live;
+        }
+        return absl::OkStatus();
+      },
+      [ctx = ctx_, decision, reply = std::move(reply)](const absl::Status& status) {
+        if (!status.ok()) return reply(status);
+        if (!decision->replayed) return reply(std::move(*decision));
+        // A key already used: its request as it stands, as a real call answers.
+        RunRead<RequestDecision>(
+            ctx,
+            [ctx, id = decision->request.id]() -> absl::StatusOr<RequestDecision> {
+              absl::StatusOr<core::CapacityRequest> stored = ReadRequest(ctx, id);
+              if (!stored.ok()) return stored.status();
+              return RequestDecision{*std::move(stored), true, true, {}};
+            },
+            reply, "too busy; retry");
+      },
+      std::move(actor));
+}
+
+absl::Status DutyLimiter::Admit(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  if (now >= free_at_) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("retry in ", absl::ToInt64Milliseconds(free_at_ - now) + 1, " ms"));
+}
+
+void DutyLimiter::Charge(absl::Time started, absl::Time ended) {
+  absl::MutexLock lock(&mu_);
+  free_at_ = std::max(free_at_, started + share_ * (ended - started));
 }
 
 void Allocations::GetRequest(const Caller& caller, int64_t id,

@@ -10,6 +10,7 @@
 //   build/bench/core_benchmark                                  # full run
 //   build/bench/core_benchmark --benchmark_min_time=0 --benchmark_filter=gpus:1000/  # smoke
 //   build/bench/core_benchmark --benchmark_filter=QueuePositions  # a read's position cost
+//   build/bench/core_benchmark --benchmark_filter=Preview  # a dry run's clone + decision
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -38,14 +39,9 @@ int64_t Percentile(std::vector<int64_t>& ns, double q) {
   return ns[k];
 }
 
-void BM_Decision(benchmark::State& bench) {
-  const int gpus = static_cast<int>(bench.range(0));
-  const size_t heap_before = HeapInUse();
-  State s = mix::PoolOf(gpus, static_cast<size_t>(bench.range(1)));
-  std::mt19937_64 rng(42);
-  int64_t key = 0;
-  std::vector<int64_t> live;
-  // Fill to about 80%, skipping what does not fit.
+// Fills `s` (a pool of `gpus` GPUs) to about 80% with the mix, skipping
+// what does not fit; the admitted ids go to `live`.
+void FillTo80(State& s, int gpus, std::mt19937_64& rng, int64_t& key, std::vector<int64_t>& live) {
   for (int misses = 0; s.UsedMilli("t", "p") < int64_t{gpus} * 800 && misses < 1000;) {
     ChangeSet fill;
     auto out = RequestCapacity(s, Spec(key++, rng), kNow, fill);
@@ -56,6 +52,16 @@ void BM_Decision(benchmark::State& bench) {
       if (out.ok()) (void)ReleaseRequest(s, out->request.id, kNow, fill);
     }
   }
+}
+
+void BM_Decision(benchmark::State& bench) {
+  const int gpus = static_cast<int>(bench.range(0));
+  const size_t heap_before = HeapInUse();
+  State s = mix::PoolOf(gpus, static_cast<size_t>(bench.range(1)));
+  std::mt19937_64 rng(42);
+  int64_t key = 0;
+  std::vector<int64_t> live;
+  FillTo80(s, gpus, rng, key, live);
   const size_t heap_state = HeapInUse() - heap_before;
   const double occupancy = static_cast<double>(s.UsedMilli("t", "p")) / (gpus * 1000.0);
 
@@ -107,6 +113,32 @@ BENCHMARK(BM_Decision)
     ->Args({10'000, 0})
     ->Args({100'000, 0})
     ->Unit(benchmark::kMicrosecond);
+
+// A preview (RequestCapacity with validate_only), as app::Allocations::
+// RunPreview makes it on the arbiter's thread: the state of the same 80%
+// full pool cloned, and one request of the mix decided on the clone. Its
+// time is what a preview takes from the single writer.
+void BM_Preview(benchmark::State& bench) {
+  const int gpus = static_cast<int>(bench.range(0));
+  State s = mix::PoolOf(gpus, State::kDefaultPlacementCandidates);
+  std::mt19937_64 rng(42);
+  int64_t key = 0;
+  std::vector<int64_t> live;
+  FillTo80(s, gpus, rng, key, live);
+  for (auto _ : bench) {
+    State what_if = s.Clone();
+    ChangeSet discarded;
+    benchmark::DoNotOptimize(RequestCapacity(what_if, Spec(key++, rng), kNow, discarded));
+  }
+  bench.counters["gpus"] = gpus;
+  bench.counters["live"] = static_cast<double>(live.size());
+}
+BENCHMARK(BM_Preview)
+    ->ArgNames({"gpus"})
+    ->Arg(1'000)
+    ->Arg(10'000)
+    ->Arg(100'000)
+    ->Unit(benchmark::kMillisecond);
 
 // QueuePositions as a read asks it: a full 64-GPU pool with `queued`
 // requests of the mix waiting, `asked` of them, at random, per read (1: a

@@ -844,19 +844,38 @@ void Reserve(State& state, CapacityRequest& request, absl::Time now) {
 
 }  // namespace
 
+namespace {
+
+// SeenIdempotencyKey, once the keys expired by `now` are forgotten.
+absl::StatusOr<std::optional<int64_t>> SeenKey(const State& state, const CapacityRequestSpec& spec,
+                                               uint64_t body_hash) {
+  const IdempotencyEntry* seen = state.FindIdempotencyKey(spec.idempotency_key);
+  if (seen == nullptr) return std::optional<int64_t>();
+  if (seen->body_hash != body_hash) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "idempotency_key: '", spec.idempotency_key, "' was used for request ", seen->request_id,
+        " with a different body; use a new key for a different request"));
+  }
+  return std::optional<int64_t>(seen->request_id);
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<int64_t>> SeenIdempotencyKey(const State& state,
+                                                          const CapacityRequestSpec& spec) {
+  ARBITER_RETURN_IF_ERROR(ValidateRequestSpec(spec));
+  return SeenKey(state, spec, FingerprintRequestSpec(spec));
+}
+
 absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
                                                absl::Time now, ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidateRequestSpec(spec));
   const uint64_t body_hash = FingerprintRequestSpec(spec);
   state.ForgetExpiredKeys(now);
-  if (const IdempotencyEntry* seen = state.FindIdempotencyKey(spec.idempotency_key)) {
-    if (seen->body_hash != body_hash) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "idempotency_key: '", spec.idempotency_key, "' was used for request ", seen->request_id,
-          " with a different body; use a new key for a different request"));
-    }
+  ARBITER_ASSIGN_OR_RETURN(std::optional<int64_t> seen, SeenKey(state, spec, body_hash));
+  if (seen.has_value()) {
     RequestOutcome replay;
-    replay.request.id = seen->request_id;
+    replay.request.id = *seen;
     replay.replayed = true;
     return replay;
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ struct RequestOutcome {
 // (idempotency key reused with a different body).
 absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
                                                absl::Time now, ChangeSet& changes);
+
+// The request `spec`'s idempotency key already names, as the keys stand (a
+// key past its window is forgotten at the next RequestCapacity): its id,
+// the replay RequestCapacity would answer; nullopt for a new key.
+// INVALID_ARGUMENT for a bad spec (as RequestCapacity); FAILED_PRECONDITION
+// when the key was used for a different body. For a preview, which decides
+// on a State::Clone, and a clone starts without the keys.
+absl::StatusOr<std::optional<int64_t>> SeenIdempotencyKey(const State& state,
+                                                          const CapacityRequestSpec& spec);
 
 // Releases an admitted or preempting request, or cancels a queued or
 // reserved one, then admits what now fits from the pool's queue. With a

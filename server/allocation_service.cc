@@ -61,7 +61,12 @@ grpc::ServerUnaryReactor* AllocationService::RequestCapacity(grpc::CallbackServe
           [nodes = &ctx_.app->nodes(), resp](const app::RequestDecision& d) {
             resp->set_replayed(d.replayed);
             ToProto(d.request, *nodes, resp->mutable_request());
-          }));
+            resp->set_validated_only(d.preview);
+            for (const core::CapacityRequest& victim : d.would_preempt) {
+              ToProto(victim, *nodes, resp->add_would_preempt());
+            }
+          }),
+      req->validate_only());
   return reactor;
 }
 
@@ -101,6 +106,20 @@ grpc::ServerUnaryReactor* AllocationService::ApproveRequest(grpc::CallbackServer
                                                             const v1::ApproveRequestRequest* req,
                                                             v1::ApproveRequestResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (req->validate_only()) {
+    ctx_.app->allocations().PreviewApproval(
+        CallerOf(*ctx, ctx_.insecure), req->id(),
+        Answer<app::RequestDecision>(
+            reactor, "ApproveRequest",
+            [nodes = &ctx_.app->nodes(), resp](const app::RequestDecision& d) {
+              ToProto(d.request, *nodes, resp->mutable_request());
+              resp->set_validated_only(true);
+              for (const core::CapacityRequest& victim : d.would_preempt) {
+                ToProto(victim, *nodes, resp->add_would_preempt());
+              }
+            }));
+    return reactor;
+  }
   ctx_.app->allocations().ApproveRequest(
       CallerOf(*ctx, ctx_.insecure), req->id(),
       Answer<core::CapacityRequest>(reactor, "ApproveRequest",

@@ -252,5 +252,46 @@ TEST_F(RequestPathTest, ReadsCheckAccessAndArguments) {
   EXPECT_THAT(listed.get(), StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
+// A preview decides on a clone: it answers what the call would do, and the
+// store and the ledger do not move.
+TEST_F(RequestPathTest, APreviewIsDecidedAndNothingIsWritten) {
+  const size_t ledger = Ledger().size();
+  Awaited<RequestDecision> previewed;
+  core::CapacityRequestSpec spec = WholeSpec("p1", 1, 2);
+  app_->allocations().RequestCapacity(Developer(), Resource{spec.team, spec.pool}, spec,
+                                      previewed.reply(), /*preview=*/true);
+  absl::StatusOr<RequestDecision> d = previewed.get();
+  ASSERT_THAT(d, IsOk());
+  EXPECT_TRUE(d->preview);
+  EXPECT_EQ(d->request.state, core::RequestState::kAdmitted);
+  EXPECT_EQ(d->request.placements.size(), 1u);
+  EXPECT_EQ(Ledger().size(), ledger);
+  EXPECT_THAT(store_->GetRequest(d->request.id), StatusIs(absl::StatusCode::kNotFound));
+  absl::StatusOr<RequestDecision> real = Request(Developer(), "p1", 2);
+  ASSERT_THAT(real, IsOk());
+  EXPECT_EQ(real->request.id, d->request.id);
+  EXPECT_EQ(real->request.placements[0].gpu_indices, d->request.placements[0].gpu_indices);
+}
+
+TEST(DutyLimiterTest, AJobGetsItsShareOfTheTimeAndNoMore) {
+  DutyLimiter limiter(10);
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  EXPECT_THAT(limiter.Admit(t0), IsOk());
+  limiter.Charge(t0, t0 + absl::Milliseconds(100));  // A run of 100 ms...
+  // ...may be followed by the next only 900 ms after it ended.
+  EXPECT_THAT(limiter.Admit(t0 + absl::Milliseconds(100)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  absl::Status early = limiter.Admit(t0 + absl::Milliseconds(999));
+  EXPECT_THAT(early, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(early.message().find("retry in 2 ms"), absl::string_view::npos) << early.message();
+  EXPECT_THAT(limiter.Admit(t0 + absl::Seconds(1)), IsOk());
+  // A shorter run later does not shorten the wait a longer one set.
+  limiter.Charge(t0 + absl::Seconds(1), t0 + absl::Seconds(3));
+  limiter.Charge(t0 + absl::Seconds(3), t0 + absl::Seconds(3));
+  EXPECT_THAT(limiter.Admit(t0 + absl::Seconds(20)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(limiter.Admit(t0 + absl::Seconds(21)), IsOk());
+}
+
 }  // namespace
 }  // namespace arbiter::app

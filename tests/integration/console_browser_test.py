@@ -200,7 +200,19 @@ def main():
             checkpoint.clear()
             checkpoint.send_keys("60")
             alice.shot(out_dir, "new-request")
+            # The dry run first: what would happen, and nothing submitted.
+            from arbiter.v1 import allocation_pb2, allocation_pb2_grpc
+            alloc = allocation_pb2_grpc.AllocationServiceStub(live.channel)
+            d.find_element(By.ID, "preview").click()
+            heading = alice.wait(lambda d: d.find_element(By.CSS_SELECTOR, "#answer h2"))
+            assert heading.text == "Preview: it would be pending approval", heading.text
+            assert "It would preempt nothing." in d.find_element(By.ID, "would-preempt").text
+            assert not alloc.ListRequests(allocation_pb2.ListRequestsRequest()).requests, \
+                "the preview submitted a request"
+            alice.shot(out_dir, "new-request-preview")
             d.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+            alice.wait(lambda d: not d.find_element(
+                By.CSS_SELECTOR, "#answer h2").text.startswith("Preview"))
             heading = alice.wait(lambda d: d.find_element(By.CSS_SELECTOR, "#answer h2"))
             assert "pending approval" in heading.text, heading.text
             request_id = heading.text.split()[1].rstrip(":")
@@ -208,9 +220,7 @@ def main():
             alice.shot(out_dir, "new-request-answer")
 
             # The API says the same: state and reason.
-            from arbiter.v1 import allocation_pb2, allocation_pb2_grpc, chargeback_pb2
-            from arbiter.v1 import chargeback_pb2_grpc, types_pb2
-            alloc = allocation_pb2_grpc.AllocationServiceStub(live.channel)
+            from arbiter.v1 import chargeback_pb2, chargeback_pb2_grpc, types_pb2
             got = alloc.GetRequest(allocation_pb2.GetRequestRequest(id=int(request_id))).request
             assert got.state == types_pb2.REQUEST_STATE_PENDING_APPROVAL, got
             assert shown_reason == f"{got.reason_code}: {got.reason}", (shown_reason, got.reason)
@@ -248,6 +258,11 @@ def main():
             assert cells[5] == gpus(pending.total_gpu_milli), (cells, pending.total_gpu_milli)
             assert cells[6] == money(pending.cost_micros), (cells, pending.cost_micros)
             assert cells[7] == f"{pending.reason_code}: {pending.reason}", cells
+            # What approving would do, before deciding.
+            carol_row.find_element(By.XPATH,
+                                   f".//button[text()='Preview approving {request_id}']").click()
+            carol.wait(lambda d: carol.row("inbox", request_id).find_element(
+                By.CSS_SELECTOR, "[data-field=preview]").text == "admitted; preempts nothing")
             carol.shot(out_dir, "inbox")
             carol_row.find_element(By.XPATH, f".//button[text()='Approve {request_id}']").click()
             carol.wait(lambda d: "approved" in d.find_element(By.ID, "inbox-status").text)

@@ -710,12 +710,29 @@ TEST_F(AuthzTest, BorrowingWaitsForThePoolAuthority) {
   approve.set_id(id);
   EXPECT_EQ(Unary(*member.allocation, &Alloc::ApproveRequest, approve), Code::PERMISSION_DENIED);
   Stubs authority = Connect("authority");
+  // A preview of the approval: what it would do, under the same rules, with
+  // nothing written.
+  v1::ApproveRequestRequest preview = approve;
+  preview.set_validate_only(true);
+  EXPECT_EQ(Unary(*member.allocation, &Alloc::ApproveRequest, preview), Code::PERMISSION_DENIED);
+  const std::string before_preview = RowCounts();
+  v1::ApproveRequestResponse previewed;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(authority.allocation->ApproveRequest(&ctx, preview, &previewed).ok());
+  }
+  EXPECT_TRUE(previewed.validated_only());
+  EXPECT_EQ(previewed.request().state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(previewed.would_preempt_size(), 0);
+  EXPECT_EQ(RowCounts(), before_preview) << "a preview wrote";
   v1::ApproveRequestResponse approved;
   {
     grpc::ClientContext ctx;
     ASSERT_TRUE(authority.allocation->ApproveRequest(&ctx, approve, &approved).ok());
   }
+  EXPECT_FALSE(approved.validated_only());
   EXPECT_EQ(approved.request().state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(approved.request().placements_size(), previewed.request().placements_size());
   ASSERT_EQ(approved.request().approvals_size(), 1);
   EXPECT_EQ(approved.request().approvals(0), "borrow:spiffe://arbiter.local/authority");
 

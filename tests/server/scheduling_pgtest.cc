@@ -129,6 +129,89 @@ TEST_F(ServerTest, PreemptionNoticeCarriesItsDeadlineAndExpires) {
   EXPECT_EQ(*states, "preempted,admitted");
 }
 
+// A preview (validate_only) writes nothing and answers what the same call
+// does right after it: the id, the state, the reason, the placements, and
+// the running request it preempts.
+TEST_F(ServerTest, APreviewWritesNothingAndIsWhatTheCallDoes) {
+  testing::SeedSpec seed;
+  seed.pool = "batch";
+  seed.latency_class = v1::LATENCY_CLASS_BATCH;
+  seed.gpus_per_node = 2;
+  seed.nominal_milli = 2000;
+  ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, seed), IsOk());
+  auto ledger_length = [&] {
+    auto n = db_->QueryValue("SELECT count(*) FROM ledger");
+    EXPECT_THAT(n, IsOk());
+    return n.value_or("");
+  };
+  auto preview_then_call = [&](v1::RequestCapacityRequest req) {
+    const std::string rows = RowCounts();
+    const std::string ledger = ledger_length();
+    req.set_validate_only(true);
+    v1::RequestCapacityResponse preview;
+    EXPECT_TRUE(Request(req, &preview).ok());
+    EXPECT_TRUE(preview.validated_only());
+    EXPECT_EQ(RowCounts(), rows) << "a preview wrote";
+    EXPECT_EQ(ledger_length(), ledger) << "a preview was ledgered";
+    // The same key previewed again is still free.
+    v1::RequestCapacityResponse again;
+    EXPECT_TRUE(Request(req, &again).ok());
+    EXPECT_FALSE(again.replayed());
+    req.set_validate_only(false);
+    v1::RequestCapacityResponse real;
+    EXPECT_TRUE(Request(req, &real).ok());
+    EXPECT_FALSE(real.validated_only());
+    EXPECT_EQ(preview.request().id(), real.request().id());
+    EXPECT_EQ(preview.request().state(), real.request().state());
+    EXPECT_EQ(preview.request().reason_code(), real.request().reason_code());
+    EXPECT_EQ(preview.request().placements_size(), real.request().placements_size());
+    for (int i = 0; i < real.request().placements_size() && i < preview.request().placements_size();
+         ++i) {
+      EXPECT_EQ(preview.request().placements(i).node(), real.request().placements(i).node());
+      EXPECT_EQ(preview.request().placements(i).gpu_indices(0),
+                real.request().placements(i).gpu_indices(0));
+    }
+    return std::make_pair(preview, real);
+  };
+
+  v1::RequestCapacityRequest low = ValidRequest("low");
+  low.set_pool("batch");
+  low.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  low.mutable_shape()->set_whole_gpus(2);
+  low.set_preemptible(true);
+  low.set_checkpoint_seconds(120);
+  auto [low_preview, low_real] = preview_then_call(low);
+  EXPECT_EQ(low_real.request().state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(low_preview.would_preempt_size(), 0);
+
+  v1::RequestCapacityRequest high = low;
+  high.set_idempotency_key("high");
+  high.set_preemptible(false);
+  high.set_priority(10);
+  auto [high_preview, high_real] = preview_then_call(high);
+  EXPECT_EQ(high_real.request().reason_code(), "WAITING_FOR_PREEMPTION");
+  ASSERT_EQ(high_preview.would_preempt_size(), 1);
+  EXPECT_EQ(high_preview.would_preempt(0).id(), low_real.request().id());
+  EXPECT_EQ(high_preview.would_preempt(0).state(), v1::REQUEST_STATE_PREEMPTING);
+
+  // A key already used previews as its replay, naming its request.
+  v1::RequestCapacityRequest replay = low;
+  replay.set_validate_only(true);
+  v1::RequestCapacityResponse replayed;
+  ASSERT_TRUE(Request(replay, &replayed).ok());
+  EXPECT_TRUE(replayed.replayed());
+  EXPECT_EQ(replayed.request().id(), low_real.request().id());
+  // Bad input is refused as a real call's is, naming the field.
+  v1::RequestCapacityRequest bad = low;
+  bad.set_idempotency_key("bad");
+  bad.set_members(0);
+  bad.set_validate_only(true);
+  v1::RequestCapacityResponse refused;
+  grpc::Status status = Request(bad, &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("members"), std::string::npos) << status.error_message();
+}
+
 // A request with a future start is RESERVED with its held GPUs; an
 // open-ended request then waits, and one that ends before the window runs.
 TEST_F(ServerTest, ReservationHoldsGpusAndShorterWorkBackfills) {

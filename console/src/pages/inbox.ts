@@ -7,7 +7,7 @@ import { h, num, status } from "../dom";
 import { gpus, money, rfc3339 } from "../format";
 import { RequestState, type CapacityRequest } from "../gen/arbiter/v1/types_pb";
 import type { Session } from "../main";
-import { classText, reasonText, shapeText } from "./common";
+import { classText, reasonText, shapeText, stateText } from "./common";
 
 function mine(r: CapacityRequest, s: Session): boolean {
   if (r.state !== RequestState.PENDING_APPROVAL) return false;
@@ -41,12 +41,26 @@ export async function inboxPage(page: HTMLElement, s: Session, signal: AbortSign
           status(note, errorText(err), true);
         }
       };
+      // What approving would do now: the same call as a preview.
+      const outcome = h("td", { "data-field": "preview" });
+      const preview = async () => {
+        status(outcome, "…");
+        try {
+          const resp = await api.allocation.approveRequest({ id: r.id, validateOnly: true });
+          const victims = resp.wouldPreempt.map((v) => `request ${v.id} (${v.team}, ${gpus(v.totalGpuMilli)} GPUs)`);
+          status(outcome, `${stateText(resp.request!.state)}; ${victims.length ? `would preempt ${victims.join(", ")}` : "preempts nothing"}`);
+        } catch (err) {
+          status(outcome, errorText(err), true);
+        }
+      };
+      outcome.append(h("button", { type: "button", onclick: () => void preview() }, `Preview approving ${r.id}`));
       const row = h("tr", { "data-request-id": r.id.toString() },
         num(r.id.toString()), h("td", {}, r.team), h("td", {}, r.pool), h("td", {}, classText(r.workloadClass)),
         h("td", {}, `${r.members} × ${shapeText(r.shape)}`), num(gpus(r.totalGpuMilli)), num(money(r.costMicros)),
         h("td", {}, reasonText(r)),
         h("td", {}, r.approvals.length ? `approved by ${r.approvals.join(", ")}` : "none yet"),
         h("td", {}, r.approvalDeadline ? rfc3339(r.approvalDeadline) : ""),
+        outcome,
         h("td", {},
           h("button", { type: "button", onclick: () => void act(true) }, `Approve ${r.id}`), " ",
           reason, " ",
@@ -62,7 +76,7 @@ export async function inboxPage(page: HTMLElement, s: Session, signal: AbortSign
   page.append(note, empty, h("table", { id: "inbox" },
     h("caption", { class: "muted" }, "Requests waiting for your approval"),
     h("thead", {}, h("tr", {}, ...["ID", "Team", "Pool", "Class", "Shape", "GPUs", "Projected cost", "Why it waits",
-      "Approvals", "Decide by", "Decision"].map((x) => h("th", { scope: "col" }, x)))),
+      "Approvals", "Decide by", "If approved now", "Decision"].map((x) => h("th", { scope: "col" }, x)))),
     body));
   for (const r of listed.requests) render(r);
   empty.hidden = rows.size > 0;

@@ -2,12 +2,12 @@
 // idempotency key (a resubmitted form does not ask twice). The answer shows
 // where it landed, what it costs, or why it waits.
 import { api, errorText } from "../api";
-import { h, status } from "../dom";
-import { gpus, money } from "../format";
+import { h, num, status, table } from "../dom";
+import { gpus, money, rfc3339 } from "../format";
 import { create } from "@bufbuild/protobuf";
 import { GpuFractionSchema, WorkloadClass, type MemberShape } from "../gen/arbiter/v1/types_pb";
 import type { Session } from "../main";
-import { reasonText, stateText } from "./common";
+import { classText, reasonText, stateText } from "./common";
 
 function field(label: string, id: string, control: HTMLElement): HTMLElement[] {
   control.id = id;
@@ -48,13 +48,17 @@ export async function requestPage(page: HTMLElement, s: Session): Promise<void> 
       default: return { case: "wholeGpus", value: Number(count.value) };
     }
   };
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    status(note, "submitting…");
+  // A dry run first: the same call with validateOnly, decided on a copy of
+  // the arbiter's state; the form keeps one idempotency key per request so
+  // that the preview and the submission describe the same call.
+  let key = `console-${crypto.randomUUID()}`;
+  const call = async (preview: boolean) => {
+    status(note, preview ? "previewing…" : "submitting…");
     answer.replaceChildren();
     try {
       const resp = await api.allocation.requestCapacity({
-        idempotencyKey: `console-${crypto.randomUUID()}`,
+        validateOnly: preview,
+        idempotencyKey: key,
         team: team.value, pool: pool.value,
         workloadClass: WorkloadClass[cls.value as keyof typeof WorkloadClass],
         members: Number(members.value),
@@ -65,17 +69,30 @@ export async function requestPage(page: HTMLElement, s: Session): Promise<void> 
       });
       const r = resp.request!;
       status(note, "");
+      if (!preview) key = `console-${crypto.randomUUID()}`;  // The next request is another.
       const where = r.placements.map((p) => `${p.cluster}/${p.node} GPU ${p.gpuIndices.join(",")}${p.migProfile ? ` (${p.migProfile})` : ""}`);
       answer.append(
-        h("h2", {}, `Request ${r.id}: ${stateText(r.state)}`),
+        h("h2", {}, resp.validatedOnly ? `Preview: it would be ${stateText(r.state)}` : `Request ${r.id}: ${stateText(r.state)}`),
         h("p", { id: "answer-reason" }, reasonText(r) || "admitted"),
         where.length ? h("p", {}, `Placed on ${where.join("; ")}`) : "",
         h("p", {}, `${gpus(r.totalGpuMilli)} GPUs; cost to the team's budget: ${money(r.costMicros)} (projected while it runs)`),
-        h("p", {}, h("a", { href: `#/team/${encodeURIComponent(r.team)}` }, `Follow it on team ${r.team}'s page`)),
+        resp.validatedOnly
+          ? h("div", { id: "would-preempt" },
+            resp.wouldPreempt.length
+              ? table("It would preempt", ["Request", "Team", "Class", "GPUs", "Must vacate by"],
+                resp.wouldPreempt.map((v) => [num(v.id.toString()), v.team, classText(v.workloadClass),
+                  num(gpus(v.totalGpuMilli)), v.preemptDeadline ? rfc3339(v.preemptDeadline) : ""]))
+              : h("p", {}, "It would preempt nothing."),
+            h("p", { class: "muted" }, "Nothing was submitted."))
+          : h("p", {}, h("a", { href: `#/team/${encodeURIComponent(r.team)}` }, `Follow it on team ${r.team}'s page`)),
       );
     } catch (err) {
       status(note, errorText(err), true);
     }
+  };
+  const submit = (e: Event) => {
+    e.preventDefault();
+    void call(false);
   };
   page.append(h("form", { class: "stack", onsubmit: submit as EventListener },
     ...field("Team", "f-team", team), ...field("Pool", "f-pool", pool), ...field("Workload class", "f-class", cls),
@@ -85,5 +102,7 @@ export async function requestPage(page: HTMLElement, s: Session): Promise<void> 
     ...field("Preemptible (may borrow idle capacity, may be preempted)", "f-preemptible", preemptible),
     ...field("Seconds a checkpoint takes (the notice it needs before preemption)", "f-checkpoint", checkpoint),
     ...field("Description", "f-description", description),
-    h("p", {}, h("button", { type: "submit" }, "Submit request"))), note, answer);
+    h("p", {},
+      h("button", { type: "button", id: "preview", onclick: () => void call(true) }, "Preview (dry run)"), " ",
+      h("button", { type: "submit" }, "Submit request"))), note, answer);
 }
