@@ -178,6 +178,19 @@ bool Authorizer::Within(const std::string& team, const std::string& scope) const
   return false;
 }
 
+namespace {
+
+// Whether a binding to `subject` (a principal, or "group:NAME") is the
+// caller's.
+bool IsSubject(const Caller& caller, const std::string& subject) {
+  if (subject == caller.principal) return true;
+  absl::string_view group = subject;
+  return absl::ConsumePrefix(&group, "group:") &&
+         std::find(caller.groups.begin(), caller.groups.end(), group) != caller.groups.end();
+}
+
+}  // namespace
+
 absl::Status Authorizer::Check(const Caller& caller, absl::string_view method,
                                const Resource& resource) const {
   if (caller.insecure) return absl::OkStatus();
@@ -192,14 +205,8 @@ absl::Status Authorizer::Check(const Caller& caller, absl::string_view method,
   if (admins_.contains(caller.principal)) return absl::OkStatus();
   if (rule->match == Match::kAuthenticated) return absl::OkStatus();
   absl::ReaderMutexLock lock(&mu_);
-  auto is_subject = [&](const std::string& subject) {
-    if (subject == caller.principal) return true;
-    absl::string_view group = subject;
-    return absl::ConsumePrefix(&group, "group:") &&
-           std::find(caller.groups.begin(), caller.groups.end(), group) != caller.groups.end();
-  };
   for (const core::RoleBinding& b : bindings_) {
-    if (!is_subject(b.subject)) continue;
+    if (!IsSubject(caller, b.subject)) continue;
     if (b.role == Role::kPlatformAdmin && b.scope_kind == ScopeKind::kOrg) return absl::OkStatus();
     if (std::find(rule->roles.begin(), rule->roles.end(), b.role) == rule->roles.end()) continue;
     const bool org = b.scope_kind == ScopeKind::kOrg;
@@ -256,17 +263,6 @@ std::vector<std::string> Authorizer::Methods() {
   for (const Rule& r : Rules()) out.emplace_back(r.method);
   return out;
 }
-
-namespace {
-
-bool IsSubject(const Caller& caller, const std::string& subject) {
-  if (subject == caller.principal) return true;
-  absl::string_view group = subject;
-  return absl::ConsumePrefix(&group, "group:") &&
-         std::find(caller.groups.begin(), caller.groups.end(), group) != caller.groups.end();
-}
-
-}  // namespace
 
 std::vector<core::RoleBinding> Authorizer::BindingsOf(const Caller& caller) const {
   std::vector<core::RoleBinding> out;

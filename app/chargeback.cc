@@ -56,18 +56,23 @@ absl::StatusOr<core::AttributionInputs> GatherAttribution(store::Store& store, c
   return in;
 }
 
-// The statements of every team for [from, to), with the hourly series, the
-// period's incidents and the conservation totals. Allocations still held
-// count until `now` (an open period's future holds nothing yet).
-// `team`'s allocated and used GPU time per hour of [from, to), held
-// allocations counted until `now`.
-absl::StatusOr<std::vector<core::HourPoint>> TeamHours(store::Store& store, absl::Time from,
-                                                       absl::Time to, absl::Time now,
-                                                       const std::string& team) {
+// The members held in [from, to), each counted until `now` at the latest
+// (an open period's future holds nothing yet).
+absl::StatusOr<std::vector<core::HeldMember>> HeldUntil(store::Store& store, absl::Time from,
+                                                        absl::Time to, absl::Time now) {
   const absl::Time held_to = std::max(from, std::min(to, now));
   ARBITER_ASSIGN_OR_RETURN(std::vector<core::HeldMember> held,
                            store.ListHeldMembers(from, held_to));
   for (core::HeldMember& m : held) m.until = std::min(m.until, held_to);
+  return held;
+}
+
+// `team`'s ("" for all) allocated GPU time per hour of [from, to), from
+// `held`, with the used time that telemetry measured.
+absl::StatusOr<std::vector<core::HourPoint>> HourlySeries(store::Store& store,
+                                                          const std::vector<core::HeldMember>& held,
+                                                          const std::string& team, absl::Time from,
+                                                          absl::Time to) {
   std::vector<core::HourPoint> hours = core::HourlyReserved(held, team, from, to);
   ARBITER_ASSIGN_OR_RETURN(auto used, store.ListUsedByHour(from, to, team));
   std::map<absl::Time, int64_t> used_at;
@@ -76,14 +81,25 @@ absl::StatusOr<std::vector<core::HourPoint>> TeamHours(store::Store& store, absl
   return hours;
 }
 
+// `team`'s allocated and used GPU time per hour of [from, to), held
+// allocations counted until `now`.
+absl::StatusOr<std::vector<core::HourPoint>> TeamHours(store::Store& store, absl::Time from,
+                                                       absl::Time to, absl::Time now,
+                                                       const std::string& team) {
+  ARBITER_ASSIGN_OR_RETURN(std::vector<core::HeldMember> held, HeldUntil(store, from, to, now));
+  return HourlySeries(store, held, team, from, to);
+}
+
+// The statements of every team for [from, to), with the hourly series, the
+// period's incidents and the conservation totals. Allocations still held
+// count until `now` (an open period's future holds nothing yet).
 absl::StatusOr<ChargebackReport> ComputeChargeback(store::Store& store, absl::Time from,
                                                    absl::Time to, absl::Time now) {
   core::ChargebackInputs in;
   in.from = from;
   in.to = to;
   const absl::Time held_to = std::max(from, std::min(to, now));
-  ARBITER_ASSIGN_OR_RETURN(in.held, store.ListHeldMembers(from, held_to));
-  for (core::HeldMember& m : in.held) m.until = std::min(m.until, held_to);
+  ARBITER_ASSIGN_OR_RETURN(in.held, HeldUntil(store, from, to, now));
   ARBITER_ASSIGN_OR_RETURN(auto usage, store.ListMemberUsage(from, to));
   for (const core::MemberUsage& u : usage) in.usage[{u.request_id, u.member}] = u;
   ARBITER_ASSIGN_OR_RETURN(auto pools, store.ListPools());
@@ -102,11 +118,7 @@ absl::StatusOr<ChargebackReport> ComputeChargeback(store::Store& store, absl::Ti
   report.from = from;
   report.to = to;
   report.statements = core::BuildStatements(in);
-  report.hours = core::HourlyReserved(in.held, "", from, to);
-  ARBITER_ASSIGN_OR_RETURN(auto used, store.ListUsedByHour(from, to, ""));
-  std::map<absl::Time, int64_t> used_at;
-  for (const core::HourPoint& p : used) used_at[p.hour] = p.used_milli_seconds;
-  for (core::HourPoint& p : report.hours) p.used_milli_seconds = used_at[p.hour];
+  ARBITER_ASSIGN_OR_RETURN(report.hours, HourlySeries(store, in.held, "", from, to));
   ARBITER_ASSIGN_OR_RETURN(report.incidents, store.ListIncidents(from, to, "", 0));
   for (const core::Incident& i : report.incidents) {
     report.incidents_attributed_micros += i.attribution.attributed_micros();

@@ -143,16 +143,21 @@ absl::StatusOr<app::Span> PeriodFromProto(bool has, const v1::Period& p) {
 
 // The response form of a computed report (also the encoding a closed
 // period stores: StatementsJson).
-void ToProto(const app::ChargebackReport& report, v1::GetChargebackResponse* resp) {
-  *resp->mutable_period()->mutable_from() = TimestampOf(report.from);
-  *resp->mutable_period()->mutable_to() = TimestampOf(report.to);
-  for (const core::Statement& s : report.statements) ToProto(s, resp->add_statements());
-  for (const core::HourPoint& p : report.hours) {
+// Appends `hours` to the response's hourly series.
+void AddHours(const std::vector<core::HourPoint>& hours, v1::GetChargebackResponse* resp) {
+  for (const core::HourPoint& p : hours) {
     v1::HourPoint* h = resp->add_hours();
     *h->mutable_hour() = TimestampOf(p.hour);
     h->set_reserved_milli_seconds(p.reserved_milli_seconds);
     h->set_used_milli_seconds(p.used_milli_seconds);
   }
+}
+
+void ToProto(const app::ChargebackReport& report, v1::GetChargebackResponse* resp) {
+  *resp->mutable_period()->mutable_from() = TimestampOf(report.from);
+  *resp->mutable_period()->mutable_to() = TimestampOf(report.to);
+  for (const core::Statement& s : report.statements) ToProto(s, resp->add_statements());
+  AddHours(report.hours, resp);
   for (const core::Incident& i : report.incidents) ToProto(i, resp->add_incidents());
   resp->set_incidents_attributed_micros(report.incidents_attributed_micros);
   resp->set_cluster_reserved_milli_seconds(report.cluster_reserved_milli_seconds);
@@ -165,12 +170,7 @@ void NarrowToTeam(const std::string& team, const std::optional<std::vector<core:
   if (team.empty()) return;
   resp->set_team(team);
   resp->clear_hours();
-  for (const core::HourPoint& p : hours.value_or(std::vector<core::HourPoint>{})) {
-    v1::HourPoint* h = resp->add_hours();
-    *h->mutable_hour() = TimestampOf(p.hour);
-    h->set_reserved_milli_seconds(p.reserved_milli_seconds);
-    h->set_used_milli_seconds(p.used_milli_seconds);
-  }
+  if (hours.has_value()) AddHours(*hours, resp);
   resp->clear_cluster_reserved_milli_seconds();
   resp->clear_incidents_attributed_micros();
   auto* statements = resp->mutable_statements();

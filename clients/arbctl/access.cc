@@ -47,6 +47,15 @@ std::string ScopeOf(const v1::RoleBinding& b) {
   return b.scope().empty() ? kind : kind + ":" + b.scope();
 }
 
+// One row per binding: subject, role, scope.
+Table BindingsTable(const google::protobuf::RepeatedPtrField<v1::RoleBinding>& bindings) {
+  Table t({"SUBJECT", "ROLE", "SCOPE"});
+  for (const v1::RoleBinding& b : bindings) {
+    t.AddRow({b.subject(), Lower(v1::Role_Name(b.role()), "ROLE_"), ScopeOf(b)});
+  }
+  return t;
+}
+
 }  // namespace
 
 int Commands::ListRoles() {
@@ -56,11 +65,7 @@ int Commands::ListRoles() {
     return 1;
   }
   if (options_.json) return PrintJsonMessage(resp), 0;
-  Table t({"SUBJECT", "ROLE", "SCOPE"});
-  for (const v1::RoleBinding& b : resp.bindings()) {
-    t.AddRow({b.subject(), Lower(v1::Role_Name(b.role()), "ROLE_"), ScopeOf(b)});
-  }
-  PrintTable(t);
+  PrintTable(BindingsTable(resp.bindings()));
   return 0;
 }
 
@@ -73,11 +78,7 @@ int Commands::WhoAmI() {
   std::cout << "principal: " << resp.principal() << "\n";
   std::cout << "groups: " << absl::StrJoin(resp.groups(), ", ") << "\n";
   std::cout << "platform admin: " << (resp.platform_admin() ? "yes" : "no") << "\n";
-  Table t({"SUBJECT", "ROLE", "SCOPE"});
-  for (const v1::RoleBinding& b : resp.bindings()) {
-    t.AddRow({b.subject(), Lower(v1::Role_Name(b.role()), "ROLE_"), ScopeOf(b)});
-  }
-  PrintTable(t);
+  PrintTable(BindingsTable(resp.bindings()));
   return 0;
 }
 
