@@ -37,6 +37,16 @@ const absl::flat_hash_set<int64_t>* Find(const Map& map, const Key& key) {
   return it == map.end() ? nullptr : &it->second;
 }
 
+// How much sooner than a whole period a new stream's first bookmark comes:
+// a point of [0, period) spread over the ids by the golden ratio, so that
+// streams subscribed together get their bookmarks spread over the period.
+absl::Duration FirstBookmarkLead(int64_t id, absl::Duration period) {
+  constexpr uint64_t kGolden = 0x9e3779b97f4a7c15u;
+  const double fraction = static_cast<double>((static_cast<uint64_t>(id) * kGolden) >> 11) /
+                          static_cast<double>(1ull << 53);
+  return absl::Nanoseconds(static_cast<int64_t>(fraction * absl::ToDoubleNanoseconds(period)));
+}
+
 }  // namespace
 
 WatchBatchPtr MakeWatchBatch(std::vector<WatchEventPtr> events) {
@@ -187,7 +197,7 @@ absl::StatusOr<int64_t> WatchHub::Subscribe(const std::string& caller, const Wat
   sub.filter = filter;
   sub.caller = caller;
   sub.after = start_revision == 0 ? head_ : start_revision;
-  sub.last_sent = clock_->TimeNow();
+  sub.last_sent = clock_->TimeNow() - FirstBookmarkLead(id, options_.bookmark_every);
   ++mine;
   if (sub.after >= head_) {
     sub.live = true;

@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
       ->add_option("--watch-window", options.watch.window_events,
                    "recent events kept in memory for watch resumption")
       ->capture_default_str();
-  std::string bookmark_every = "10s";
+  std::string bookmark_every = "60s";
   serve_cmd
       ->add_option("--watch-bookmark-every", bookmark_every,
                    "how long a watch stream may idle before it gets a bookmark")
