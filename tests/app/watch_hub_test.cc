@@ -409,6 +409,35 @@ TEST_F(WatchHubTest, AnIdleStreamGetsBookmarksWithTheCurrentRevision) {
   EXPECT_TRUE(r.seen().empty());
 }
 
+TEST_F(WatchHubTest, StreamsOpenedTogetherGetTheirFirstBookmarksSpreadOverThePeriod) {
+  watch_.bookmark_every = absl::Seconds(8);
+  Start();
+  const int64_t head = store_->LedgerHead();
+  std::vector<Recorder*> streams;
+  for (int i = 0; i < 8; ++i) {
+    streams.push_back(&NewRecorder());
+    ASSERT_THAT(Watch(*streams.back(), head), IsOk());
+  }
+  auto with_bookmarks = [&] {
+    int n = 0;
+    for (const Recorder* r : streams) n += r->bookmarks().empty() ? 0 : 1;
+    return n;
+  };
+  // Half a period on: some streams are due, not all. The hub looks at the
+  // (simulated) clock every quarter period of real time, at most a second.
+  clock_.Advance(absl::Seconds(4));
+  (void)streams.front()->WaitFor([](const Recorder&) { return false; }, absl::Milliseconds(1500));
+  const int half = with_bookmarks();
+  EXPECT_GT(half, 0);
+  EXPECT_LT(half, 8);
+  // A whole period on: every stream has had its first.
+  clock_.Advance(absl::Seconds(4));
+  for (Recorder* r : streams) {
+    EXPECT_TRUE(r->WaitFor([](const Recorder& x) { return !x.bookmarks_locked().empty(); }));
+  }
+  EXPECT_EQ(with_bookmarks(), 8);
+}
+
 TEST_F(WatchHubTest, FiltersByNodeRequestAndTypeThroughTheIndexes) {
   Recorder& on_n2 = NewRecorder();
   Recorder& one = NewRecorder();
