@@ -45,6 +45,13 @@
 // load (a platform admin: arbiterd --admin), approver, finance and agent.
 // Without --certs the client talks plaintext to an arbiterd started with
 // --insecure-loopback.
+//
+// The empty mix (`--mix empty`, run only) is the ceiling that gRPC itself
+// sets on this set-up: every client calls grpc.health.v1.Health/Check,
+// which arbiterd answers without touching its engine or PostgreSQL, over
+// the same channels, credentials and client threads. Its calls are counted
+// as the run's decisions, so that bench/run-load can quote decisions/s as a
+// share of it.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -72,6 +79,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include <grpcpp/alarm.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -132,6 +140,7 @@ struct Options {
   int telemetry_interval_s = 10;
 
   bool realistic() const { return mix == "realistic"; }
+  bool empty() const { return mix == "empty"; }
 };
 
 std::string Principal(const std::string& name) { return absl::StrCat(kPrincipalPrefix, name); }
@@ -425,6 +434,7 @@ enum Kind : int {
   kChargeback,
   kSamples,
   kLatencyReport,
+  kEmpty,
   kKinds,
 };
 constexpr const char* kKindNames[kKinds] = {"RequestCapacity",        "ReleaseAllocation",
@@ -432,8 +442,9 @@ constexpr const char* kKindNames[kKinds] = {"RequestCapacity",        "ReleaseAl
                                             "ListRequests.pending",   "ListRequests.team",
                                             "ListLedgerEntries.tail", "ListLedgerEntries.subject",
                                             "GetChargeback",          "StreamSamples",
-                                            "ReportLatency"};
-bool IsDecision(int k) { return k <= kDeny; }
+                                            "ReportLatency",          "Health.Check"};
+// The empty mix's calls stand in for decisions (its runs make no others).
+bool IsDecision(int k) { return k <= kDeny || k == kEmpty; }
 bool IsQuery(int k) { return k >= kListPending && k <= kChargeback; }
 
 // What one actor saw. Confined to the actor's thread until merged.
@@ -714,6 +725,53 @@ class Actor {
   Clock::time_point started_;
   grpc::Status status_;
   std::unique_ptr<grpc::Alarm> alarm_;
+};
+
+// A client of the empty mix: grpc.health.v1.Health/Check in a loop, each
+// answer checked (SERVING).
+class EmptyCaller final : public Actor {
+ public:
+  EmptyCaller(const Options& o, grpc::GenericStub* stub, Clock::time_point end, Tally& tally)
+      : o_(o), stub_(stub), end_(end), t_(tally) {
+    // HealthCheckRequest{service: ""}: no bytes.
+    grpc::Slice none("", 0);
+    request_ = grpc::ByteBuffer(&none, 1);
+  }
+
+  bool Start(grpc::CompletionQueue* cq) override {
+    if (Clock::now() >= end_) return false;
+    Begin(o_.deadline_ms);
+    call_ = stub_->PrepareUnaryCall(ctx_.get(), "/grpc.health.v1.Health/Check", request_, cq);
+    call_->StartCall();
+    call_->Finish(&response_, &status_, this);
+    return true;
+  }
+
+  void Complete() override {
+    t_.Call(kEmpty, ElapsedUs());
+    if (!status_.ok()) {
+      t_.Error(kEmpty, absl::StrCat(status_.error_code(), ": ", status_.error_message()));
+      return;
+    }
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (response_.Dump(&slices).ok()) {
+      for (const grpc::Slice& slice : slices) {
+        bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
+    }
+    // HealthCheckResponse{status: SERVING (1)}: field 1, varint 1.
+    if (bytes != std::string("\x08\x01", 2)) t_.Error(kEmpty, "not SERVING");
+  }
+
+ private:
+  const Options& o_;
+  grpc::GenericStub* const stub_;
+  const Clock::time_point end_;
+  Tally& t_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call_;
 };
 
 // A client of a team: asks for capacity and releases its own. Roles: the
@@ -1462,9 +1520,11 @@ int Run(const Options& o) {
   }
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::AllocationService::Stub>> stubs;
+  std::vector<std::unique_ptr<grpc::GenericStub>> generic_stubs;
   for (int c = 0; c < o.channels; ++c) {
     channels.push_back(Connect(o, "load", c));
     stubs.push_back(v1::AllocationService::NewStub(channels.back()));
+    generic_stubs.push_back(std::make_unique<grpc::GenericStub>(channels.back()));
   }
   Shared shared(o.clients);
   // Two runs in the same second (bench/queue-depth's fill, then its mix)
@@ -1498,6 +1558,12 @@ int Run(const Options& o) {
   const auto end = start + std::chrono::microseconds(static_cast<int64_t>(o.seconds * 1e6));
   std::vector<std::unique_ptr<Actor>> actors;
   for (int c = 0; c < o.clients; ++c) {
+    if (o.empty()) {
+      actors.push_back(
+          std::make_unique<EmptyCaller>(o, generic_stubs[static_cast<size_t>(c % o.channels)].get(),
+                                        end, tallies[static_cast<size_t>(c)]));
+      continue;
+    }
     actors.push_back(std::make_unique<Requester>(o, c, c < tight,
                                                  stubs[static_cast<size_t>(c % o.channels)].get(),
                                                  end, tallies[static_cast<size_t>(c)], shared));
@@ -1553,9 +1619,10 @@ int Run(const Options& o) {
   const double p999 = Percentile(decision_us, 0.999);
   const double query_p50 = Percentile(query_us, 0.50);
   const double query_p99 = Percentile(query_us, 0.99);
-  const std::string where = o.realistic() ? "realistic mix"
-                            : o.hot       ? "one team and pool"
-                                          : "spread over teams and pools";
+  const std::string where = o.empty()       ? "empty calls (grpc.health.v1.Health/Check)"
+                            : o.realistic() ? "realistic mix"
+                            : o.hot         ? "one team and pool"
+                                            : "spread over teams and pools";
   std::cout << absl::StrFormat(
       "arbiter-load: %d clients over %d channels, %s, %.1f s: %d decisions (%d requests: %d "
       "admitted, %d queued, %d denied; %d releases), %.0f decisions/s, p50 %.2f ms, p99 %.2f ms, "
@@ -1637,7 +1704,7 @@ int main(int argc, char** argv) {
                  "mutual TLS with the certificates of deploy/local/make-certs in this directory "
                  "(ca.pem, load.pem/.key, and for the realistic mix approver, finance, agent); "
                  "default: plaintext");
-  const std::vector<std::string> mixes = {"default", "realistic"};
+  const std::vector<std::string> mixes = {"default", "realistic", "empty"};
   CLI::App* setup = app.add_subcommand("setup", "register the load inventory, teams and quotas");
   setup->add_option("--gpus", o.gpus, "GPUs in each inventory (8 per node)")->capture_default_str();
   setup->add_option("--pools", o.pools, "pools")->capture_default_str();
@@ -1656,7 +1723,9 @@ int main(int argc, char** argv) {
   setup->add_option("--tight-gpus", o.tight_gpus, "GPUs of pool-tight (realistic)")
       ->capture_default_str();
   CLI::App* run = app.add_subcommand("run", "drive the mix");
-  run->add_option("--mix", o.mix, "default: 50/50 request/release; realistic: see the header")
+  run->add_option("--mix", o.mix,
+                  "default: 50/50 request/release; realistic: see the header; empty: "
+                  "grpc.health.v1.Health/Check, gRPC's own ceiling")
       ->check(CLI::IsMember(mixes))
       ->capture_default_str();
   run->add_option("--clients", o.clients, "concurrent requesting clients")->capture_default_str();
