@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include <grpcpp/alarm.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
@@ -144,7 +145,7 @@ class WatchCall final : public app::WatchSubscriber {
     switch (event) {
       case Event::kNew:
         if (!ok) {  // The server is shutting down: the call never started.
-          delete this;
+          Destroy(this);
           return;
         }
         server_->Request(cq_);
@@ -284,12 +285,20 @@ class WatchCall final : public app::WatchSubscriber {
     if (!writing_ && !finishing_ && !pending_.empty()) WriteNextLocked();
   }
 
+  // Deletes `call`, then tells the server (which waits for every call to
+  // be gone before it shuts the queues down).
+  static void Destroy(WatchCall* call) {
+    WatchServer* server = call->server_;
+    delete call;
+    server->CallEnded();
+  }
+
   void MaybeDelete() ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
       if (!done_ || writing_ || finish_in_flight_ || alarm_set_) return;
     }
-    delete this;
+    Destroy(this);
   }
 
   // REQUIRES: no write in flight, not finishing, something pending.
@@ -317,15 +326,13 @@ class WatchCall final : public app::WatchSubscriber {
     }
     if (last_batch_.has_value() && last_batch_->Elapsed() < batch_every_) {
       if (!alarm_set_) {
-        alarm_set_ = true;
         // A fresh alarm each time (one that has rung is done with).
         alarm_ = std::make_unique<grpc::Alarm>();
-        alarm_->Set(cq_,
-                    gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                 gpr_time_from_micros(absl::ToInt64Microseconds(
-                                                          batch_every_ - last_batch_->Elapsed()),
-                                                      GPR_TIMESPAN)),
-                    &alarm_tag_);
+        const gpr_timespec when = gpr_time_add(
+            gpr_now(GPR_CLOCK_MONOTONIC),
+            gpr_time_from_micros(absl::ToInt64Microseconds(batch_every_ - last_batch_->Elapsed()),
+                                 GPR_TIMESPAN));
+        alarm_set_ = server_->StartOp([&] { alarm_->Set(cq_, when, &alarm_tag_); });
       }
       return;
     }
@@ -361,14 +368,15 @@ class WatchCall final : public app::WatchSubscriber {
     StartWriteLocked();
   }
 
+  // The queues shutting down, an operation is not started: the call has been
+  // cancelled with the server, and its done tag is on its way.
   void StartWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    writing_ = true;
-    writer_.Write(write_, &write_tag_);
+    writing_ = server_->StartOp([&] { writer_.Write(write_, &write_tag_); });
+    if (!writing_) finishing_ = true;
   }
 
   void StartFinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    finish_in_flight_ = true;
-    writer_.Finish(status, &finish_tag_);
+    finish_in_flight_ = server_->StartOp([&] { writer_.Finish(status, &finish_tag_); });
   }
 
   // Finishes now, or after the write in flight completes.
@@ -432,10 +440,23 @@ void WatchServer::Start() {
   }
 }
 
+bool WatchServer::StartOp(absl::FunctionRef<void()> start) {
+  absl::ReaderMutexLock lock(&mu_);
+  if (stopping_) return false;
+  start();
+  return true;
+}
+
 void WatchServer::Request(grpc::ServerCompletionQueue* cq) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  new WatchCall(this, service_, ctx_, cq);  // Deletes itself.
+  ++calls_;
+  new WatchCall(this, service_, ctx_, cq);  // Deletes itself (CallEnded).
+}
+
+void WatchServer::CallEnded() {
+  absl::MutexLock lock(&mu_);
+  --calls_;
 }
 
 void WatchServer::Drain(grpc::ServerCompletionQueue* cq) {
@@ -452,6 +473,15 @@ void WatchServer::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
+    // gRPC may still start operations of its own on a call's queue (with a
+    // server interceptor, each completion is queued again once intercepted):
+    // the queues stay up until every call is gone. The server's Shutdown
+    // has cancelled them, so their done tags are on their way.
+    if (!mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](int64_t* calls) { return *calls == 0; }, &calls_),
+                              absl::Seconds(30))) {
+      spdlog::error("watch: {} calls still open 30 s after the server's shutdown", calls_);
+    }
   }
   for (const auto& cq : queues_) cq->Shutdown();
   for (std::thread& t : threads_) t.join();

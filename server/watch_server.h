@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include <grpcpp/server_builder.h>
 
@@ -46,13 +47,22 @@ class WatchServer {
   // Starts taking calls, a thread per queue. REQUIRES: after the server's
   // BuildAndStart; once.
   void Start();
-  // Shuts the queues down, lets the calls in flight finish and joins the
-  // threads. REQUIRES: after grpc::Server::Shutdown, which ends the calls.
-  // Idempotent.
+  // Waits for every call to be gone (at most 30 s), then shuts the queues
+  // down and joins the threads. REQUIRES: after grpc::Server::Shutdown,
+  // which ends the calls. Idempotent.
   void Stop();
 
   // Waits for the next call on `cq`, unless stopping. For WatchCall.
   void Request(grpc::ServerCompletionQueue* cq) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `start`, which starts an operation on a watch queue (a write, a
+  // finish, an alarm), unless the queues are shutting down; returns whether
+  // it ran. Stop shuts the queues down only after every `start` under way
+  // has returned: an operation started on a queue that is shut down aborts
+  // the process (gRPC asserts it), and the hub may deliver to a stream
+  // between the server's Shutdown and the stream's done tag. For WatchCall.
+  bool StartOp(absl::FunctionRef<void()> start) ABSL_LOCKS_EXCLUDED(mu_);
+  // A call made by Request has deleted itself. For WatchCall.
+  void CallEnded() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Drain(grpc::ServerCompletionQueue* cq);
@@ -63,6 +73,7 @@ class WatchServer {
   std::vector<std::thread> threads_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t calls_ ABSL_GUARDED_BY(mu_) = 0;  // Made by Request, not yet deleted.
 };
 
 // The wire bytes of a watch event, made once for every stream

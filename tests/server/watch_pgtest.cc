@@ -313,5 +313,57 @@ TEST_F(WatchTest, AnIdleStreamGetsABookmarkWithTheCurrentRevision) {
   ctx.TryCancel();
 }
 
+// The hub may hand a stream a bookmark or an event between the stream's
+// cancellation and its done tag: when the server stops in between, the
+// stream must not start a write on a watch queue that is shutting down
+// (gRPC aborts the process). Streams cancelled just before the server stops,
+// with bookmarks due every tick, make that likely.
+TEST_F(WatchTest, StoppingTheServerAsItsStreamsAreCancelledEndsThemCleanly) {
+  app::WatchOptions watch;
+  watch.bookmark_every = absl::Milliseconds(1);
+  for (int round = 0; round < 40; ++round) {
+    Replica a = Start(absl::StrCat("a", round), watch);
+    ASSERT_NE(a.server, nullptr);
+    std::atomic<bool> done{false};
+    std::thread ticker([&] {
+      while (!done) {
+        clock_.Advance(absl::Milliseconds(5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    // Until the replica leads, streams are refused.
+    for (bool serving = false; !serving;) {
+      grpc::ClientContext probe;
+      auto reader = a.allocation->WatchAllocations(&probe, v1::WatchAllocationsRequest());
+      v1::WatchAllocationsResponse msg;
+      serving = reader->Read(&msg);
+      probe.TryCancel();
+      (void)reader->Finish();
+      if (!serving) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    std::atomic<int> bookmarks{0};
+    std::vector<std::thread> readers;
+    for (int i = 0; i < 32; ++i) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+      readers.emplace_back([&, ctx = contexts.back().get()] {
+        auto reader = a.allocation->WatchAllocations(ctx, v1::WatchAllocationsRequest());
+        v1::WatchAllocationsResponse msg;
+        while (reader->Read(&msg)) bookmarks += msg.bookmark() ? 1 : 0;
+        (void)reader->Finish();
+      });
+    }
+    for (int i = 0; i < 2000 && bookmarks < 64; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_GE(bookmarks, 64);
+    for (auto& ctx : contexts) ctx->TryCancel();
+    a.server.reset();  // At once: the cancelled streams' done tags are still on their way.
+    for (std::thread& t : readers) t.join();
+    done = true;
+    ticker.join();
+  }
+}
+
 }  // namespace
 }  // namespace arbiter::server
