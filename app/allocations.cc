@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 
 #include "core/arbitration.h"
+#include "core/fingerprint.h"
 #include "core/status_macros.h"
+#include "core/validate.h"
 
 namespace arbiter::app {
 namespace {
@@ -124,12 +126,50 @@ void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
     return reply(access);
   }
   if (!spec.ok()) return reply(spec.status());
-  if (preview) return Preview(*std::move(spec), caller.actor(), std::move(reply));
+  if (absl::Status valid = core::ValidateRequestSpec(*spec); !valid.ok()) return reply(valid);
+  // The engine remembers the live keys and those of its last minutes; the
+  // store knows the rest of the window's.
+  std::string key = spec->idempotency_key;
+  ctx_.ended_keys->Find(
+      std::move(key),
+      [this, spec = *std::move(spec), actor = caller.actor(), preview,
+       reply = std::move(reply)](absl::StatusOr<EndedKeyLookup::Result> looked_up) mutable {
+        if (!looked_up.ok()) return reply(looked_up.status());
+        if (looked_up->found.has_value()) {
+          return ReplayEnded(spec, *looked_up->found, preview, std::move(reply));
+        }
+        if (preview) {
+          return Preview(std::move(spec), looked_up->checked_at, std::move(actor),
+                         std::move(reply));
+        }
+        Decide(std::move(spec), looked_up->checked_at, std::move(actor), std::move(reply));
+      });
+}
+
+void Allocations::ReplayEnded(const core::CapacityRequestSpec& spec, const store::EndedKey& ended,
+                              bool preview, Reply<RequestDecision> reply) const {
+  if (ended.body_hash != core::FingerprintRequestSpec(spec)) {
+    return reply(core::KeyUsedForAnotherBody(spec.idempotency_key, ended.request_id));
+  }
+  // An ended request is final: its stored row is the decision's last word.
+  RunRead<RequestDecision>(
+      ctx_,
+      [ctx = ctx_, id = ended.request_id, preview]() -> absl::StatusOr<RequestDecision> {
+        absl::StatusOr<core::CapacityRequest> stored = ReadRequest(ctx, id);
+        if (!stored.ok()) return stored.status();
+        return RequestDecision{*std::move(stored), true, preview, {}};
+      },
+      std::move(reply), "too busy; retry");
+}
+
+void Allocations::Decide(core::CapacityRequestSpec spec, absl::Time keys_checked_at,
+                         std::string actor, Reply<RequestDecision> reply) const {
   auto outcome = std::make_shared<core::RequestOutcome>();
   ctx_.arbiter->Submit(
-      [spec = *std::move(spec), outcome](core::State& state, absl::Time now,
-                                         core::ChangeSet& changes) -> absl::Status {
-        absl::StatusOr<core::RequestOutcome> out = core::RequestCapacity(state, spec, now, changes);
+      [spec = std::move(spec), keys_checked_at, outcome](core::State& state, absl::Time now,
+                                                         core::ChangeSet& changes) -> absl::Status {
+        absl::StatusOr<core::RequestOutcome> out =
+            core::RequestCapacity(state, spec, now, changes, keys_checked_at);
         if (!out.ok()) return out.status();
         *outcome = *std::move(out);
         return absl::OkStatus();
@@ -148,13 +188,13 @@ void Allocations::RequestCapacity(const Caller& caller, const Resource& target,
             },
             reply, "too busy; retry");
       },
-      caller.actor());
+      std::move(actor));
 }
 
-void Allocations::Preview(core::CapacityRequestSpec spec, std::string actor,
-                          Reply<RequestDecision> reply) const {
+void Allocations::Preview(core::CapacityRequestSpec spec, absl::Time keys_checked_at,
+                          std::string actor, Reply<RequestDecision> reply) const {
   RunPreview(
-      [spec = std::move(spec)](
+      [spec = std::move(spec), keys_checked_at](
           const core::State& state, core::State& what_if, absl::Time now,
           core::ChangeSet& changes) -> absl::StatusOr<std::pair<int64_t, bool>> {
         // A clone starts without the idempotency keys: a used key is looked
@@ -163,7 +203,7 @@ void Allocations::Preview(core::CapacityRequestSpec spec, std::string actor,
         if (!seen.ok()) return seen.status();
         if (seen->has_value()) return std::make_pair(**seen, true);
         absl::StatusOr<core::RequestOutcome> out =
-            core::RequestCapacity(what_if, spec, now, changes);
+            core::RequestCapacity(what_if, spec, now, changes, keys_checked_at);
         if (!out.ok()) return out.status();
         return std::make_pair(out->request.id, out->replayed);
       },

@@ -114,10 +114,18 @@ class Allocations {
                                               WatchSubscriber* subscriber) const;
 
  private:
+  // RequestCapacity once its key was looked up among the window's ended
+  // requests at `keys_checked_at` and not found: decided by the engine.
+  void Decide(core::CapacityRequestSpec spec, absl::Time keys_checked_at, std::string actor,
+              Reply<RequestDecision> reply) const;
   // RequestCapacity's preview: decided in the arbiter's turn on a clone of
   // its state; replies with what would be, having written nothing.
-  void Preview(core::CapacityRequestSpec spec, std::string actor,
+  void Preview(core::CapacityRequestSpec spec, absl::Time keys_checked_at, std::string actor,
                Reply<RequestDecision> reply) const;
+  // RequestCapacity of a key that `ended` used within the window: its
+  // stored request, replayed (FAILED_PRECONDITION for another body).
+  void ReplayEnded(const core::CapacityRequestSpec& spec, const store::EndedKey& ended,
+                   bool preview, Reply<RequestDecision> reply) const;
   // Runs `decide` in the arbiter's turn on a clone of its state (`state` is
   // the arbiter's own, to read) and replies with the request it decided (as
   // its last write leaves it) and the running requests its changes would

@@ -17,12 +17,17 @@ absl::StatusOr<std::unique_ptr<Application>> Application::Create(
       app->arbiter_, Arbiter::Create(store, clock, app->hub_.get(), &app->nodes_, options.arbiter,
                                      app->authz_.get()));
   app->hub_->Start(store);
+  EndedKeyLookupOptions keys;
+  keys.window = options.arbiter.idempotency_window;
+  keys.enabled = options.arbiter.ended_key_memory < options.arbiter.idempotency_window;
+  app->ended_keys_ = std::make_unique<EndedKeyLookup>(store, clock, keys);
   app->telemetry_ = std::make_unique<TelemetryMaintenance>(store, store, clock, options.telemetry);
   app->telemetry_->EnableIdleReclaim(app->arbiter_.get());
   Context& ctx = app->ctx_;
   ctx.arbiter = app->arbiter_.get();
   ctx.store = store;
   ctx.reads = app->reads_.get();
+  ctx.ended_keys = app->ended_keys_.get();
   ctx.nodes = &app->nodes_;
   ctx.hub = app->hub_.get();
   ctx.access = app->access_.get();
@@ -42,9 +47,11 @@ void Application::StartElection(std::unique_ptr<store::LeaderLease> lease, absl:
 }
 
 Application::~Application() {
-  // Reads first: a queued read may still ingest samples (telemetry) or hand
+  // Key lookups first (an answered one may queue a read or a command),
+  // then reads: a queued read may still ingest samples (telemetry) or hand
   // an incident or a period close to the engine. Commands answered after
   // this that need a read are refused RESOURCE_EXHAUSTED.
+  if (ended_keys_ != nullptr) ended_keys_->Stop();
   reads_->Stop();
   telemetry_.reset();
   // Giving the lease up lets a follower take over at once; what this

@@ -89,6 +89,7 @@ class Application {
   NodeDirectory nodes_;
   std::unique_ptr<WatchHub> hub_;
   std::unique_ptr<WorkerPool> reads_;
+  std::unique_ptr<EndedKeyLookup> ended_keys_;
   std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<Access> access_;
   std::unique_ptr<Arbiter> arbiter_;

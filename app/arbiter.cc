@@ -25,10 +25,12 @@ absl::Status NotLeaderError(const std::string& leader_address) {
 
 namespace {
 
-// What the arbiter loads of the history at `now`: the idempotency window
-// and the budgets' month.
+// What the arbiter loads of the history at `now`: the keys its memory
+// keeps (the window's, or its last minutes: ended_key_memory) and the
+// budgets' month.
 store::LoadScope ScopeAt(absl::Time now, const ArbiterOptions& options) {
-  return store::LoadScope{now - options.idempotency_window, core::MonthStart(now)};
+  return store::LoadScope{now - std::min(options.idempotency_window, options.ended_key_memory),
+                          core::MonthStart(now)};
 }
 
 }  // namespace
@@ -437,6 +439,7 @@ bool Arbiter::Reload() {
 void Arbiter::IndexNodes() {
   state_.set_approval_timeout(options_.approval_timeout);
   state_.set_idempotency_window(options_.idempotency_window);
+  state_.set_ended_key_memory(options_.ended_key_memory);
   state_.set_node_heartbeat_timeout(options_.node_heartbeat_timeout);
   for (const core::Node& n : state_.nodes()) nodes_->Put(n);
   if (authz_ != nullptr) authz_->Reset(state_);

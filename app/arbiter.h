@@ -53,6 +53,9 @@
 
 namespace arbiter::app {
 
+// ArbiterOptions::ended_key_memory by default.
+inline constexpr absl::Duration kDefaultEndedKeyMemory = absl::Minutes(2);
+
 struct ArbiterOptions {
   // Most commands decided and committed together. Default: 256.
   size_t max_batch = 256;
@@ -71,6 +74,13 @@ struct ArbiterOptions {
   // core::State::idempotency_window). Start-up loads the ended requests of
   // this window only. Default: 24 hours.
   absl::Duration idempotency_window = core::kDefaultIdempotencyWindow;
+  // How long the engine's memory keeps an ended request's key (core::
+  // State::ended_key_memory); the older keys of the window are looked up in
+  // the store before each new request (app/ended_keys.h). Start-up loads
+  // the keys of this span, or of the window when it is shorter. At least
+  // twice the longest commit (a statement times out after 30 s). Default:
+  // 2 minutes.
+  absl::Duration ended_key_memory = kDefaultEndedKeyMemory;
   // A node whose agent heartbeats turns unreachable after this long without
   // one (core::State::node_heartbeat_timeout); zero: never.
   absl::Duration node_heartbeat_timeout = core::kDefaultNodeHeartbeatTimeout;

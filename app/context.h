@@ -12,6 +12,7 @@
 
 #include "app/access.h"
 #include "app/arbiter.h"
+#include "app/ended_keys.h"
 #include "app/node_directory.h"
 #include "app/telemetry_maintenance.h"
 #include "app/watch_hub.h"
@@ -24,7 +25,8 @@ namespace arbiter::app {
 struct Context {
   Arbiter* arbiter = nullptr;  // Commands: decided on its thread, answered after COMMIT.
   store::Store* store = nullptr;
-  WorkerPool* reads = nullptr;  // Database reads run here, never on the caller's thread.
+  WorkerPool* reads = nullptr;           // Database reads run here, never on the caller's thread.
+  EndedKeyLookup* ended_keys = nullptr;  // Asked before a new capacity request is decided.
   NodeDirectory* nodes = nullptr;
   WatchHub* hub = nullptr;
   const Access* access = nullptr;

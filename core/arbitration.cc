@@ -844,6 +844,12 @@ void Reserve(State& state, CapacityRequest& request, absl::Time now) {
 
 }  // namespace
 
+absl::Status KeyUsedForAnotherBody(const std::string& key, int64_t request_id) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("idempotency_key: '", key, "' was used for request ", request_id,
+                   " with a different body; use a new key for a different request"));
+}
+
 namespace {
 
 // SeenIdempotencyKey, once the keys expired by `now` are forgotten.
@@ -851,11 +857,8 @@ absl::StatusOr<std::optional<int64_t>> SeenKey(const State& state, const Capacit
                                                uint64_t body_hash) {
   const IdempotencyEntry* seen = state.FindIdempotencyKey(spec.idempotency_key);
   if (seen == nullptr) return std::optional<int64_t>();
-  if (seen->body_hash != body_hash) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "idempotency_key: '", spec.idempotency_key, "' was used for request ", seen->request_id,
-        " with a different body; use a new key for a different request"));
-  }
+  if (seen->body_hash != body_hash)
+    return KeyUsedForAnotherBody(spec.idempotency_key, seen->request_id);
   return std::optional<int64_t>(seen->request_id);
 }
 
@@ -868,7 +871,8 @@ absl::StatusOr<std::optional<int64_t>> SeenIdempotencyKey(const State& state,
 }
 
 absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
-                                               absl::Time now, ChangeSet& changes) {
+                                               absl::Time now, ChangeSet& changes,
+                                               absl::Time ended_keys_checked_at) {
   ARBITER_RETURN_IF_ERROR(ValidateRequestSpec(spec));
   const uint64_t body_hash = FingerprintRequestSpec(spec);
   state.ForgetExpiredKeys(now);
@@ -878,6 +882,10 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
     replay.request.id = *seen;
     replay.replayed = true;
     return replay;
+  }
+  if (!state.RemembersWholeWindow() && now - ended_keys_checked_at > state.ended_key_memory() / 2) {
+    return absl::UnavailableError(
+        "idempotency_key: the lookup of the window's ended requests is out of date; retry");
   }
   ARBITER_RETURN_IF_ERROR(ValidateWindow(spec, now));
   CapacityRequest request;
@@ -1111,6 +1119,7 @@ absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Appr
 }
 
 void Tick(State& state, absl::Time now, ChangeSet& changes) {
+  state.ForgetExpiredKeys(now);
   if (now >= state.heartbeat_check_at()) MarkUnreachable(state, now, changes);
   std::set<std::string> pools;
   while (!state.timers().empty() && state.timers().begin()->first <= now) {

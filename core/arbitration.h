@@ -42,8 +42,21 @@ struct RequestOutcome {
 // GPU model, a start_time more than five minutes past or a window that has
 // ended: ValidateWindow), NOT_FOUND (team, pool, gpu_models[i]), FAILED_PRECONDITION
 // (idempotency key reused with a different body).
-absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
-                                               absl::Time now, ChangeSet& changes);
+//
+// When the state remembers ended keys for less than its window
+// (!State::RemembersWholeWindow), the caller looked the key up at
+// `ended_keys_checked_at` among the requests stored as ended within the
+// window, and found none (app/ended_keys.h). A key whose request ended
+// since is still in memory as long as the lookup is younger than half of
+// State::ended_key_memory; an older one (or none: the infinite past) is
+// refused UNAVAILABLE, to be looked up again.
+absl::StatusOr<RequestOutcome> RequestCapacity(
+    State& state, const CapacityRequestSpec& spec, absl::Time now, ChangeSet& changes,
+    absl::Time ended_keys_checked_at = absl::InfinitePast());
+
+// FAILED_PRECONDITION: idempotency key `key` was used for request
+// `request_id` with a different body.
+absl::Status KeyUsedForAnotherBody(const std::string& key, int64_t request_id);
 
 // The request `spec`'s idempotency key already names, as the keys stand (a
 // key past its window is forgotten at the next RequestCapacity): its id,
@@ -172,7 +185,8 @@ absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Appr
 // keeps its capacity past its deadline until its enforcer confirms by
 // releasing it, or until its lease runs out (renewals stop at the
 // deadline); it is then charged up to its last renewal. Nodes whose
-// heartbeats stopped turn unreachable (MarkUnreachable).
+// heartbeats stopped turn unreachable (MarkUnreachable). Ended requests'
+// keys past the state's memory are forgotten (State::ForgetExpiredKeys).
 // Call it whenever `now` reaches the first of state.timers() or
 // state.heartbeat_check_at().
 void Tick(State& state, absl::Time now, ChangeSet& changes);

@@ -19,6 +19,7 @@
 // Thread-compatible: one owner (the arbiter thread) serializes all access.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -179,9 +180,20 @@ class State {
   // of live requests are always remembered.
   absl::Duration idempotency_window() const { return idempotency_window_; }
   void set_idempotency_window(absl::Duration d) { idempotency_window_ = d; }
-  // Forgets the keys of requests that ended before `now` - the window.
+  // How long this state itself remembers an ended request's key (default:
+  // for the whole window). Set shorter, the keys that ended earlier in the
+  // window are the caller's to look up in the store before each new
+  // request (RequestCapacity's `ended_keys_checked_at`): memory then holds
+  // the live keys and those of the last `d`, not a day of decisions.
+  absl::Duration ended_key_memory() const { return ended_key_memory_; }
+  void set_ended_key_memory(absl::Duration d) { ended_key_memory_ = d; }
+  // Whether every key of the window is in memory (ended_key_memory covers
+  // the window), so that no lookup in the store is needed.
+  bool RemembersWholeWindow() const { return ended_key_memory_ >= idempotency_window_; }
+  // Forgets the keys of requests that ended before `now` less the window
+  // or the memory, whichever is shorter.
   void ForgetExpiredKeys(absl::Time now) {
-    requests_.ForgetKeysEndedBefore(now - idempotency_window_);
+    requests_.ForgetKeysEndedBefore(now - std::min(idempotency_window_, ended_key_memory_));
   }
   // Indexes a request of any state; live ones (queued, admitted) are kept in
   // full and admitted ones charge their placements to the inventory. An
@@ -344,6 +356,10 @@ class State {
   const DemandProfile& demand() const { return packing_.demand(); }
   int64_t TakeNodeId() { return inventory_.TakeNodeId(); }
   void SeeNodeId(int64_t id) { inventory_.SeeNodeId(id); }
+  // Request ids from `id` + 1 on are free: a store names its highest id,
+  // since it loads the live requests and recent keys only, and ids of
+  // ended requests are never handed out again.
+  void SeeRequestId(int64_t id) { requests_.SeeId(id); }
 
  private:
   State(const State&) = default;
@@ -360,6 +376,7 @@ class State {
   ChargebackRecords chargeback_;
   absl::Duration approval_timeout_ = absl::Hours(24);
   absl::Duration idempotency_window_ = kDefaultIdempotencyWindow;
+  absl::Duration ended_key_memory_ = absl::InfiniteDuration();
   absl::Duration node_heartbeat_timeout_ = kDefaultNodeHeartbeatTimeout;
   absl::Time heartbeat_check_at_ = absl::InfiniteFuture();
   std::map<std::string, int64_t> measured_usage_;

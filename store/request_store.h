@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 #include "core/model.h"
 
@@ -35,6 +36,13 @@ struct RequestPage {
   int64_t revision = 0;
 };
 
+// An idempotency key of an ended request, as FindEndedKeys finds it.
+struct EndedKey {
+  std::string key;
+  int64_t request_id = 0;
+  uint64_t body_hash = 0;  // core::FingerprintRequestSpec of the request's spec.
+};
+
 class RequestReads {
  public:
   virtual ~RequestReads() = default;
@@ -49,6 +57,14 @@ class RequestReads {
   // ListRequests, with the revision the page reflects (one snapshot).
   [[nodiscard]] virtual absl::StatusOr<RequestPage> ListRequestPage(
       const RequestFilter& filter) = 0;
+  // Of `keys`, those that a request used which ended (a final state) at or
+  // after `since` (its `updated_at`), each with the latest such request; a
+  // key no such request used is absent. In no particular order. Live
+  // requests are not read: the arbiter knows their keys. The arbiter asks
+  // this before deciding a new request, so that its memory need not hold
+  // the keys of a whole idempotency window (app/ended_keys.h).
+  [[nodiscard]] virtual absl::StatusOr<std::vector<EndedKey>> FindEndedKeys(
+      const std::vector<std::string>& keys, absl::Time since) = 0;
 };
 
 }  // namespace arbiter::store

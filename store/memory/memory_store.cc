@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <utility>
 #include <variant>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -683,6 +685,8 @@ absl::Status LoadGovernanceAndRequests(const Tables& t, const LoadScope& scope,
   // As kSelectEndedKeys and kSelectEndedSpend (ended_spend, which the
   // batch adds to as requests end): the ended requests of the window,
   // oldest first, and the spend of the months that still count.
+  if (!t.requests.empty())
+    state.SeeRequestId(t.requests.rbegin()->first);  // As kSelectMaxRequestId.
   std::vector<const core::CapacityRequest*> ended;
   std::map<std::pair<std::string, absl::Time>, int64_t> spend;
   for (const auto& [id, row] : t.requests) {
@@ -905,6 +909,22 @@ absl::StatusOr<core::CapacityRequest> MemoryStore::GetRequest(int64_t id) {
   if (it == tables_->requests.end())
     return absl::NotFoundError(absl::StrCat("id: no request ", id));
   return tables_->WithPlacements(it->second);
+}
+
+absl::StatusOr<std::vector<EndedKey>> MemoryStore::FindEndedKeys(
+    const std::vector<std::string>& keys, absl::Time since) {
+  const absl::flat_hash_set<std::string> wanted(keys.begin(), keys.end());
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, EndedKey> latest;  // As kFindEndedKeys: the highest id.
+  for (const auto& [id, row] : tables_->requests) {
+    const core::CapacityRequest& r = row.request;
+    if (IsLive(r.state) || r.updated_at < since) continue;
+    if (!wanted.contains(r.spec.idempotency_key)) continue;
+    latest[r.spec.idempotency_key] = EndedKey{r.spec.idempotency_key, r.id, r.body_hash};
+  }
+  std::vector<EndedKey> out;
+  for (auto& [key, found] : latest) out.push_back(std::move(found));
+  return out;
 }
 
 absl::StatusOr<std::vector<core::CapacityRequest>> MemoryStore::ListRequests(

@@ -98,6 +98,8 @@ class MemoryStore final : public Store {
   [[nodiscard]] absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
       const RequestFilter& filter) override;
   [[nodiscard]] absl::StatusOr<RequestPage> ListRequestPage(const RequestFilter& filter) override;
+  [[nodiscard]] absl::StatusOr<std::vector<EndedKey>> FindEndedKeys(
+      const std::vector<std::string>& keys, absl::Time since) override;
   [[nodiscard]] absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() override;
   [[nodiscard]] absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() override;
   [[nodiscard]] absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() override;

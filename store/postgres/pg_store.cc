@@ -343,6 +343,9 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, const store::
   // Of the ended requests, the keys of the window, oldest first (a key used
   // again once forgotten is remembered for its latest request), and what
   // they cost in the months that still count (ended_spend, migration 0022).
+  // Ids go on after the highest ever given, which the requests loaded
+  // need not hold.
+  state.SeeRequestId(tx.exec_prepared1(sql::kSelectMaxRequestId)[0].as<int64_t>());
   const int64_t keys_since = LoadBoundMicros(scope.keys_ended_since);
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectEndedKeys, keys_since)) {
     core::CapacityRequest r;
@@ -592,6 +595,22 @@ absl::StatusOr<core::CapacityRequest> PgStore::GetRequest(int64_t id) {
         ARBITER_RETURN_IF_ERROR(AttachPlacements(
             tx.exec_prepared(sql::kSelectPlacementsOf, rows::BigintArrayLiteral({id})), found));
         return std::move(found[0]);
+      });
+}
+
+absl::StatusOr<std::vector<EndedKey>> PgStore::FindEndedKeys(const std::vector<std::string>& keys,
+                                                             absl::Time since) {
+  if (keys.empty()) return std::vector<EndedKey>();
+  return WithConnection(
+      "find ended keys", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<EndedKey>> {
+        pqxx::read_transaction tx(c);
+        std::vector<EndedKey> out;
+        for (const pqxx::row& row : tx.exec_prepared(
+                 sql::kFindEndedKeys, rows::TextArrayLiteral(keys), LoadBoundMicros(since))) {
+          out.push_back(EndedKey{row[0].as<std::string>(), row[1].as<int64_t>(),
+                                 static_cast<uint64_t>(row[2].as<int64_t>())});
+        }
+        return out;
       });
 }
 

@@ -61,6 +61,8 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::CapacityRequest>> ListRequests(
       const RequestFilter& filter) override;
   absl::StatusOr<RequestPage> ListRequestPage(const RequestFilter& filter) override;
+  absl::StatusOr<std::vector<EndedKey>> FindEndedKeys(const std::vector<std::string>& keys,
+                                                      absl::Time since) override;
   absl::StatusOr<core::CoexistenceMatrix> GetCoexistence() override;
   absl::StatusOr<std::vector<core::RoleBinding>> ListRoleBindings() override;
   absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() override;

@@ -70,6 +70,8 @@ constexpr Statement kStatements[] = {
      "ORDER BY g.node_id, g.gpu_index"},
     // Removed nodes included: their ids are never handed out again.
     {kSelectMaxNodeId, "SELECT COALESCE(max(id), 0) FROM nodes"},
+    // The primary key's last entry.
+    {kSelectMaxRequestId, "SELECT COALESCE(max(id), 0) FROM requests"},
     // $1 id; $4..$6 optional times (OPT_TS).
     {kUpdateNodeLifecycle,
      "UPDATE nodes SET cordoned = $2, health = $3, drain_deadline = " OPT_TS(
@@ -106,6 +108,13 @@ constexpr Statement kStatements[] = {
      " (extract(epoch FROM updated_at) * 1000000)::bigint FROM requests"
      " WHERE state NOT IN " ARBITER_LIVE_STATES
      " AND updated_at >= " TS(1) " ORDER BY updated_at, id"},
+    // $1: the keys (text[]); $2: ended at or after, in microseconds. The
+    // latest request of each key, through requests_ended_key (migration
+    // 0032).
+    {kFindEndedKeys,
+     "SELECT DISTINCT ON (idempotency_key) idempotency_key, id, body_hash FROM requests"
+     " WHERE idempotency_key = ANY($1::text[]) AND state NOT IN " ARBITER_LIVE_STATES
+     " AND updated_at >= " TS(2) " ORDER BY idempotency_key, id DESC"},
     // $1: months starting at or after, in microseconds.
     {kSelectEndedSpend,
      "SELECT team, (extract(epoch FROM month) * 1000000)::bigint, micros FROM ended_spend"

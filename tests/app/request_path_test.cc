@@ -216,6 +216,49 @@ TEST_F(RequestPathTest, ReleaseFreesTheGpusAndIsLedgered) {
   EXPECT_THAT(foreign.get(), StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
+// The engine remembers an ended request's key for two minutes
+// (ArbiterOptions::ended_key_memory); for the rest of the window (24 hours)
+// the store finds it: a retry replays the stored decision exactly, another
+// body is refused, and past the window the key starts a new request.
+TEST_F(RequestPathTest, AnEndedRequestsKeyIsFoundInTheStoreForTheWholeWindow) {
+  absl::StatusOr<RequestDecision> first = Request(Developer(), "nightly", 2);
+  ASSERT_THAT(first, IsOk());
+  Awaited<core::CapacityRequest> released;
+  app_->allocations().ReleaseAllocation(Developer(), first->request.id, {}, released.reply());
+  ASSERT_THAT(released.get(), IsOk());
+  const size_t entries = Ledger().size();
+
+  clock_.Advance(absl::Minutes(10));
+  absl::StatusOr<RequestDecision> again = Request(Developer(), "nightly", 2);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->request.id, first->request.id);
+  EXPECT_EQ(again->request.state, core::RequestState::kReleased);
+  EXPECT_EQ(again->request.placements.size(), first->request.placements.size());
+  size_t remembered = 1;
+  ASSERT_THAT(Run([&](core::State& s, absl::Time, core::ChangeSet&) {
+                remembered = s.requests().remembered_keys();
+                return absl::OkStatus();
+              }),
+              IsOk());
+  EXPECT_EQ(remembered, 0u) << "memory forgot it: the store answered";
+  EXPECT_THAT(Request(Developer(), "nightly", 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       ::testing::HasSubstr(absl::StrCat("request ", first->request.id))));
+  // A restart loads none of the window's ended keys, and still replays.
+  Start();
+  again = Request(Developer(), "nightly", 2);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(Ledger().size(), entries) << "replays and refusals write nothing";
+
+  clock_.Advance(absl::Hours(24));
+  absl::StatusOr<RequestDecision> later = Request(Developer(), "nightly", 1);
+  ASSERT_THAT(later, IsOk());
+  EXPECT_FALSE(later->replayed);
+  EXPECT_NE(later->request.id, first->request.id);
+}
+
 TEST_F(RequestPathTest, ADeposedLeaderIsFencedAndFollows) {
   app_->arbiter().Lead(1);
   store_->SetCurrentEpoch(1);

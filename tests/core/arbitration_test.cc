@@ -249,6 +249,50 @@ TEST(ArbitrationTest, AnEndedRequestsKeyIsForgottenPastTheWindow) {
   EXPECT_EQ(s.Clone().FindIdempotencyKey("live"), nullptr);
 }
 
+// With a memory of ended keys shorter than the window, an ended request's
+// key stays in memory for that memory only; a new request needs the
+// caller's lookup of the older ones, and a lookup older than half the
+// memory is refused UNAVAILABLE, writing nothing.
+TEST(ArbitrationTest, AShortKeyMemoryNeedsAFreshLookupOfTheWindow) {
+  State s = MakeState();
+  s.set_idempotency_window(absl::Hours(24));
+  s.set_ended_key_memory(absl::Minutes(2));
+  EXPECT_FALSE(s.RemembersWholeWindow());
+  AddNode(s, MakeNode("n1", 8, "H100-80GB"));
+  auto request = [&](const std::string& key, absl::Time at, absl::Time checked_at) {
+    ChangeSet ch;
+    return RequestCapacity(s, WholeSpec(key, 1, 1), at, ch, checked_at);
+  };
+  absl::StatusOr<RequestOutcome> first = request("k", kT0, kT0);
+  ASSERT_THAT(first, IsOk());
+  EXPECT_FALSE(first->replayed);
+  // No lookup, or one older than a minute: refused, nothing decided.
+  const int64_t next = s.requests().next_id();
+  EXPECT_THAT(request("other", kT0, absl::InfinitePast()),
+              StatusIs(absl::StatusCode::kUnavailable, StartsWith("idempotency_key:")));
+  EXPECT_THAT(request("other", kT0 + absl::Seconds(61), kT0),
+              StatusIs(absl::StatusCode::kUnavailable, StartsWith("idempotency_key:")));
+  EXPECT_EQ(s.requests().next_id(), next);
+  // A key in memory needs no lookup: a live one, and an ended one for two
+  // minutes after it ended.
+  absl::StatusOr<RequestOutcome> replay = request("k", kT0 + absl::Hours(3), absl::InfinitePast());
+  ASSERT_THAT(replay, IsOk());
+  EXPECT_TRUE(replay->replayed);
+  ChangeSet ch;
+  ASSERT_THAT(ReleaseRequest(s, first->request.id, kT0 + absl::Hours(3), ch), IsOk());
+  replay = request("k", kT0 + absl::Hours(3) + absl::Seconds(119), absl::InfinitePast());
+  ASSERT_THAT(replay, IsOk());
+  EXPECT_TRUE(replay->replayed);
+  EXPECT_EQ(s.requests().remembered_keys(), 1u);
+  // Past the memory the key is the store's to find; memory holds nothing.
+  const absl::Time later = kT0 + absl::Hours(3) + absl::Minutes(3);
+  EXPECT_THAT(request("k", later, absl::InfinitePast()), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(s.requests().remembered_keys(), 0u);
+  absl::StatusOr<RequestOutcome> fresh = request("fresh", later, later - absl::Seconds(59));
+  ASSERT_THAT(fresh, IsOk());
+  EXPECT_FALSE(fresh->replayed);
+}
+
 TEST(ArbitrationTest, UnknownReferencesAreNotFound) {
   State s = MakeState();
   ChangeSet changes;

@@ -325,5 +325,63 @@ TEST_F(HostileInputTest, ADeadlineThatExpiresMidTransactionDecidesExactlyOnce) {
   EXPECT_EQ(requests(), "2");
 }
 
+// The engine keeps an ended request's key for two minutes only; for the
+// rest of the 24-hour window PostgreSQL finds it (requests_ended_key): a
+// retry replays the stored decision exactly, a preview replays it too,
+// another body is refused naming the key, and nothing is written. Past the
+// window the key starts a new request.
+TEST_F(HostileInputTest, AnEndedRequestsKeyReplaysForTheWholeWindow) {
+  SeedOrganisation();
+  v1::RequestCapacityResponse first;
+  ASSERT_TRUE(Request(ValidRequest("nightly"), &first).ok());
+  ASSERT_EQ(first.request().state(), v1::REQUEST_STATE_ADMITTED);
+  {
+    grpc::ClientContext ctx;
+    v1::ReleaseAllocationRequest release;
+    release.set_id(first.request().id());
+    v1::ReleaseAllocationResponse released;
+    ASSERT_TRUE(allocation_->ReleaseAllocation(&ctx, release, &released).ok());
+  }
+  clock_.Advance(absl::Hours(3));
+  const std::string before = RowCounts();
+
+  v1::RequestCapacityResponse again;
+  ASSERT_TRUE(Request(ValidRequest("nightly"), &again).ok());
+  EXPECT_TRUE(again.replayed());
+  v1::GetRequestResponse stored;
+  {
+    grpc::ClientContext ctx;
+    v1::GetRequestRequest get;
+    get.set_id(first.request().id());
+    ASSERT_TRUE(allocation_->GetRequest(&ctx, get, &stored).ok());
+  }
+  EXPECT_EQ(again.request().SerializeAsString(), stored.request().SerializeAsString());
+  EXPECT_EQ(again.request().state(), v1::REQUEST_STATE_RELEASED);
+
+  v1::RequestCapacityRequest preview = ValidRequest("nightly");
+  preview.set_validate_only(true);
+  v1::RequestCapacityResponse previewed;
+  ASSERT_TRUE(Request(preview, &previewed).ok());
+  EXPECT_TRUE(previewed.replayed());
+  EXPECT_EQ(previewed.request().id(), first.request().id());
+
+  v1::RequestCapacityRequest other = ValidRequest("nightly");
+  other.mutable_shape()->mutable_fraction()->set_gpu_milli(500);
+  v1::RequestCapacityResponse refused;
+  const grpc::Status status = Request(other, &refused);
+  EXPECT_EQ(status.error_code(), Code::FAILED_PRECONDITION) << status.error_message();
+  EXPECT_EQ(status.error_message().rfind("idempotency_key:", 0), 0u) << status.error_message();
+  EXPECT_NE(status.error_message().find(absl::StrCat("request ", first.request().id())),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(RowCounts(), before);
+
+  clock_.Advance(absl::Hours(22));  // 25 hours after it ended.
+  v1::RequestCapacityResponse fresh;
+  ASSERT_TRUE(Request(ValidRequest("nightly"), &fresh).ok());
+  EXPECT_FALSE(fresh.replayed());
+  EXPECT_NE(fresh.request().id(), first.request().id());
+}
+
 }  // namespace
 }  // namespace arbiter::server

@@ -1,6 +1,7 @@
 #include "tests/store/store_contract.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -545,6 +546,67 @@ TEST_P(StoreContractTest, TheLoadScopeBoundsWhatIsReadOfHistory) {
   ASSERT_THAT(reloaded, IsOk());
   ASSERT_NE(reloaded->FindIdempotencyKey("recent"), nullptr);
   EXPECT_EQ(reloaded->FindIdempotencyKey("recent")->request_id, reused->id);
+}
+
+// A load that reads no request (the last one ended before the keys'
+// window) still goes on from the highest id ever given.
+TEST_P(StoreContractTest, IdsGoOnAfterRequestsTheLoadDoesNotRead) {
+  core::State s = Organisation(store());
+  auto ended = Request(store(), s, WholeSpec("ended", 1, 1), kT0);
+  ASSERT_THAT(ended, IsOk());
+  core::ChangeSet ch;
+  ASSERT_THAT(core::ReleaseRequest(s, ended->id, kT0 + absl::Minutes(1), ch), IsOk());
+  ASSERT_THAT(store().Commit(ch), IsOk());
+  auto loaded = store().LoadState(LoadScope{kT0 + absl::Hours(1), core::MonthStart(kT0)});
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->FindIdempotencyKey("ended"), nullptr);
+  EXPECT_EQ(loaded->next_request_id(), ended->id + 1);
+}
+
+// FindEndedKeys: of the keys asked, those of requests that ended at or
+// after `since`, each with its latest request; live and older ones, and
+// keys never used, are absent.
+TEST_P(StoreContractTest, FindEndedKeysFindsTheLatestEndedRequestOfEachKeySince) {
+  core::State s = Organisation(store());
+  s.set_idempotency_window(absl::Hours(1));
+  auto release = [&](int64_t id, absl::Time at) {
+    core::ChangeSet ch;
+    ASSERT_THAT(core::ReleaseRequest(s, id, at, ch), IsOk());
+    ASSERT_THAT(store().Commit(ch), IsOk());
+  };
+  auto old = Request(store(), s, WholeSpec("old", 1, 1), kT0);
+  auto reused = Request(store(), s, WholeSpec("reused", 1, 1), kT0);
+  auto live = Request(store(), s, WholeSpec("live", 1, 1), kT0);
+  ASSERT_THAT(old, IsOk());
+  ASSERT_THAT(reused, IsOk());
+  ASSERT_THAT(live, IsOk());
+  release(old->id, kT0 + absl::Minutes(1));
+  release(reused->id, kT0 + absl::Minutes(1));
+  // "reused" is used again once its window passed, and that request ends too.
+  auto again = Request(store(), s, WholeSpec("reused", 1, 1), kT0 + absl::Hours(2));
+  ASSERT_THAT(again, IsOk());
+  ASSERT_NE(again->id, reused->id);
+  release(again->id, kT0 + absl::Hours(2) + absl::Minutes(1));
+
+  auto found =
+      store().FindEndedKeys({"old", "reused", "live", "never", "reused"}, kT0 + absl::Minutes(1));
+  ASSERT_THAT(found, IsOk());
+  std::map<std::string, EndedKey> by_key;
+  for (const EndedKey& k : *found) by_key[k.key] = k;
+  EXPECT_EQ(found->size(), by_key.size()) << "one row per key";
+  ASSERT_EQ(by_key.size(), 2u);
+  EXPECT_EQ(by_key["old"].request_id, old->id);
+  EXPECT_EQ(by_key["old"].body_hash, old->body_hash);
+  EXPECT_EQ(by_key["reused"].request_id, again->id);
+  EXPECT_EQ(by_key["reused"].body_hash, again->body_hash);
+  // `since` excludes what ended before it.
+  found = store().FindEndedKeys({"old", "reused"}, kT0 + absl::Minutes(2));
+  ASSERT_THAT(found, IsOk());
+  ASSERT_EQ(found->size(), 1u);
+  EXPECT_EQ((*found)[0].key, "reused");
+  found = store().FindEndedKeys({}, kT0);
+  ASSERT_THAT(found, IsOk());
+  EXPECT_TRUE(found->empty());
 }
 
 TEST_P(StoreContractTest, RequestsListNewestFirstWithFiltersAndPages) {
