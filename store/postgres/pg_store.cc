@@ -391,6 +391,7 @@ std::string DsnOf(const PgStoreOptions& options) {
 PgStore::PgStore(const PgStoreOptions& options)
     : reads_(DsnOf(options), options.read_connections, sql::PrepareAll),
       writer_(DsnOf(options), 1, sql::PrepareWriter),
+      key_lookups_(DsnOf(options), 1, sql::PrepareAll),
       ledger_key_pem_(options.ledger_key_pem),
       checkpoint_every_(std::max<int64_t>(1, options.checkpoint_every)) {}
 
@@ -601,9 +602,10 @@ absl::StatusOr<core::CapacityRequest> PgStore::GetRequest(int64_t id) {
 absl::StatusOr<std::vector<EndedKey>> PgStore::FindEndedKeys(const std::vector<std::string>& keys,
                                                              absl::Time since) {
   if (keys.empty()) return std::vector<EndedKey>();
-  return WithConnection(
-      "find ended keys", [&](pqxx::connection& c) -> absl::StatusOr<std::vector<EndedKey>> {
-        pqxx::read_transaction tx(c);
+  return WithConnectionOf(
+      key_lookups_, "find ended keys",
+      [&](pqxx::connection& c) -> absl::StatusOr<std::vector<EndedKey>> {
+        pqxx::nontransaction tx(c);  // One statement: no BEGIN and COMMIT around it.
         std::vector<EndedKey> out;
         for (const pqxx::row& row : tx.exec_prepared(
                  sql::kFindEndedKeys, rows::TextArrayLiteral(keys), LoadBoundMicros(since))) {

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -125,7 +126,12 @@ class PgStore final : public Store {
   template <typename Fn>
   auto WithConnection(absl::string_view operation, Fn&& fn)
       -> decltype(fn(std::declval<pqxx::connection&>())) {
-    auto lease = reads_.Acquire();
+    return WithConnectionOf(reads_, operation, std::forward<Fn>(fn));
+  }
+  template <typename Fn>
+  auto WithConnectionOf(ConnectionPool& pool, absl::string_view operation, Fn&& fn)
+      -> decltype(fn(std::declval<pqxx::connection&>())) {
+    auto lease = pool.Acquire();
     if (!lease.ok()) return lease.status();
     bool broken = false;
     auto result = Guarded(operation, &broken, [&] { return fn(**lease); });
@@ -135,6 +141,12 @@ class PgStore final : public Store {
 
   ConnectionPool reads_;
   ConnectionPool writer_;
+  // FindEndedKeys's own connection: one statement, run for every new
+  // request outside a transaction, planned at each execution (custom
+  // plans, as the reads): a generic plan made while `requests` was empty
+  // may scan the window's ended requests and filter them by key for as
+  // long as the connection lives.
+  ConnectionPool key_lookups_;
   const std::string ledger_key_pem_;
   const int64_t checkpoint_every_;
   // The chain head and the last checkpoint: read by LoadState, advanced by

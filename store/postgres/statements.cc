@@ -109,12 +109,18 @@ constexpr Statement kStatements[] = {
      " WHERE state NOT IN " ARBITER_LIVE_STATES
      " AND updated_at >= " TS(1) " ORDER BY updated_at, id"},
     // $1: the keys (text[]); $2: ended at or after, in microseconds. The
-    // latest request of each key, through requests_ended_key (migration
-    // 0032).
+    // latest ended request of each key (a key is used again only after its
+    // last request ended), kept if it ended since $2. The time is checked
+    // outside the DISTINCT ON, so that the only condition the scan can
+    // use is the key's, through requests_ended_key (migration 0032), and
+    // the statement is planned for each execution (PgStore's key lookups):
+    // a plan made on a small table would otherwise read the window's
+    // ended requests through requests_ended and filter them by key.
     {kFindEndedKeys,
-     "SELECT DISTINCT ON (idempotency_key) idempotency_key, id, body_hash FROM requests"
+     "SELECT idempotency_key, id, body_hash FROM (SELECT DISTINCT ON (idempotency_key)"
+     " idempotency_key, id, body_hash, updated_at FROM requests"
      " WHERE idempotency_key = ANY($1::text[]) AND state NOT IN " ARBITER_LIVE_STATES
-     " AND updated_at >= " TS(2) " ORDER BY idempotency_key, id DESC"},
+     " ORDER BY idempotency_key, id DESC) latest WHERE updated_at >= " TS(2)},
     // $1: months starting at or after, in microseconds.
     {kSelectEndedSpend,
      "SELECT team, (extract(epoch FROM month) * 1000000)::bigint, micros FROM ended_spend"

@@ -165,6 +165,43 @@ TEST_F(HistoryPlansTest, FrequentReadsTouchTheLiveStateAndTheirPageNotTheHistory
   }
 }
 
+// The idempotency key lookup runs before every new request (PgStore's key
+// lookups, planned at each execution as the reads are: sql::PrepareAll).
+// On a table that grew since the last ANALYZE, which said it was empty, it
+// must find the keys through requests_ended_key, not read the window's
+// ended requests by time and filter them by key: over a window of a year,
+// that is every row. (A generic plan made on the empty table did.)
+class KeyLookupPlanTest : public HistoryPlansTest {
+ protected:
+  static void SetUpTestSuite() {
+    Open(+[] { pqxx::nontransaction(*conn_).exec("ANALYZE requests"); });
+  }
+};
+
+TEST_F(KeyLookupPlanTest, OnATableThatGrewSinceItsLastAnalyzeItReadsOnlyTheKeysAsked) {
+  pqxx::connection lookups(db_->dsn());
+  sql::PrepareAll(lookups);
+  const std::string year = absl::StrCat(Micros(2027, 1, 1));
+  pqxx::nontransaction tx(lookups);
+  tx.exec_prepared(sql::kFindEndedKeys, "{key-1}", year);  // On no rows.
+  {
+    pqxx::nontransaction fill(*conn_);  // No ANALYZE: the statistics say empty.
+    fill.exec(
+        "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class,"
+        " members, whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib,"
+        " gpu_models, description, state, created_at, updated_at)"
+        " SELECT g, 'key-' || g, g, 't', 'p', 'training', 1, 1, 0, 0, 0, 0, '{}', '', 'released',"
+        " t, t + interval '1 hour' FROM generate_series(1, 50000) g,"
+        " LATERAL (SELECT timestamptz '2027-01-01 UTC' + g * interval '10 minutes' AS t) x");
+  }
+  const pqxx::result r =
+      tx.exec(absl::StrCat("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ", sql::kFindEndedKeys,
+                           "('{key-4242,key-4243,no-such-key}', ", year, ")"));
+  PlanReads plan = ReadsOfPlan(r[0][0].as<std::string>());
+  EXPECT_TRUE(plan.seq_scanned.empty());
+  EXPECT_LE(plan.rows_touched["requests"], 2) << r[0][0].as<std::string>();
+}
+
 // A day of raw samples, 100 GPUs every 30 s, laid out in time order as
 // agents send them: the rollup's read of a minute must touch that minute's
 // block ranges (the BRIN index on `at`), not scan the day's partition.
