@@ -517,7 +517,8 @@ TEST_F(WatchHubTest, AQueuedRequestsNewExplanationStreamsAndIsNeitherWrittenNorL
                 }
                 core::CapacityRequestSpec fill = WholeSpec("u-fill", 14, 1);
                 fill.team = "u";
-                auto out = core::RequestCapacity(s, fill, now, ch);
+                // A new key: no ended request of the window used it.
+                auto out = core::RequestCapacity(s, fill, now, ch, now);
                 if (!out.ok()) return out.status();
                 return out->request.state == core::RequestState::kAdmitted
                            ? absl::OkStatus()
