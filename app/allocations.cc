@@ -37,6 +37,19 @@ absl::StatusOr<core::CapacityRequest> ReadRequest(const Context& ctx, int64_t id
   return stored;
 }
 
+// Answers a replay of request `id` (a preview's, with `preview`) with the
+// request as stored now, read on a read worker.
+void ReplayStored(const Context& ctx, int64_t id, bool preview, Reply<RequestDecision> reply) {
+  RunRead<RequestDecision>(
+      ctx,
+      [ctx, id, preview]() -> absl::StatusOr<RequestDecision> {
+        absl::StatusOr<core::CapacityRequest> stored = ReadRequest(ctx, id);
+        if (!stored.ok()) return stored.status();
+        return RequestDecision{*std::move(stored), true, preview, {}};
+      },
+      std::move(reply), "too busy; retry");
+}
+
 // What the leader's arbiter knows of a request that the store does not:
 // a queued request's position, an admitted one's claims with their last
 // renewals and when it ends unless claimed or renewed.
@@ -152,14 +165,7 @@ void Allocations::ReplayEnded(const core::CapacityRequestSpec& spec, const store
     return reply(core::KeyUsedForAnotherBody(spec.idempotency_key, ended.request_id));
   }
   // An ended request is final: its stored row is the decision's last word.
-  RunRead<RequestDecision>(
-      ctx_,
-      [ctx = ctx_, id = ended.request_id, preview]() -> absl::StatusOr<RequestDecision> {
-        absl::StatusOr<core::CapacityRequest> stored = ReadRequest(ctx, id);
-        if (!stored.ok()) return stored.status();
-        return RequestDecision{*std::move(stored), true, preview, {}};
-      },
-      std::move(reply), "too busy; retry");
+  ReplayStored(ctx_, ended.request_id, preview, std::move(reply));
 }
 
 void Allocations::Decide(core::CapacityRequestSpec spec, absl::Time keys_checked_at,
@@ -179,14 +185,7 @@ void Allocations::Decide(core::CapacityRequestSpec spec, absl::Time keys_checked
         if (!outcome->replayed) return reply(RequestDecision{std::move(outcome->request), false});
         // A replay answers with the stored request, read off the engine's
         // threads: it may have moved on since it was decided.
-        RunRead<RequestDecision>(
-            ctx,
-            [ctx, id = outcome->request.id]() -> absl::StatusOr<RequestDecision> {
-              absl::StatusOr<core::CapacityRequest> stored = ReadRequest(ctx, id);
-              if (!stored.ok()) return stored.status();
-              return RequestDecision{*std::move(stored), true};
-            },
-            reply, "too busy; retry");
+        ReplayStored(ctx, outcome->request.id, false, reply);
       },
       std::move(actor));
 }
@@ -273,14 +272,7 @@ void Allocations::RunPreview(PreviewDecide decide, std::string actor,
         if (!status.ok()) return reply(status);
         if (!decision->replayed) return reply(std::move(*decision));
         // A key already used: its request as it stands, as a real call answers.
-        RunRead<RequestDecision>(
-            ctx,
-            [ctx, id = decision->request.id]() -> absl::StatusOr<RequestDecision> {
-              absl::StatusOr<core::CapacityRequest> stored = ReadRequest(ctx, id);
-              if (!stored.ok()) return stored.status();
-              return RequestDecision{*std::move(stored), true, true, {}};
-            },
-            reply, "too busy; retry");
+        ReplayStored(ctx, decision->request.id, true, reply);
       },
       std::move(actor));
 }
