@@ -26,11 +26,12 @@ absl::Status NotLeaderError(const std::string& leader_address) {
 namespace {
 
 // What the arbiter loads of the history at `now`: the keys its memory
-// keeps (the window's, or its last minutes: ended_key_memory) and the
-// budgets' month.
+// keeps (the window's, or its last minutes: ended_key_memory, at least
+// kEndedKeyLoadSpan) and the budgets' month.
 store::LoadScope ScopeAt(absl::Time now, const ArbiterOptions& options) {
-  return store::LoadScope{now - std::min(options.idempotency_window, options.ended_key_memory),
-                          core::MonthStart(now)};
+  const absl::Duration keys =
+      std::min(options.idempotency_window, std::max(options.ended_key_memory, kEndedKeyLoadSpan));
+  return store::LoadScope{now - keys, core::MonthStart(now)};
 }
 
 }  // namespace
@@ -56,6 +57,7 @@ Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory
       last_reload_(clock->TimeNow()),
       leading_(!options.start_following) {
   IndexNodes();
+  NoteLoad(last_reload_);  // Later than the load began: forgets later.
   hub_->Reset(store_->LedgerHead(),
               options.start_following ? NotLeaderError("") : absl::OkStatus());
   responder_ = std::thread([this] { RunResponder(); });
@@ -240,7 +242,20 @@ void Arbiter::Drain() {
       +[](Arbiter* a) ABSL_NO_THREAD_SAFETY_ANALYSIS { return a->in_flight_ == 0; }, this));
 }
 
+void Arbiter::NoteKeysStored() {
+  std::vector<KeysStored> stored;
+  {
+    absl::MutexLock lock(&mu_);
+    stored.swap(keys_stored_);
+  }
+  for (const KeysStored& s : stored) {
+    // Marks of a state since replaced mean nothing to this one.
+    if (s.load == loads_) state_.NoteKeysStored(s.keys_put, s.at);
+  }
+}
+
 void Arbiter::DecideBatch(std::deque<Command>& batch) {
+  NoteKeysStored();
   const absl::Time now = clock_->TimeNow();
   Decided decided;
   decided.context.at = now;
@@ -253,6 +268,8 @@ void Arbiter::DecideBatch(std::deque<Command>& batch) {
     decided.context.actors.resize(decided.changes.changes.size(), c.actor);
   }
   decided.commands = std::move(batch);
+  decided.ended_keys_put = state_.ended_keys_put();
+  decided.load = loads_;
   absl::MutexLock lock(&mu_);
   decided.generation = generation_;
   decided_.push_back(std::move(decided));
@@ -298,6 +315,8 @@ void Arbiter::CommitBatch(Decided& decided) {
     if (!commit.ok()) {
       stats_.commit_failures++;
       commit_failed_ = true;
+    } else {
+      keys_stored_.push_back({decided.load, decided.ended_keys_put, clock_->TimeNow()});
     }
     if (commit.code() == absl::StatusCode::kFailedPrecondition &&
         decided.generation == generation_ && leading_) {
@@ -400,7 +419,8 @@ bool Arbiter::Reload() {
   // A follower's periodic refresh replaces a valid state; it is not counted
   // as a reload and logs quietly.
   const bool refresh = state_valid_;
-  absl::StatusOr<core::State> loaded = store_->LoadState(ScopeAt(clock_->TimeNow(), options_));
+  const absl::Time load_started = clock_->TimeNow();
+  absl::StatusOr<core::State> loaded = store_->LoadState(ScopeAt(load_started, options_));
   if (!loaded.ok()) {
     spdlog::warn("reloading state failed: {}", loaded.status().ToString());
     return false;
@@ -413,6 +433,7 @@ bool Arbiter::Reload() {
   explanations_.Clear();
   last_reload_ = clock_->TimeNow();
   IndexNodes();
+  NoteLoad(load_started);
   // Heartbeats are not written either: each node's silence counts from now.
   core::GraceHeartbeats(state_, clock_->TimeNow());
   // A leader's streams continue only if nothing moved; a follower serves
@@ -434,6 +455,12 @@ bool Arbiter::Reload() {
   spdlog::info("state reloaded: {} nodes, {} live requests", state_.nodes().size(),
                state_.live_requests().size());
   return true;
+}
+
+void Arbiter::NoteLoad(absl::Time started) {
+  ++loads_;
+  // Every key loaded was committed before the load began.
+  state_.NoteKeysStored(state_.ended_keys_put(), started);
 }
 
 void Arbiter::IndexNodes() {

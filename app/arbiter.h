@@ -53,8 +53,12 @@
 
 namespace arbiter::app {
 
-// ArbiterOptions::ended_key_memory by default.
-inline constexpr absl::Duration kDefaultEndedKeyMemory = absl::Minutes(2);
+// ArbiterOptions::ended_key_memory by default: a key lookup may be 20 s old.
+inline constexpr absl::Duration kDefaultEndedKeyMemory = absl::Seconds(40);
+// The least span of ended requests' keys a load reads (see ScopeAt in
+// arbiter.cc): a lookup's greatest age plus two commits at the statement
+// timeout (30 s), which a lookup begun before the load may have missed.
+inline constexpr absl::Duration kEndedKeyLoadSpan = absl::Minutes(2);
 
 struct ArbiterOptions {
   // Most commands decided and committed together. Default: 256.
@@ -74,12 +78,16 @@ struct ArbiterOptions {
   // core::State::idempotency_window). Start-up loads the ended requests of
   // this window only. Default: 24 hours.
   absl::Duration idempotency_window = core::kDefaultIdempotencyWindow;
-  // How long the engine's memory keeps an ended request's key (core::
-  // State::ended_key_memory); the older keys of the window are looked up in
-  // the store before each new request (app/ended_keys.h). Start-up loads
-  // the keys of this span, or of the window when it is shorter. At least
-  // twice the longest commit (a statement times out after 30 s). Default:
-  // 2 minutes.
+  // Sets how long ago a new request's key may have been looked up in the
+  // store (app/ended_keys.h): half of this (core::State::
+  // key_lookup_max_age); older, the request is refused UNAVAILABLE (retry).
+  // The engine's memory keeps the live keys and each ended one until its
+  // commit is that old; the other keys of the window are the store's.
+  // Shorter keeps fewer keys (the rate times the commit's time and the
+  // lookup's age) and refuses more requests that waited in the queue. A
+  // load reads the keys of this span, at least kEndedKeyLoadSpan, or of
+  // the window when it is shorter. At least the window: no lookups, every
+  // key of the window in memory. Default: 40 s.
   absl::Duration ended_key_memory = kDefaultEndedKeyMemory;
   // A node whose agent heartbeats turns unreachable after this long without
   // one (core::State::node_heartbeat_timeout); zero: never.
@@ -168,6 +176,17 @@ class Arbiter {
     core::ChangeSet changes;
     store::CommitContext context;
     uint64_t generation = 0;  // generation_ when it was decided.
+    // The state's ended keys put once it was decided, and which load of
+    // the state it was decided on (loads_).
+    uint64_t ended_keys_put = 0;
+    uint64_t load = 0;
+  };
+  // A committed batch's ended keys, for the state to forget in time
+  // (core::State::NoteKeysStored).
+  struct KeysStored {
+    uint64_t load = 0;
+    uint64_t keys_put = 0;
+    absl::Time at;
   };
 
   Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory* nodes,
@@ -175,6 +194,9 @@ class Arbiter {
   void Run();
   // Decides one batch and hands it to the committer. Arbiter thread.
   void DecideBatch(std::deque<Command>& batch);
+  // Hands the state the commits of its ended keys since the last call.
+  // Arbiter thread.
+  void NoteKeysStored() ABSL_LOCKS_EXCLUDED(mu_);
   void RunCommitter();
   // Commits one batch and answers its commands. Committer thread.
   void CommitBatch(Decided& decided);
@@ -191,6 +213,9 @@ class Arbiter {
   bool TimerDue() const;
   // Replaces the state with the database's. Returns false while it cannot.
   bool Reload();
+  // Counts a load of state_ begun at `started` and notes its keys stored.
+  // Arbiter thread (or the constructor).
+  void NoteLoad(absl::Time started);
   void IndexNodes();
 
   store::Store* const store_;
@@ -204,6 +229,7 @@ class Arbiter {
   core::State state_;        // Arbiter thread only.
   bool state_valid_ = true;  // Arbiter thread only.
   absl::Time last_reload_;   // Arbiter thread only.
+  uint64_t loads_ = 0;       // Arbiter thread only: loads of state_.
 
   mutable absl::Mutex mu_;
   std::deque<Command> queue_ ABSL_GUARDED_BY(mu_);
@@ -211,6 +237,8 @@ class Arbiter {
   // Decided batches, oldest first; `in_flight_` counts them and the one
   // being committed.
   std::deque<Decided> decided_ ABSL_GUARDED_BY(mu_);
+  // Committed batches' ended keys, for the arbiter thread, oldest first.
+  std::vector<KeysStored> keys_stored_ ABSL_GUARDED_BY(mu_);
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Set when a commit failed: batches still in flight are failed too, and
   // the arbiter reloads once they are drained.

@@ -883,7 +883,7 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
     replay.replayed = true;
     return replay;
   }
-  if (!state.RemembersWholeWindow() && now - ended_keys_checked_at > state.ended_key_memory() / 2) {
+  if (!state.RemembersWholeWindow() && now - ended_keys_checked_at > state.key_lookup_max_age()) {
     return absl::UnavailableError(
         "idempotency_key: the lookup of the window's ended requests is out of date; retry");
   }

@@ -47,8 +47,8 @@ struct RequestOutcome {
 // (!State::RemembersWholeWindow), the caller looked the key up at
 // `ended_keys_checked_at` among the requests stored as ended within the
 // window, and found none (app/ended_keys.h). A key whose request ended
-// since is still in memory as long as the lookup is younger than half of
-// State::ended_key_memory; an older one (or none: the infinite past) is
+// since is still in memory as long as the lookup is no older than
+// State::key_lookup_max_age; an older one (or none: the infinite past) is
 // refused UNAVAILABLE, to be looked up again.
 absl::StatusOr<RequestOutcome> RequestCapacity(
     State& state, const CapacityRequestSpec& spec, absl::Time now, ChangeSet& changes,

@@ -110,8 +110,10 @@ void RequestBook::Put(const CapacityRequest& request) {
   const bool ended_before = entry.ended && entry.request_id == id;
   entry = IdempotencyEntry{id, request.body_hash, IsFinal(request.state)};
   if (IsFinal(request.state)) {
-    if (!ended_before)
+    if (!ended_before) {
       keys_.ended.push_back({request.updated_at, id, request.spec.idempotency_key});
+      ++keys_.put;
+    }
     if (old != live_.end()) live_.erase(old);
     return;
   }
@@ -120,14 +122,33 @@ void RequestBook::Put(const CapacityRequest& request) {
 }
 
 void RequestBook::ForgetKeysEndedBefore(absl::Time cutoff) {
-  while (!keys_.ended.empty() && keys_.ended.front().at < cutoff) {
-    const Keys::Ended& ended = keys_.ended.front();
-    auto it = keys_.by_key.find(ended.key);
-    if (it != keys_.by_key.end() && it->second.ended && it->second.request_id == ended.request_id) {
-      keys_.by_key.erase(it);
-    }
-    keys_.ended.pop_front();
+  while (!keys_.ended.empty() && keys_.ended.front().at < cutoff) ForgetFirstEndedKey();
+}
+
+void RequestBook::NoteKeysStored(uint64_t keys_put, absl::Time stored_at) {
+  keys_.notes_stores = true;
+  keys_.stored.push_back({keys_put, stored_at});
+}
+
+void RequestBook::ForgetKeysStoredBefore(absl::Time cutoff) {
+  while (!keys_.stored.empty() && keys_.stored.front().at < cutoff) {
+    ForgetFirstEndedKeys(keys_.stored.front().keys_put);
+    keys_.stored.pop_front();
   }
+}
+
+void RequestBook::ForgetFirstEndedKeys(uint64_t count) {
+  while (!keys_.ended.empty() && keys_.forgotten < count) ForgetFirstEndedKey();
+}
+
+void RequestBook::ForgetFirstEndedKey() {
+  const Keys::Ended& ended = keys_.ended.front();
+  auto it = keys_.by_key.find(ended.key);
+  if (it != keys_.by_key.end() && it->second.ended && it->second.request_id == ended.request_id) {
+    keys_.by_key.erase(it);
+  }
+  keys_.ended.pop_front();
+  ++keys_.forgotten;
 }
 
 void RequestBook::ClearHolds(int64_t id) {

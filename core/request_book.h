@@ -86,6 +86,18 @@ class RequestBook {
   // before `cutoff`. Amortized O(1) per key forgotten: ended keys are kept
   // in the order they ended.
   void ForgetKeysEndedBefore(absl::Time cutoff);
+  // How many ended keys have been put in all: a position in the order they
+  // ended, which ForgetFirstEndedKeys takes.
+  uint64_t ended_keys_put() const { return keys_.put; }
+  // Records that the ended keys put before position `keys_put` (an
+  // ended_keys_put() of the past) are in the store since `stored_at`.
+  // Marks are noted in the order of their positions.
+  void NoteKeysStored(uint64_t keys_put, absl::Time stored_at);
+  // Whether any mark was noted since this book was made.
+  bool notes_stores() const { return keys_.notes_stores; }
+  // Forgets the keys of the marks stored before `cutoff`, however recently
+  // their requests ended.
+  void ForgetKeysStoredBefore(absl::Time cutoff);
 
   // Stores a new or changed request and records its idempotency key; a
   // final one leaves the live set, and its key is remembered until
@@ -100,6 +112,10 @@ class RequestBook {
   // Removes `old` from the queue, holder, timer and victim indexes.
   void Unindex(const CapacityRequest& old);
   void Index(const CapacityRequest& request);
+  // REQUIRES: keys_.ended is not empty.
+  void ForgetFirstEndedKey();
+  // Forgets the keys put before position `count`.
+  void ForgetFirstEndedKeys(uint64_t count);
 
   absl::flat_hash_map<int64_t, CapacityRequest> live_;
   absl::flat_hash_map<std::string, std::set<int64_t>> queued_;
@@ -120,6 +136,9 @@ class RequestBook {
     Keys& operator=(const Keys&) {
       by_key.clear();
       ended.clear();
+      stored.clear();
+      put = forgotten = 0;
+      notes_stores = false;
       return *this;
     }
     Keys(Keys&&) = default;
@@ -134,6 +153,14 @@ class RequestBook {
     // The keys of ended requests, in the order they were put: by end
     // time, but for a clock step back (such a key waits behind later ones).
     std::deque<Ended> ended;
+    uint64_t put = 0;        // Ended keys ever pushed onto `ended`.
+    uint64_t forgotten = 0;  // Ended keys ever popped from it.
+    struct Stored {
+      uint64_t keys_put;
+      absl::Time at;
+    };
+    std::deque<Stored> stored;  // NoteKeysStored's marks, not yet applied.
+    bool notes_stores = false;
   };
   Keys keys_;
   int64_t next_id_ = 1;

@@ -183,17 +183,41 @@ class State {
   // How long this state itself remembers an ended request's key (default:
   // for the whole window). Set shorter, the keys that ended earlier in the
   // window are the caller's to look up in the store before each new
-  // request (RequestCapacity's `ended_keys_checked_at`): memory then holds
-  // the live keys and those of the last `d`, not a day of decisions.
+  // request (RequestCapacity's `ended_keys_checked_at`, at most
+  // key_lookup_max_age old): memory then holds the live keys and those of
+  // the last `d`, not a day of decisions; or, once the caller reports its
+  // commits (NoteKeysStored), those not yet stored for key_lookup_max_age.
   absl::Duration ended_key_memory() const { return ended_key_memory_; }
   void set_ended_key_memory(absl::Duration d) { ended_key_memory_ = d; }
+  // How old the lookup of a new request's key may be: half the memory.
+  absl::Duration key_lookup_max_age() const { return ended_key_memory_ / 2; }
   // Whether every key of the window is in memory (ended_key_memory covers
   // the window), so that no lookup in the store is needed.
   bool RemembersWholeWindow() const { return ended_key_memory_ >= idempotency_window_; }
-  // Forgets the keys of requests that ended before `now` less the window
-  // or the memory, whichever is shorter.
+  // How many ended requests' keys were put in this state so far: the
+  // position NoteKeysStored takes. Arbiter thread: read after a batch.
+  uint64_t ended_keys_put() const { return requests_.ended_keys_put(); }
+  // Reports that the keys of the requests that ended before position
+  // `keys_put` are committed since `stored_at`, so that any lookup started
+  // since finds them. From the first report on, an ended key is forgotten
+  // once its report is older than key_lookup_max_age (every lookup still
+  // accepted then started after its commit), not after the memory: memory
+  // holds what the rate makes in the commit's time and the lookup's age.
+  // Ignored while the state remembers the whole window.
+  // REQUIRES: reports come in the order of their positions.
+  void NoteKeysStored(uint64_t keys_put, absl::Time stored_at) {
+    if (!RemembersWholeWindow()) requests_.NoteKeysStored(keys_put, stored_at);
+  }
+  // Forgets the keys of requests that ended before `now` less the window;
+  // and those stored for longer than a lookup's age (after NoteKeysStored),
+  // or else ended before `now` less the memory.
   void ForgetExpiredKeys(absl::Time now) {
-    requests_.ForgetKeysEndedBefore(now - std::min(idempotency_window_, ended_key_memory_));
+    if (RemembersWholeWindow() || !requests_.notes_stores()) {
+      requests_.ForgetKeysEndedBefore(now - std::min(idempotency_window_, ended_key_memory_));
+      return;
+    }
+    requests_.ForgetKeysEndedBefore(now - idempotency_window_);
+    requests_.ForgetKeysStoredBefore(now - key_lookup_max_age());
   }
   // Indexes a request of any state; live ones (queued, admitted) are kept in
   // full and admitted ones charge their placements to the inventory. An

@@ -216,8 +216,9 @@ TEST_F(RequestPathTest, ReleaseFreesTheGpusAndIsLedgered) {
   EXPECT_THAT(foreign.get(), StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
-// The engine remembers an ended request's key for two minutes
-// (ArbiterOptions::ended_key_memory); for the rest of the window (24 hours)
+// The engine remembers an ended request's key until its commit is older
+// than a key lookup may be (20 s: ArbiterOptions::ended_key_memory / 2);
+// for the rest of the window (24 hours)
 // the store finds it: a retry replays the stored decision exactly, another
 // body is refused, and past the window the key starts a new request.
 TEST_F(RequestPathTest, AnEndedRequestsKeyIsFoundInTheStoreForTheWholeWindow) {
@@ -228,7 +229,7 @@ TEST_F(RequestPathTest, AnEndedRequestsKeyIsFoundInTheStoreForTheWholeWindow) {
   ASSERT_THAT(released.get(), IsOk());
   const size_t entries = Ledger().size();
 
-  clock_.Advance(absl::Minutes(10));
+  clock_.Advance(absl::Seconds(21));
   absl::StatusOr<RequestDecision> again = Request(Developer(), "nightly", 2);
   ASSERT_THAT(again, IsOk());
   EXPECT_TRUE(again->replayed);

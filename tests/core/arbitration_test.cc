@@ -293,6 +293,62 @@ TEST(ArbitrationTest, AShortKeyMemoryNeedsAFreshLookupOfTheWindow) {
   EXPECT_FALSE(fresh->replayed);
 }
 
+// Once the caller reports its commits (NoteKeysStored), an ended key stays
+// in memory until its commit is older than a lookup may be (half the
+// memory), however recently it ended, and not past that: memory then holds
+// what the commit's time and the lookup's age make, not the whole memory.
+TEST(ArbitrationTest, ReportedCommitsBoundTheKeysInMemory) {
+  State s = MakeState();
+  s.set_idempotency_window(absl::Hours(24));
+  s.set_ended_key_memory(absl::Seconds(40));
+  EXPECT_EQ(s.key_lookup_max_age(), absl::Seconds(20));
+  AddNode(s, MakeNode("n1", 8, "H100-80GB"));
+  auto request = [&](const std::string& key, absl::Time at) {
+    ChangeSet ch;
+    return RequestCapacity(s, WholeSpec(key, 1, 1), at, ch, at);
+  };
+  auto end = [&](const std::string& key, absl::Time at) {
+    absl::StatusOr<RequestOutcome> r = request(key, at);
+    ASSERT_THAT(r, IsOk());
+    ChangeSet ch;
+    ASSERT_THAT(ReleaseRequest(s, r->request.id, at, ch), IsOk());
+  };
+  end("a", kT0);
+  end("b", kT0 + absl::Seconds(1));
+  const uint64_t through_b = s.ended_keys_put();
+  EXPECT_EQ(through_b, 2u);
+  end("c", kT0 + absl::Seconds(2));
+  // "a" and "b" committed at 3 s; "c" not yet.
+  s.NoteKeysStored(through_b, kT0 + absl::Seconds(3));
+  // Until 23 s, a lookup begun before 3 s may still come: all stay.
+  s.ForgetExpiredKeys(kT0 + absl::Seconds(23));
+  EXPECT_EQ(s.requests().remembered_keys(), 3u);
+  EXPECT_TRUE(request("a", kT0 + absl::Seconds(23))->replayed);
+  // Past it "a" and "b" are the store's; "c", uncommitted, stays past the
+  // 40 s a memory without reports would keep it.
+  s.ForgetExpiredKeys(kT0 + absl::Seconds(23) + absl::Milliseconds(1));
+  EXPECT_EQ(s.requests().remembered_keys(), 1u);
+  EXPECT_EQ(s.FindIdempotencyKey("a"), nullptr);
+  s.ForgetExpiredKeys(kT0 + absl::Minutes(5));
+  ASSERT_NE(s.FindIdempotencyKey("c"), nullptr);
+  s.NoteKeysStored(s.ended_keys_put(), kT0 + absl::Minutes(5));
+  s.ForgetExpiredKeys(kT0 + absl::Minutes(5) + absl::Seconds(21));
+  EXPECT_EQ(s.requests().remembered_keys(), 0u);
+  // A lookup older than 20 s is refused, writing nothing.
+  const int64_t next = s.requests().next_id();
+  ChangeSet ch;
+  const absl::Time now = kT0 + absl::Minutes(6);
+  EXPECT_THAT(RequestCapacity(s, WholeSpec("d", 1, 1), now, ch, now - absl::Seconds(21)),
+              StatusIs(absl::StatusCode::kUnavailable, StartsWith("idempotency_key:")));
+  EXPECT_EQ(s.requests().next_id(), next);
+  EXPECT_TRUE(ch.empty());
+  // Reports mean nothing while the whole window is remembered.
+  State whole = MakeState();
+  ASSERT_TRUE(whole.RemembersWholeWindow());
+  whole.NoteKeysStored(0, kT0);
+  EXPECT_FALSE(whole.requests().notes_stores());
+}
+
 TEST(ArbitrationTest, UnknownReferencesAreNotFound) {
   State s = MakeState();
   ChangeSet changes;

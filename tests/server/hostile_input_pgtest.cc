@@ -325,7 +325,7 @@ TEST_F(HostileInputTest, ADeadlineThatExpiresMidTransactionDecidesExactlyOnce) {
   EXPECT_EQ(requests(), "2");
 }
 
-// The engine keeps an ended request's key for two minutes only; for the
+// The engine keeps an ended request's key for seconds only; for the
 // rest of the 24-hour window PostgreSQL finds it (requests_ended_key): a
 // retry replays the stored decision exactly, a preview replays it too,
 // another body is refused naming the key, and nothing is written. Past the
