@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
                    "--heap-keep-free-mib are free (after a telemetry pass's reads); at least "
                    "100ms, or 0 for never")
       ->capture_default_str();
-  int64_t heap_keep_free_mib = 64;
+  int64_t heap_keep_free_mib = 16;
   serve_cmd
       ->add_option("--heap-keep-free-mib", heap_keep_free_mib,
                    "free heap pages kept for the next allocations, in MiB")

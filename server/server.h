@@ -95,9 +95,9 @@ struct ServerOptions {
   absl::Duration lease_ttl = absl::Seconds(5);
   // Every this long, the heap's free pages go back to the system when more
   // than heap_keep_free_bytes are free (server/heap_release.h); zero: never.
-  // Default: 10 s, 64 MiB.
+  // Default: 10 s, 16 MiB.
   absl::Duration heap_release_every = absl::Seconds(10);
-  int64_t heap_keep_free_bytes = int64_t{64} << 20;
+  int64_t heap_keep_free_bytes = int64_t{16} << 20;
 };
 
 class ArbiterServer {
