@@ -73,6 +73,7 @@ class Application {
   const Context& context() const { return ctx_; }
   Arbiter& arbiter() { return *arbiter_; }
   TelemetryMaintenance& telemetry() { return *telemetry_; }
+  const EndedKeyLookup& ended_keys() const { return *ended_keys_; }
   NodeDirectory& nodes() { return nodes_; }
   WatchHub& hub() { return *hub_; }
   const Access& access() const { return *access_; }

@@ -270,7 +270,9 @@ void Arbiter::DecideBatch(std::deque<Command>& batch) {
   decided.commands = std::move(batch);
   decided.ended_keys_put = state_.ended_keys_put();
   decided.load = loads_;
+  const auto keys_in_memory = static_cast<int64_t>(state_.requests().remembered_keys());
   absl::MutexLock lock(&mu_);
+  stats_.keys_in_memory = keys_in_memory;
   decided.generation = generation_;
   decided_.push_back(std::move(decided));
   ++in_flight_;

@@ -116,6 +116,9 @@ struct ArbiterStats {
   int64_t reloads = 0;
   int64_t queued = 0;     // Commands waiting now.
   int64_t in_flight = 0;  // Batches decided and not yet committed now.
+  // Idempotency keys the engine holds: the live requests' and those of
+  // ended requests a key lookup might still miss. As of the last batch.
+  int64_t keys_in_memory = 0;
   bool leading = false;
   int64_t epoch = 0;  // The leader epoch of the last Lead(); 0: unfenced.
 };

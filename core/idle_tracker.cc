@@ -37,6 +37,12 @@ void IdleTracker::Add(absl::Time from, absl::Time to, absl::Span<const HeldMembe
   tracked_to_ = to;
   const int64_t index = IndexOf(from);
   for (size_t i = 0; i < members.size() && i < usage.size(); ++i) {
+    if (members[i].until != absl::InfiniteFuture()) {
+      // Ended: FindIdle judges live requests only, so its buckets would
+      // never be read again.
+      by_request_.erase(members[i].request_id);
+      continue;
+    }
     if (usage[i].allocated_milli_seconds == 0) continue;
     std::vector<Bucket>& buckets = by_request_[members[i].request_id];
     if (buckets.empty() || buckets.back().index != index) buckets.push_back(Bucket{index});

@@ -12,8 +12,11 @@
 // policy window wide, at least a minute: 5 minutes for the default 4 hours.
 // A request is judged only when the tracker has seen its whole window.
 //
-// Memory: a few dozen bytes per bucket of each request that held capacity
-// in the longest window.
+// Memory: a few dozen bytes per bucket of each live request that held
+// capacity in the longest window. A request that ended (a member whose
+// `until` is finite) is dropped when a slice names it ended: it will never
+// be judged, and keeping it would cost the rate of decisions times the
+// longest window (4 hours by default).
 //
 // Thread-compatible.
 #pragma once
@@ -45,7 +48,11 @@ class IdleTracker {
   absl::Time BucketStart(absl::Time t) const;
   absl::Time BucketEnd(absl::Time t) const { return BucketStart(t) + bucket_; }
 
-  // Adds usage[i], the usage of members[i] over [from, to). A `from` other
+  // Requests whose buckets are kept.
+  size_t tracked_requests() const { return by_request_.size(); }
+
+  // Adds usage[i], the usage of members[i] over [from, to), and drops the
+  // requests of the members that ended (finite `until`). A `from` other
   // than tracked_to() starts tracking again from `from` (what came before is
   // forgotten). Buckets that no window can reach any more are dropped.
   // REQUIRES: from < to <= BucketEnd(from); members.size() == usage.size().

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/arbiter.h"
+#include "app/ended_keys.h"
 #include "app/real_clock.h"
 #include "app/telemetry_maintenance.h"
 #include "app/watch_hub.h"
@@ -155,8 +156,14 @@ std::vector<prometheus::ClientMetric::Label> GpuLabels(const store::GpuGauge& g)
 class Metrics::StateCollector final : public prometheus::Collectable {
  public:
   StateCollector(store::Store* store, app::Arbiter* arbiter, app::WatchHub* hub,
-                 app::TelemetryMaintenance* telemetry, Clock* clock)
-      : store_(store), arbiter_(arbiter), hub_(hub), telemetry_(telemetry), clock_(clock) {}
+                 app::TelemetryMaintenance* telemetry, const app::EndedKeyLookup* ended_keys,
+                 Clock* clock)
+      : store_(store),
+        arbiter_(arbiter),
+        hub_(hub),
+        telemetry_(telemetry),
+        ended_keys_(ended_keys),
+        clock_(clock) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
@@ -168,6 +175,12 @@ class Metrics::StateCollector final : public prometheus::Collectable {
         GaugeFamily("arbiter_batches_in_flight", "Batches decided and not yet committed.");
     in_flight.metric.push_back(Gauge({}, stats.in_flight));
     out.push_back(std::move(in_flight));
+    auto keys = GaugeFamily("arbiter_idempotency_keys_in_memory",
+                            "Idempotency keys the engine holds: the live requests' and those of "
+                            "ended requests that a key lookup might still miss.");
+    keys.metric.push_back(Gauge({}, stats.keys_in_memory));
+    out.push_back(std::move(keys));
+    AddKeyLookups(out);
     auto leader =
         GaugeFamily("arbiter_leader", "1 while this replica leads (decides), 0 while it follows.");
     leader.metric.push_back(Gauge({}, stats.leading ? 1 : 0));
@@ -274,6 +287,22 @@ class Metrics::StateCollector final : public prometheus::Collectable {
           "tcmalloc.pageheap_unmapped_bytes");
   }
 
+  // The store's lookups of new requests' keys among the window's ended
+  // requests: keys asked, and the statements that asked them (batched).
+  void AddKeyLookups(std::vector<prometheus::MetricFamily>& out) const {
+    auto counter = [&out](std::string name, std::string help, int64_t value) {
+      auto f = CounterFamily(std::move(name), std::move(help));
+      f.metric.push_back(Counter({}, value));
+      out.push_back(std::move(f));
+    };
+    counter("arbiter_key_lookups_total",
+            "New requests' idempotency keys looked up among the window's ended requests.",
+            ended_keys_->lookups());
+    counter("arbiter_key_lookup_queries_total",
+            "Statements that looked keys up (the keys that arrive during one go in the next).",
+            ended_keys_->queries());
+  }
+
   void AddWatch(std::vector<prometheus::MetricFamily>& out) const {
     const app::WatchStats w = hub_->stats();
     auto gauge = [&out](std::string name, std::string help, int64_t value) {
@@ -337,6 +366,7 @@ class Metrics::StateCollector final : public prometheus::Collectable {
   app::Arbiter* const arbiter_;
   app::WatchHub* const hub_;
   app::TelemetryMaintenance* const telemetry_;
+  const app::EndedKeyLookup* const ended_keys_;
   Clock* const clock_;
 };
 
@@ -371,14 +401,15 @@ Metrics::~Metrics() { StopServing(); }
 
 absl::Status Metrics::Serve(const std::string& listen_address, store::Store* store,
                             app::Arbiter* arbiter, app::WatchHub* hub,
-                            app::TelemetryMaintenance* telemetry, Clock* clock) {
+                            app::TelemetryMaintenance* telemetry,
+                            const app::EndedKeyLookup* ended_keys, Clock* clock) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(listen_address, 2);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("metrics-listen: cannot serve on ", listen_address, ": ", e.what()));
   }
-  state_ = std::make_shared<StateCollector>(store, arbiter, hub, telemetry, clock);
+  state_ = std::make_shared<StateCollector>(store, arbiter, hub, telemetry, ended_keys, clock);
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(state_);
   const std::vector<int> ports = exposer_->GetListeningPorts();

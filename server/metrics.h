@@ -5,7 +5,9 @@
 //   - every RPC, through a gRPC server interceptor: grpc_server_handled_total
 //     {grpc_service, grpc_method, grpc_code} and grpc_server_handling_seconds;
 //   - the arbiter's group commit (ObserveCommit): batch sizes, commit latency,
-//     failures, and its queue depth at scrape time;
+//     failures, and its queue depth and idempotency keys at scrape time;
+//   - the lookups of idempotency keys in the store (app::EndedKeyLookup):
+//     statements and keys;
 //   - the watch hub at scrape time: streams, bytes queued to them, events,
 //     deliveries, bookmarks, cut-offs and refusals;
 //   - the telemetry passes (app::TelemetryCoverage): how much of the time
@@ -37,6 +39,7 @@
 
 namespace arbiter::app {
 class Arbiter;
+class EndedKeyLookup;
 class TelemetryMaintenance;
 class WatchHub;
 }  // namespace arbiter::app
@@ -49,11 +52,13 @@ class Metrics {
   ~Metrics();
 
   // Serves GET /metrics on `listen_address` (host:port; port 0 picks one).
-  // `store`, `arbiter`, `hub`, `telemetry` and `clock` must outlive this
-  // object (or StopServing). UNAVAILABLE when the port cannot be had.
+  // `store`, `arbiter`, `hub`, `telemetry`, `ended_keys` and `clock` must
+  // outlive this object (or StopServing). UNAVAILABLE when the port cannot
+  // be had.
   [[nodiscard]] absl::Status Serve(const std::string& listen_address, store::Store* store,
                                    app::Arbiter* arbiter, app::WatchHub* hub,
-                                   app::TelemetryMaintenance* telemetry, Clock* clock);
+                                   app::TelemetryMaintenance* telemetry,
+                                   const app::EndedKeyLookup* ended_keys, Clock* clock);
   // Stops the HTTP server; scrapes after this see nothing. Idempotent.
   void StopServing();
   // The port /metrics is served on; 0 when not serving.

@@ -119,9 +119,9 @@ absl::StatusOr<std::unique_ptr<ArbiterServer>> ArbiterServer::Start(const Server
   server->watch_server_->Start();
   if (options.store == nullptr) ARBITER_RETURN_IF_ERROR(server->StartElection(options));
   if (!options.metrics_listen.empty()) {
-    ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(options.metrics_listen, server->store_,
-                                                    &server->app_->arbiter(), &server->app_->hub(),
-                                                    &server->app_->telemetry(), clock));
+    ARBITER_RETURN_IF_ERROR(server->metrics_->Serve(
+        options.metrics_listen, server->store_, &server->app_->arbiter(), &server->app_->hub(),
+        &server->app_->telemetry(), &server->app_->ended_keys(), clock));
   }
   if (!options.webhook_listen.empty()) ARBITER_RETURN_IF_ERROR(server->StartWebhook(options));
   if (!options.console_listen.empty())

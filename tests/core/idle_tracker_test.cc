@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
 
 namespace arbiter::core {
@@ -133,6 +134,48 @@ TEST(IdleTrackerTest, FindsWhatTheRawSamplesShowAtEveryBucketBoundary) {
   }
   EXPECT_GT(compared, 400);
   EXPECT_GT(idle_found, 100);  // The comparison is not of empty lists only.
+}
+
+// Requests that ended are not kept: the tracker holds the live ones only,
+// however many ended within its longest window, and still judges the live
+// ones as the raw samples do.
+TEST(IdleTrackerTest, KeepsOnlyTheLiveRequests) {
+  std::mt19937 rng(20261128);
+  const std::vector<IdlePolicy> policies = IdlePoliciesInForce({});
+  const absl::Time start = kT0 - absl::Hours(6);
+  const absl::Time end = kT0 + absl::Hours(1);
+  Fleet fleet = RandomFleet(rng, 16, start, end);
+  // Every other request ends at a random time before kT0 - 1 h.
+  std::vector<HeldMember> live;
+  absl::flat_hash_set<int64_t> live_ids;
+  for (HeldMember& m : fleet.members) {
+    if (m.request_id % 2 == 0) {
+      m.until = m.from + absl::Minutes(10 + m.request_id * 7 % 200);
+    } else {
+      live.push_back(m);
+      live_ids.insert(m.request_id);
+    }
+  }
+  ASSERT_LT(live_ids.size(), 16u);
+  IdleTracker tracker(absl::Hours(4));
+  int judged = 0;
+  for (absl::Time t = start; t < end;) {
+    const absl::Time to = std::min(t + absl::Minutes(1), tracker.BucketEnd(t));
+    AddSlice(tracker, fleet, t, to);
+    t = to;
+    EXPECT_LE(tracker.tracked_requests(), live_ids.size()) << "at " << t;
+    if (t != tracker.BucketStart(t) || t - start < absl::Hours(4)) continue;
+    std::vector<GpuSample> before;
+    for (const GpuSample& s : fleet.samples) {
+      if (s.at < t) before.push_back(s);
+    }
+    EXPECT_EQ(Describe(tracker.FindIdle(live, policies)),
+              Describe(FindIdle(live, before, policies, t)))
+        << "at " << t;
+    ++judged;
+  }
+  EXPECT_GT(judged, 10);
+  EXPECT_GT(tracker.tracked_requests(), 0u);
 }
 
 TEST(IdleTrackerTest, JudgesNothingBeforeItHasSeenAWholeWindowAndForgetsWhatIsRewound) {

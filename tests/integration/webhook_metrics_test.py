@@ -226,6 +226,13 @@ def check_metrics(port, whole, mig, share):
     assert value(s, "arbiter_commit_seconds_count") >= 1
     assert value(s, "arbiter_commit_failures_total") == 0
     assert value(s, "arbiter_queue_depth") == 0
+    # The three live requests' keys, and the released one's for the 20 s a
+    # key lookup may be old.
+    assert 3 <= value(s, "arbiter_idempotency_keys_in_memory") <= 4
+    # Each new request's key was looked up in the store (the invalid one is
+    # refused before), in one statement or more.
+    assert value(s, "arbiter_key_lookups_total") == 4
+    assert 1 <= value(s, "arbiter_key_lookup_queries_total") <= 4
     assert value(s, "arbiter_leader") == 1 and value(s, "arbiter_leader_epoch") >= 1
     assert value(s, "arbiter_state_scrape_ok") == 1
     labels = dict(pool="serving", team=TEAM, model="H100-80GB")
