@@ -144,6 +144,20 @@ prometheus::MetricFamily CounterFamily(std::string name, std::string help) {
   return f;
 }
 
+// Appends a family of one unlabelled gauge, or counter, holding `value`.
+void AddGauge(std::vector<prometheus::MetricFamily>& out, std::string name, std::string help,
+              int64_t value) {
+  auto f = GaugeFamily(std::move(name), std::move(help));
+  f.metric.push_back(Gauge({}, value));
+  out.push_back(std::move(f));
+}
+void AddCounter(std::vector<prometheus::MetricFamily>& out, std::string name, std::string help,
+                int64_t value) {
+  auto f = CounterFamily(std::move(name), std::move(help));
+  f.metric.push_back(Counter({}, value));
+  out.push_back(std::move(f));
+}
+
 std::vector<prometheus::ClientMetric::Label> GpuLabels(const store::GpuGauge& g) {
   return {{"pool", g.pool}, {"class", g.workload_class}, {"team", g.team}, {"model", g.gpu_model}};
 }
@@ -168,27 +182,18 @@ class Metrics::StateCollector final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> out;
     const app::ArbiterStats stats = arbiter_->stats();
-    auto queue = GaugeFamily("arbiter_queue_depth", "Commands waiting for the arbiter thread.");
-    queue.metric.push_back(Gauge({}, stats.queued));
-    out.push_back(std::move(queue));
-    auto in_flight =
-        GaugeFamily("arbiter_batches_in_flight", "Batches decided and not yet committed.");
-    in_flight.metric.push_back(Gauge({}, stats.in_flight));
-    out.push_back(std::move(in_flight));
-    auto keys = GaugeFamily("arbiter_idempotency_keys_in_memory",
-                            "Idempotency keys the engine holds: the live requests' and those of "
-                            "ended requests that a key lookup might still miss.");
-    keys.metric.push_back(Gauge({}, stats.keys_in_memory));
-    out.push_back(std::move(keys));
+    AddGauge(out, "arbiter_queue_depth", "Commands waiting for the arbiter thread.", stats.queued);
+    AddGauge(out, "arbiter_batches_in_flight", "Batches decided and not yet committed.",
+             stats.in_flight);
+    AddGauge(out, "arbiter_idempotency_keys_in_memory",
+             "Idempotency keys the engine holds: the live requests' and those of ended requests "
+             "that a key lookup might still miss.",
+             stats.keys_in_memory);
     AddKeyLookups(out);
-    auto leader =
-        GaugeFamily("arbiter_leader", "1 while this replica leads (decides), 0 while it follows.");
-    leader.metric.push_back(Gauge({}, stats.leading ? 1 : 0));
-    out.push_back(std::move(leader));
-    auto epoch = GaugeFamily("arbiter_leader_epoch",
-                             "The leader epoch this replica last took over with; 0 if never.");
-    epoch.metric.push_back(Gauge({}, stats.epoch));
-    out.push_back(std::move(epoch));
+    AddGauge(out, "arbiter_leader", "1 while this replica leads (decides), 0 while it follows.",
+             stats.leading ? 1 : 0);
+    AddGauge(out, "arbiter_leader_epoch",
+             "The leader epoch this replica last took over with; 0 if never.", stats.epoch);
     AddWatch(out);
     AddTelemetry(out);
     AddHeap(out);
@@ -274,9 +279,7 @@ class Metrics::StateCollector final : public prometheus::Collectable {
     auto gauge = [&out](std::string name, std::string help, const char* property) {
       size_t value = 0;
       if (!MallocExtension::instance()->GetNumericProperty(property, &value)) return;
-      auto f = GaugeFamily(std::move(name), std::move(help));
-      f.metric.push_back(Gauge({}, static_cast<int64_t>(value)));
-      out.push_back(std::move(f));
+      AddGauge(out, std::move(name), std::move(help), static_cast<int64_t>(value));
     };
     gauge("arbiter_heap_allocated_bytes", "Bytes allocated by the application and not freed.",
           "generic.current_allocated_bytes");
@@ -290,30 +293,21 @@ class Metrics::StateCollector final : public prometheus::Collectable {
   // The store's lookups of new requests' keys among the window's ended
   // requests: keys asked, and the statements that asked them (batched).
   void AddKeyLookups(std::vector<prometheus::MetricFamily>& out) const {
-    auto counter = [&out](std::string name, std::string help, int64_t value) {
-      auto f = CounterFamily(std::move(name), std::move(help));
-      f.metric.push_back(Counter({}, value));
-      out.push_back(std::move(f));
-    };
-    counter("arbiter_key_lookups_total",
-            "New requests' idempotency keys looked up among the window's ended requests.",
-            ended_keys_->lookups());
-    counter("arbiter_key_lookup_queries_total",
-            "Statements that looked keys up (the keys that arrive during one go in the next).",
-            ended_keys_->queries());
+    AddCounter(out, "arbiter_key_lookups_total",
+               "New requests' idempotency keys looked up among the window's ended requests.",
+               ended_keys_->lookups());
+    AddCounter(out, "arbiter_key_lookup_queries_total",
+               "Statements that looked keys up (the keys that arrive during one go in the next).",
+               ended_keys_->queries());
   }
 
   void AddWatch(std::vector<prometheus::MetricFamily>& out) const {
     const app::WatchStats w = hub_->stats();
     auto gauge = [&out](std::string name, std::string help, int64_t value) {
-      auto f = GaugeFamily(std::move(name), std::move(help));
-      f.metric.push_back(Gauge({}, value));
-      out.push_back(std::move(f));
+      AddGauge(out, std::move(name), std::move(help), value);
     };
     auto counter = [&out](std::string name, std::string help, int64_t value) {
-      auto f = CounterFamily(std::move(name), std::move(help));
-      f.metric.push_back(Counter({}, value));
-      out.push_back(std::move(f));
+      AddCounter(out, std::move(name), std::move(help), value);
     };
     gauge("arbiter_watch_streams", "WatchAllocations streams open now.", w.streams);
     gauge("arbiter_watch_streams_catching_up",
