@@ -161,7 +161,8 @@ def main():
 
     # The dashboard charts what arbiterd exports.
     source = open(os.path.join(src, "server/metrics.cc")).read()
-    exported = set(re.findall(r'(?:Name|GaugeFamily)\(\s*"([a-z_]+)"', source))
+    exported = set(re.findall(
+        r'(?:Name|Family|AddGauge|AddCounter)\(\s*(?:out,\s*)?"([a-z_]+)"', source))
     assert "arbiter_gpu_allocated_milli" in exported, exported
     dashboard = json.load(open(os.path.join(src, "deploy/grafana/arbiter.json")))
     for panel in dashboard["panels"]:
