@@ -1,5 +1,6 @@
 #include "store/postgres/batch_writer.h"
 
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,17 @@
 namespace arbiter::store {
 
 using rows::ArrayLiteral;
+
+namespace {
+
+// The partition key of a request row (migration 0033): when it ended, or
+// INT64_MAX ('infinity') while it is live.
+int64_t EndedAtMicros(const core::CapacityRequest& r) {
+  return core::IsFinal(r.state) ? rows::ToMicros(r.updated_at)
+                                : std::numeric_limits<int64_t>::max();
+}
+
+}  // namespace
 
 void BatchWriter::Add(const core::RequestWrite& write) {
   const core::CapacityRequest& r = write.request;
@@ -64,10 +76,10 @@ void BatchWriter::Flush(pqxx::transaction_base& tx, int64_t fencing_epoch) {
 }
 
 void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
-  // Inserts: 49 columns (statements.cc: the request columns), one array each.
-  std::vector<ArrayLiteral> ins(49);
-  // Updates: 16 columns after the id.
-  std::vector<ArrayLiteral> upd(17);
+  // Inserts: 50 columns (statements.cc: the request columns), one array each.
+  std::vector<ArrayLiteral> ins(50);
+  // Updates: 17 columns after the id.
+  std::vector<ArrayLiteral> upd(18);
   for (int64_t id : order_) {
     const Request& w = requests_.at(id);
     const core::CapacityRequest& r = *w.last;
@@ -91,6 +103,7 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
       upd[c++].Add(rows::FormatClaims(r.claims));
       upd[c++].Add(rows::ToMicrosOrMin(r.run_started_at));
       upd[c++].Add(rows::ToMicrosOrMin(r.run_ended_at));
+      upd[c++].Add(EndedAtMicros(r));
       continue;
     }
     const core::MemberShape& shape = r.spec.shape;
@@ -145,6 +158,7 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
     ins[c++].Add(rows::FormatClaims(r.claims));
     ins[c++].Add(rows::ToMicrosOrMin(r.run_started_at));
     ins[c++].Add(rows::ToMicrosOrMin(r.run_ended_at));
+    ins[c++].Add(EndedAtMicros(r));
   }
   for (const ArrayLiteral& a : ins) params.push_back(a.Done());
   for (const ArrayLiteral& a : upd) params.push_back(a.Done());

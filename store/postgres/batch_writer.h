@@ -50,10 +50,10 @@ class BatchWriter {
     std::string signature;
     absl::Time at;
   };
-  // kWriteDecisions' parameters: requests inserted (49 columns) and updated
-  // (17), placements (13), layouts (3), ledger entries (8), checkpoints (4),
+  // kWriteDecisions' parameters: requests inserted (50 columns) and updated
+  // (18), placements (13), layouts (3), ledger entries (8), checkpoints (4),
   // ended spend (3), and the fencing epoch.
-  static constexpr size_t kParams = 49 + 17 + 13 + 3 + 8 + 4 + 3 + 1;
+  static constexpr size_t kParams = 50 + 18 + 13 + 3 + 8 + 4 + 3 + 1;
   // Each appends its tables' arrays to `params`, in statement order.
   void WriteRequests(std::vector<std::string>& params) const;
   void WritePlacements(std::vector<std::string>& params) const;

@@ -429,16 +429,27 @@ absl::StatusOr<core::State> PgStore::LoadState(const LoadScope& scope) {
   });
 }
 
-absl::Status PgStore::EnsureLedgerMonth(pqxx::connection& conn, absl::Time at, bool* broken) {
+absl::Status PgStore::EnsureMonthPartitions(pqxx::connection& conn, const core::ChangeSet& changes,
+                                            absl::Time at, bool* broken) {
+  ARBITER_RETURN_IF_ERROR(EnsureMonthPartition(conn, at, broken));
+  for (const core::Change& change : changes.changes) {
+    const auto* write = std::get_if<core::RequestWrite>(&change);
+    if (write == nullptr || !core::IsFinal(write->request.state)) continue;
+    ARBITER_RETURN_IF_ERROR(EnsureMonthPartition(conn, write->request.updated_at, broken));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PgStore::EnsureMonthPartition(pqxx::connection& conn, absl::Time at, bool* broken) {
   const absl::CivilDay first_day(absl::ToCivilMonth(at, absl::UTCTimeZone()));
   const int64_t month = first_day - absl::CivilDay(1970, 1, 1);
-  if (ledger_months_.contains(month)) return absl::OkStatus();
-  ARBITER_RETURN_IF_ERROR(Guarded("ensure ledger partition", broken, [&]() -> absl::Status {
+  if (partitioned_months_.contains(month)) return absl::OkStatus();
+  ARBITER_RETURN_IF_ERROR(Guarded("ensure month partitions", broken, [&]() -> absl::Status {
     pqxx::nontransaction tx(conn);
-    tx.exec_prepared(sql::kEnsureLedgerPartition, absl::FormatCivilTime(first_day));
+    tx.exec_prepared(sql::kEnsureMonthPartitions, absl::FormatCivilTime(first_day));
     return absl::OkStatus();
   }));
-  ledger_months_.insert(month);
+  partitioned_months_.insert(month);
   return absl::OkStatus();
 }
 
@@ -455,7 +466,8 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
                            ledger::MaybeCheckpoint({ledger_key_pem_, checkpoint_every_},
                                                    checkpoint_seq_, seq, hash, context.at));
   bool broken = false;
-  if (absl::Status ensured = EnsureLedgerMonth(*lease, context.at, &broken); !ensured.ok()) {
+  if (absl::Status ensured = EnsureMonthPartitions(*lease, changes, context.at, &broken);
+      !ensured.ok()) {
     if (broken) lease.Discard();
     return ensured;
   }

@@ -117,10 +117,14 @@ class PgStore final : public Store {
  private:
   explicit PgStore(const PgStoreOptions& options);
 
-  // Makes sure the ledger partition of `at`'s UTC month exists before an
-  // entry of it is appended (on the writer's connection, outside the
-  // commit's transaction). The arbiter thread only.
-  absl::Status EnsureLedgerMonth(pqxx::connection& conn, absl::Time at, bool* broken);
+  // Makes sure the monthly partitions a commit at `at` of `changes` writes
+  // to exist: the ledger's of `at`'s UTC month, and those of the months in
+  // which its requests ended (migrations 0030 and 0033). On the writer's
+  // connection, outside the commit's transaction. The arbiter thread only.
+  absl::Status EnsureMonthPartitions(pqxx::connection& conn, const core::ChangeSet& changes,
+                                     absl::Time at, bool* broken);
+  // Those of `at`'s UTC month, once per month.
+  absl::Status EnsureMonthPartition(pqxx::connection& conn, absl::Time at, bool* broken);
 
   // Runs `fn(connection)` on a pooled connection with exception mapping.
   template <typename Fn>
@@ -155,10 +159,10 @@ class PgStore final : public Store {
   std::string head_hash_ = ledger::kGenesisHash;
   int64_t checkpoint_seq_ = 0;
   int64_t fencing_epoch_ = 0;  // The arbiter thread only, as the head.
-  // The UTC months (days since the epoch of their first day) whose ledger
-  // partition this writer has made sure of: one statement a month.
+  // The UTC months (days since the epoch of their first day) whose
+  // partitions this writer has made sure of: one statement a month.
   // The arbiter thread only.
-  absl::flat_hash_set<int64_t> ledger_months_;
+  absl::flat_hash_set<int64_t> partitioned_months_;
 };
 
 }  // namespace arbiter::store

@@ -98,16 +98,18 @@ constexpr Statement kStatements[] = {
      " q.lending_limit_milli, COALESCE(sum(r.members::bigint * r.gpu_milli_per_member), 0)::bigint"
      " FROM quotas q LEFT JOIN requests r ON r.team = q.team AND r.pool = q.pool"
      " AND r.quota_model = q.gpu_model AND r.state IN ('admitted', 'preempting')"
+     " AND r.ended_at = 'infinity'"
      " WHERE ($1 = '' OR q.team = $1)"
      " GROUP BY q.team, q.pool, q.gpu_model ORDER BY q.team, q.pool, q.gpu_model"},
-    {kSelectLiveRequests, "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests"
-                          " WHERE state IN " ARBITER_LIVE_STATES " ORDER BY id"},
+    {kSelectLiveRequests,
+     "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests"
+     " WHERE state IN " ARBITER_LIVE_STATES " AND ended_at = 'infinity' ORDER BY id"},
     // $1: ended at or after, in microseconds (the window's start).
     {kSelectEndedKeys,
      "SELECT id, idempotency_key, body_hash, state,"
      " (extract(epoch FROM updated_at) * 1000000)::bigint FROM requests"
      " WHERE state NOT IN " ARBITER_LIVE_STATES
-     " AND updated_at >= " TS(1) " ORDER BY updated_at, id"},
+     " AND updated_at >= " TS(1) " AND ended_at >= " TS(1) " ORDER BY updated_at, id"},
     // $1: the keys (text[]); $2: ended at or after, in microseconds. The
     // latest ended request of each key (a key is used again only after its
     // last request ended), kept if it ended since $2. The time is checked
@@ -120,7 +122,8 @@ constexpr Statement kStatements[] = {
      "SELECT idempotency_key, id, body_hash FROM (SELECT DISTINCT ON (idempotency_key)"
      " idempotency_key, id, body_hash, updated_at FROM requests"
      " WHERE idempotency_key = ANY($1::text[]) AND state NOT IN " ARBITER_LIVE_STATES
-     " ORDER BY idempotency_key, id DESC) latest WHERE updated_at >= " TS(2)},
+     " AND ended_at >= " TS(2) " ORDER BY idempotency_key, id DESC) latest"
+                               " WHERE updated_at >= " TS(2)},
     // $1: months starting at or after, in microseconds.
     {kSelectEndedSpend,
      "SELECT team, (extract(epoch FROM month) * 1000000)::bigint, micros FROM ended_spend"
@@ -130,7 +133,7 @@ constexpr Statement kStatements[] = {
      " p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, p.mig_new_layout,"
      " p.mig_layout_cleared FROM placements p"
      " JOIN requests r ON r.id = p.request_id WHERE r.state IN ('admitted', 'preempting')"
-     " ORDER BY p.request_id, p.member"},
+     " AND r.ended_at = 'infinity' ORDER BY p.request_id, p.member"},
     {kSelectRequest, "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests WHERE id = $1"},
     // $1 team, $2 state ('' = any), $3 before id (0 = newest), $4 limit.
     {kSelectRequests,
@@ -204,9 +207,10 @@ constexpr Statement kStatements[] = {
      "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
      "AND r.admitted_at < " TS(
          2) " AND (r.state IN ('admitted', 'preempting') OR (r.state NOT IN " ARBITER_LIVE_STATES
-            " AND r.updated_at > " TS(1) ")) ORDER BY r.id, p.member"},
-    {kSelectLiveMembers,
-     ARBITER_MEMBER_COLUMNS "WHERE r.state IN ('admitted', 'preempting') ORDER BY r.id, p.member"},
+            " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(1) " ORDER BY r.id, p.member"},
+    {kSelectLiveMembers, ARBITER_MEMBER_COLUMNS
+     "WHERE r.state IN ('admitted', 'preempting') AND r.ended_at = 'infinity' "
+     "ORDER BY r.id, p.member"},
 #undef ARBITER_MEMBER_COLUMNS
     {kDeleteUsageHour, "DELETE FROM usage_hourly WHERE hour = " TS(1)},
     {kDeleteUsageProgress, "DELETE FROM usage_progress WHERE hour = " TS(1)},
@@ -302,7 +306,7 @@ constexpr Statement kStatements[] = {
                    // live ones, and those ended since the window's start, through the
                    // partial indexes requests_live and requests_ended, not the history.
                    "AND (state IN " ARBITER_LIVE_STATES " OR (state NOT IN " ARBITER_LIVE_STATES
-                   " AND updated_at > " TS(3) ")) ORDER BY id"},
+                   " AND updated_at > " TS(3) ")) AND ended_at > " TS(3) " ORDER BY id"},
     {kInsertChargebackPeriod,
      "INSERT INTO chargeback_periods (period_from, period_to, closed_at, statements_json, hash, "
      "teams, net_cost_micros) VALUES (" TS(1) ", " TS(2) ", " TS(3) ", $4, $5, $6, $7)"},
@@ -330,7 +334,7 @@ constexpr Statement kStatements[] = {
                           "AND r.admitted_at < " TS(
                               2) " AND (r.state IN ('admitted', "
                                  "'preempting') OR (r.state NOT IN " ARBITER_LIVE_STATES
-                                 " AND r.updated_at > " TS(1) "))"},
+                                 " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(1)},
     {kSelectUsedByHour,
      "SELECT (extract(epoch FROM hour) * 1000000)::bigint, sum(used_milli_seconds)::bigint "
      "FROM usage_hourly WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "
@@ -345,7 +349,8 @@ constexpr Statement kStatements[] = {
      "FROM idle_policies ORDER BY workload_class"},
     {kSelectSpend,
      "SELECT team, COALESCE(sum(cost_micros), 0)::bigint FROM requests"
-     " WHERE admitted_at >= " TS(1) " AND admitted_at < " TS(2) " GROUP BY team"},
+     " WHERE admitted_at >= " TS(1) " AND admitted_at < " TS(2) " AND ended_at >= " TS(
+         1) " GROUP BY team"},
     // $1 the month's start, $2 the next month's: the ended requests' sums
     // (ended_spend, by month of admission) and the live requests, through
     // requests_live: a cost that does not grow with history.
@@ -353,7 +358,8 @@ constexpr Statement kStatements[] = {
      "SELECT team, sum(micros)::bigint FROM ("
      " SELECT team, micros FROM ended_spend WHERE month = " TS(
          1) " UNION ALL SELECT team, cost_micros FROM requests WHERE state IN " ARBITER_LIVE_STATES
-            " AND admitted_at >= " TS(1) " AND admitted_at < " TS(2) ") s GROUP BY team"},
+            " AND ended_at = 'infinity' AND admitted_at >= " TS(1) " AND admitted_at < " TS(
+                2) ") s GROUP BY team"},
     {kUpsertDelegation,
      "INSERT INTO delegations (from_principal, to_principal, expires_at) VALUES ($1, $2, " TS(
          3) ") ON CONFLICT (from_principal, to_principal) DO UPDATE SET expires_at = "
@@ -369,14 +375,16 @@ constexpr Statement kStatements[] = {
      " sum(p.gpu_milli * cardinality(p.gpu_indices))::bigint"
      " FROM requests r JOIN placements p ON p.request_id = r.id"
      " LEFT JOIN gpus g ON g.node_id = p.node_id AND g.gpu_index = p.gpu_indices[1]"
-     " WHERE r.state IN ('admitted', 'preempting') GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
+     " WHERE r.state IN ('admitted', 'preempting') AND r.ended_at = 'infinity'"
+     " GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
     {kSelectLastHourGauges,
      "SELECT pool, workload_class, team, gpu_model, (sum(allocated_milli_seconds) / 3600)::bigint,"
      " (sum(used_milli_seconds) / 3600)::bigint FROM usage_hourly"
      " WHERE hour = (SELECT max(hour) FROM usage_hourly) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
     {kSelectStateCounts,
-     "SELECT (SELECT count(*) FROM requests WHERE state = 'pending_approval'),"
-     " (SELECT count(*) FROM requests WHERE state = 'queued'),"
+     "SELECT (SELECT count(*) FROM requests WHERE state = 'pending_approval'"
+     " AND ended_at = 'infinity'),"
+     " (SELECT count(*) FROM requests WHERE state = 'queued' AND ended_at = 'infinity'),"
      " (SELECT COALESCE(max(seq), 0) FROM ledger)"},
     {kSelectIncidentCounts, "SELECT team, count(*) FROM incidents GROUP BY team ORDER BY team"},
     {kSelectLedgerHead, "SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1"},
@@ -386,8 +394,11 @@ constexpr Statement kStatements[] = {
      " prev_hash, hash FROM ledger WHERE seq > $1 AND ($3 = '' OR subject = $3)"
      " AND ($4 = '' OR actor = $4) AND ($5 = '' OR action = $5) ORDER BY seq LIMIT $2"},
     {kSelectLastCheckpoint, "SELECT seq FROM ledger_checkpoints ORDER BY seq DESC LIMIT 1"},
-    // $1: a day of the month whose partition must exist (migration 0030).
-    {kEnsureLedgerPartition, "SELECT arbiter_ensure_ledger_partition($1::date)"},
+    // $1: a day of the month whose partitions of the ledger and of the
+    // requests ended in it must exist (migrations 0030 and 0033).
+    {kEnsureMonthPartitions,
+     "SELECT arbiter_ensure_ledger_partition($1::date), "
+     "arbiter_ensure_requests_partition($1::date)"},
     // Ledger retention. from_at NULL (the legacy partition) reads as INT64_MIN.
     {kSelectLedgerPartitions,
      "SELECT name, " OPT_MICROS(
@@ -417,11 +428,12 @@ constexpr Statement kStatements[] = {
 
 // How one element of a column's array becomes the column's value.
 enum class Value {
-  kPlain,       // As it is.
-  kTextArray,   // An array literal in a text element, cast to text[].
-  kIntArray,    // An array literal in a text element, cast to integer[].
-  kTime,        // Microseconds since the Unix epoch, to timestamptz.
-  kTimeOrNull,  // The same, NULL for INT64_MIN.
+  kPlain,           // As it is.
+  kTextArray,       // An array literal in a text element, cast to text[].
+  kIntArray,        // An array literal in a text element, cast to integer[].
+  kTime,            // Microseconds since the Unix epoch, to timestamptz.
+  kTimeOrNull,      // The same, NULL for INT64_MIN.
+  kTimeOrInfinity,  // The same, 'infinity' for INT64_MAX.
 };
 
 // One column of a multi-row statement: its name, the type of the array its
@@ -455,6 +467,11 @@ std::string UnnestSelect(const std::vector<Column>& columns, size_t first_param 
         break;
       case Value::kTimeOrNull:
         values.push_back(absl::StrCat("(CASE WHEN ", c, " = -9223372036854775808 THEN NULL ELSE ",
+                                      micros, " END)"));
+        break;
+      case Value::kTimeOrInfinity:
+        values.push_back(absl::StrCat("(CASE WHEN ", c,
+                                      " = 9223372036854775807 THEN 'infinity'::timestamptz ELSE ",
                                       micros, " END)"));
         break;
     }
@@ -530,13 +547,15 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                        {"cost_micros", B},
                                        {"claims", T},
                                        {"run_started_at", B, Value::kTimeOrNull},
-                                       {"run_ended_at", B, Value::kTimeOrNull}};
+                                       {"run_ended_at", B, Value::kTimeOrNull},
+                                       // The partition key (migration 0033).
+                                       {"ended_at", B, Value::kTimeOrInfinity}};
   // The columns a decision changes, after the id; typed as in `request`.
   std::vector<Column> request_update;
   for (absl::string_view name :
        {"id", "state", "reason_code", "reason", "updated_at", "admitted_at", "quota_model",
         "preempt_deadline", "preempted_by", "holds", "approvals", "approvers", "approval_deadline",
-        "cost_micros", "claims", "run_started_at", "run_ended_at"}) {
+        "cost_micros", "claims", "run_started_at", "run_ended_at", "ended_at"}) {
     for (const Column& c : request) {
       if (name == c.name) request_update.push_back(c);
     }
@@ -583,7 +602,11 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
   // the order of BatchWriter's parameters. The updates also name their keys
   // with "= ANY(ids)", so that even a plan made while a table was empty
   // reads only the rows of the batch (it otherwise walked the whole primary
-  // key once the table had grown).
+  // key once the table had grown). A request updated is live, so its row is
+  // in the live partition ("ended_at = 'infinity'" keeps the plan to it,
+  // migration 0033); a decision that ends it moves the row to its month's.
+  // The statement fails, whole, unless every update found its row
+  // (arbiter_expect_updated).
   size_t next = 1;
   auto take = [&next](const std::vector<Column>& columns) {
     const size_t first = next;
@@ -606,7 +629,8 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
       InsertRows("requests", request, request_at), "), changed_requests AS (UPDATE requests r SET ",
       absl::StrJoin(sets, ", "), " FROM (", UnnestSelect(request_update, update_at), ") AS v(",
       Names(request_update), ") WHERE r.id = v.id AND r.id = ANY($", update_at,
-      "::bigint[])), new_placements AS (", InsertRows("placements", placement, placement_at),
+      "::bigint[]) AND r.ended_at = 'infinity' RETURNING 1), new_placements AS (",
+      InsertRows("placements", placement, placement_at),
       " ON CONFLICT (request_id, member) DO NOTHING), changed_layouts AS (UPDATE gpus g SET "
       "mig_layout = v.mig_layout FROM (",
       UnnestSelect(layout, layout_at), ") AS v(", Names(layout),
@@ -615,7 +639,8 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
       "), new_checkpoints AS (", InsertRows("ledger_checkpoints", checkpoint, checkpoint_at),
       "), ended AS (", InsertRows("ended_spend", spend, spend_at),
       " ON CONFLICT (team, month) DO UPDATE SET micros = ended_spend.micros + EXCLUDED.micros)"
-      " SELECT epoch FROM fence");
+      " SELECT epoch, arbiter_expect_updated(cardinality($",
+      update_at, "::bigint[]), (SELECT count(*) FROM changed_requests)) FROM fence");
   return {
       {kWriteDecisions, std::move(write_decisions)},
       // A reading already stored (same device and time) is a duplicate.

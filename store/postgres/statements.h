@@ -90,7 +90,7 @@ inline constexpr const char* kSelectLedgerHead = "select_ledger_head";
 inline constexpr const char* kSelectLedger = "select_ledger";
 inline constexpr const char* kSelectLastCheckpoint = "select_last_checkpoint";
 inline constexpr const char* kSelectCheckpoints = "select_checkpoints";
-inline constexpr const char* kEnsureLedgerPartition = "ensure_ledger_partition";
+inline constexpr const char* kEnsureMonthPartitions = "ensure_month_partitions";
 // Ledger retention (store/postgres/ledger_archive.h).
 inline constexpr const char* kSelectLedgerPartitions = "select_ledger_partitions";
 inline constexpr const char* kSelectLedgerHeadTime = "select_ledger_head_time";

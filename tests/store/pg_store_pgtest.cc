@@ -1,3 +1,5 @@
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 #include "core/arbitration.h"
@@ -372,6 +374,107 @@ TEST_F(PgStoreTest, PreemptionAndReservationsLoadBack) {
     }
   }
   EXPECT_TRUE(seen);
+}
+
+// Requests are partitioned by when they ended (migration 0033): a live one
+// is in requests_live_partition, and the decision that ends it moves it to
+// the partition of its month, made for it, where it is still read.
+TEST_F(PgStoreTest, AnEndedRequestMovesToThePartitionOfItsMonth) {
+  core::State s = BuildAndCommitOrganisation();
+  auto a = Request(s, WholeSpec("a", 1, 1));
+  auto b = Request(s, WholeSpec("b", 1, 1));
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  auto partition_of = [&](int64_t id) {
+    return db_->QueryValue(
+        absl::StrCat("SELECT tableoid::regclass::text FROM requests WHERE id = ", id));
+  };
+  EXPECT_THAT(partition_of(a->id),
+              ::arbiter::testing::IsOkAndHolds(std::string("requests_live_partition")));
+
+  const absl::Time ended =
+      absl::FromCivil(absl::CivilSecond(2027, 3, 31, 23, 59, 59), absl::UTCTimeZone());
+  core::ChangeSet ch;
+  ASSERT_THAT(core::ReleaseRequest(s, a->id, ended, ch), IsOk());
+  ASSERT_THAT(store_->Commit(ch), IsOk());
+  EXPECT_THAT(partition_of(a->id),
+              ::arbiter::testing::IsOkAndHolds(std::string("requests_y2027m03")));
+  EXPECT_THAT(partition_of(b->id),
+              ::arbiter::testing::IsOkAndHolds(std::string("requests_live_partition")));
+  EXPECT_THAT(db_->QueryValue(
+                  absl::StrCat("SELECT ended_at = updated_at FROM requests WHERE id = ", a->id)),
+              ::arbiter::testing::IsOkAndHolds(std::string("t")));
+
+  auto read = store_->GetRequest(a->id);
+  ASSERT_THAT(read, IsOk());
+  EXPECT_EQ(read->state, core::RequestState::kReleased);
+  EXPECT_EQ(read->placements.size(), 1u);
+  auto loaded = store_->LoadState();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->live_requests().size(), 1u);
+  ASSERT_NE(loaded->FindIdempotencyKey("a"), nullptr);
+}
+
+// A decision updates live requests only, and the statement looks for them in
+// the live partition only: an update that finds no live row fails the whole
+// commit, rather than being skipped with the rest written.
+TEST_F(PgStoreTest, AnUpdateThatFindsNoLiveRowFailsTheWholeCommit) {
+  core::State s = BuildAndCommitOrganisation();
+  auto a = Request(s, WholeSpec("a", 1, 1));
+  ASSERT_THAT(a, IsOk());
+  const std::string entries = *db_->QueryValue("SELECT count(*) FROM ledger");
+  // Ended behind arbiterd's back: its row leaves the live partition.
+  ASSERT_THAT(
+      db_->QueryValue(absl::StrCat("SELECT arbiter_ensure_requests_partition(date '2027-01-01'); "
+                                   "UPDATE requests SET state = 'released', ended_at = "
+                                   "updated_at WHERE id = ",
+                                   a->id, " RETURNING 1")),
+      IsOk());
+  core::ChangeSet ch;
+  ASSERT_THAT(core::ReleaseRequest(s, a->id, kT0 + absl::Seconds(5), ch), IsOk());
+  auto c = core::RequestCapacity(s, WholeSpec("c", 1, 1), kT0 + absl::Seconds(5), ch);
+  ASSERT_THAT(c, IsOk());
+  EXPECT_THAT(store_->Commit(ch),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("found their live row")));
+  EXPECT_THAT(db_->QueryValue("SELECT count(*) FROM ledger"),
+              ::arbiter::testing::IsOkAndHolds(entries));
+  EXPECT_THAT(
+      db_->QueryValue(absl::StrCat("SELECT count(*) FROM requests WHERE id = ", c->request.id)),
+      ::arbiter::testing::IsOkAndHolds(std::string("0")));
+}
+
+// Migration 0033 moves what was in the one requests table into partitions:
+// the live rows into requests_live_partition, the ended ones by when they
+// ended, with nothing lost.
+TEST_F(PgStoreTest, PartitioningKeepsEveryRequestOfBefore) {
+  ASSERT_THAT(db_->QueryValue("DROP SCHEMA public CASCADE; CREATE SCHEMA public"), IsOk());
+  std::vector<Migration> before;
+  for (const Migration& m : EmbeddedMigrations()) {
+    if (m.version < 33) before.push_back(m);
+  }
+  ASSERT_THAT(ApplyMigrations(db_->dsn(), before), IsOk());
+  // 30 requests: every third live, the others ended in 2026 and, for a
+  // clock that ran ahead, in 2099.
+  ASSERT_THAT(
+      db_->QueryValue(
+          "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class,"
+          " members, whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib,"
+          " gpu_models, description, state, created_at, updated_at)"
+          " SELECT g, 'key-' || g, g, 't', 'p', 'training', 1, 1, 0, 0, 0, 0, '{}', '',"
+          " CASE WHEN g % 3 = 0 THEN 'admitted' ELSE 'released' END, t, t"
+          " FROM generate_series(1, 30) g, LATERAL (SELECT CASE WHEN g = 29 THEN"
+          " timestamptz '2099-05-02 UTC' ELSE timestamptz '2026-01-01 UTC' + g * interval '1 day'"
+          " END AS t) x RETURNING 1"),
+      IsOk());
+  ASSERT_THAT(ApplyMigrations(db_->dsn(), EmbeddedMigrations()), IsOk());
+  EXPECT_THAT(db_->QueryValue("SELECT string_agg(p || ':' || n, ',' ORDER BY p) FROM (SELECT "
+                              "tableoid::regclass::text AS p, count(*) AS n FROM requests GROUP BY "
+                              "1) x"),
+              ::arbiter::testing::IsOkAndHolds(std::string(
+                  "requests_legacy:19,requests_live_partition:10,requests_y2099m05:1")));
+  EXPECT_THAT(db_->QueryValue("SELECT count(*) FROM requests WHERE ended_at = CASE WHEN state = "
+                              "'admitted' THEN 'infinity' ELSE updated_at END"),
+              ::arbiter::testing::IsOkAndHolds(std::string("30")));
 }
 
 TEST(PgStoreUnreachableTest, CreateIsUnavailable) {
