@@ -5,6 +5,7 @@
 //   arbiterd serve   --dsn DSN --insecure-loopback [--listen 127.0.0.1:50051] (development)
 //   arbiterd migrate --dsn DSN
 //   arbiterd archive-ledger --dsn DSN --out DIR [--keep-months 12] [--dry-run]
+//   arbiterd archive-history --dsn DSN --out DIR [--keep-months 12] [--dry-run]
 //
 // Several `serve` processes on one database are replicas: one leads, the
 // others follow (docs/operations.md, "Replicas").
@@ -23,11 +24,13 @@
 #include <unistd.h>
 
 #include "app/real_clock.h"
+#include "server/history_retention.h"
 #include "server/ledger_retention.h"
 #include "server/logging.h"
 #include "server/server.h"
 #include "server/tls.h"
 #include "store/migrations.h"
+#include "store/postgres/history_archive.h"
 #include "store/postgres/ledger_archive.h"
 #include "store/postgres/migrator.h"
 
@@ -64,6 +67,36 @@ int Migrate(const std::string& dsn) {
   }
   spdlog::info("migrate: {} migrations were applied, {} applied now", report->applied_before,
                report->applied_now.size());
+  return 0;
+}
+
+int ArchiveHistory(const std::string& dsn,
+                   const arbiter::server::HistoryRetentionOptions& options) {
+  const absl::Status verified =
+      arbiter::store::VerifyMigrations(dsn, arbiter::store::EmbeddedMigrations());
+  if (!verified.ok()) {
+    spdlog::error("archive-history: {}", verified.ToString());
+    return 1;
+  }
+  auto store = arbiter::store::HistoryArchiveStore::Connect(dsn);
+  if (!store.ok()) {
+    spdlog::error("archive-history: {}", store.status().ToString());
+    return 1;
+  }
+  auto archived = arbiter::server::ArchiveClosedHistory(**store, options);
+  if (!archived.ok()) {
+    spdlog::error("archive-history: {}", archived.status().ToString());
+    return 1;
+  }
+  for (const arbiter::server::ArchivedHistory& a : *archived) {
+    if (options.dry_run) {
+      std::cout << "would archive " << a.name << " to " << a.exported.file << "\n";
+    } else {
+      std::cout << "archived " << a.name << ": " << a.exported.rows << " rows, to "
+                << a.exported.file << " (sha256 " << a.exported.sha256 << ")\n";
+    }
+  }
+  if (archived->empty()) std::cout << "nothing to archive\n";
   return 0;
 }
 
@@ -213,6 +246,25 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1200))
       ->capture_default_str();
   archive_cmd->add_flag("--dry-run", retention_options.dry_run,
+                        "name what would be archived; write and change nothing");
+
+  arbiter::server::HistoryRetentionOptions history_options;
+  CLI::App* history_cmd = app.add_subcommand(
+      "archive-history",
+      "export the closed months of the request history (requests, placements, usage) to files "
+      "and take them out of the database");
+  history_cmd->add_option("--dsn", dsn, "PostgreSQL connection string (env ARBITER_DSN)");
+  history_cmd
+      ->add_option("--out", history_options.out_dir,
+                   "directory for the archive files (<partition>.copy)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  history_cmd
+      ->add_option("--keep-months", history_options.keep_months,
+                   "months kept in the database before the current one")
+      ->check(CLI::Range(0, 1200))
+      ->capture_default_str();
+  history_cmd->add_flag("--dry-run", history_options.dry_run,
                         "name what would be archived; write and change nothing");
 
   ServerOptions options;
@@ -395,6 +447,10 @@ int main(int argc, char** argv) {
   }
   if (*migrate_cmd) return Migrate(dsn);
   if (*archive_cmd) return ArchiveLedger(dsn, retention_options);
+  if (*history_cmd) {
+    history_options.now = arbiter::app::RealClock().TimeNow();
+    return ArchiveHistory(dsn, history_options);
+  }
   options.dsn = dsn;
   const absl::Duration kZero = absl::ZeroDuration();
   if (!ParseDurationFlag("--approval-timeout", approval_timeout, kZero, "a positive duration",

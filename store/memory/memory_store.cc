@@ -547,8 +547,15 @@ struct Applier {
         t.requests[r.id] = Tables::Request{Persisted(r), r.spec.shape.gpu_milli()};
         continue;
       }
+      // An update finds the request's row among the live ones as it was
+      // before the statement, or fails the whole commit (migration 0033).
       auto it = t.requests.find(r.id);
-      if (it == t.requests.end() || !before.contains(r.id)) continue;  // UPDATE finds no row.
+      auto was = before.find(r.id);
+      if (it == t.requests.end() || was == before.end() ||
+          core::IsFinal(was->second.request.state)) {
+        return absl::InternalError(
+            absl::StrCat("write decisions: the update of request ", r.id, " found no live row"));
+      }
       const core::CapacityRequest p = Persisted(r);
       core::CapacityRequest& row = it->second.request;
       row.state = p.state;

@@ -28,6 +28,10 @@ int64_t EndedAtMicros(const core::CapacityRequest& r) {
 
 }  // namespace
 
+absl::Time PlacementTime(const core::CapacityRequest& r) {
+  return r.admitted_at != absl::InfinitePast() ? r.admitted_at : r.created_at;
+}
+
 void BatchWriter::Add(const core::RequestWrite& write) {
   const core::CapacityRequest& r = write.request;
   auto [it, first] = requests_.try_emplace(r.id);
@@ -38,7 +42,7 @@ void BatchWriter::Add(const core::RequestWrite& write) {
   // placements, if a preemption of it is withdrawn; the insert skips those).
   if (r.state != core::RequestState::kAdmitted) return;
   for (const core::Placement& p : r.placements) {
-    placements_.try_emplace({r.id, p.member}, &p);
+    placements_.try_emplace({r.id, p.member}, PlacementRow{&p, PlacementTime(r)});
     // The GPU's current layout follows every decision that changes it.
     if (p.mig_layout_cleared || !p.mig_new_layout.empty()) {
       for (int32_t g : p.gpu_indices) {
@@ -165,8 +169,9 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
 }
 
 void BatchWriter::WritePlacements(std::vector<std::string>& params) const {
-  std::vector<ArrayLiteral> col(13);
-  for (const auto& [key, p] : placements_) {
+  std::vector<ArrayLiteral> col(14);
+  for (const auto& [key, row] : placements_) {
+    const core::Placement* p = row.placement;
     size_t c = 0;
     col[c++].Add(key.first);
     col[c++].Add(int64_t{p->member});
@@ -181,6 +186,7 @@ void BatchWriter::WritePlacements(std::vector<std::string>& params) const {
     col[c++].Add(int64_t{p->mig_start});
     col[c++].Add(core::FormatMigLayout(p->mig_new_layout));
     col[c++].AddBool(p->mig_layout_cleared);
+    col[c++].Add(rows::ToMicros(row.admitted_at));
   }
   for (const ArrayLiteral& a : col) params.push_back(a.Done());
   std::vector<ArrayLiteral> layout(3);

@@ -28,6 +28,11 @@
 
 namespace arbiter::store {
 
+// When a request's placements were made, their partition's key (migration
+// 0033): its admission, or its creation for one admitted before admissions
+// were recorded (migration 0007).
+absl::Time PlacementTime(const core::CapacityRequest& r);
+
 class BatchWriter {
  public:
   void Add(const core::RequestWrite& write);
@@ -51,9 +56,9 @@ class BatchWriter {
     absl::Time at;
   };
   // kWriteDecisions' parameters: requests inserted (50 columns) and updated
-  // (18), placements (13), layouts (3), ledger entries (8), checkpoints (4),
+  // (18), placements (14), layouts (3), ledger entries (8), checkpoints (4),
   // ended spend (3), and the fencing epoch.
-  static constexpr size_t kParams = 50 + 18 + 13 + 3 + 8 + 4 + 3 + 1;
+  static constexpr size_t kParams = 50 + 18 + 14 + 3 + 8 + 4 + 3 + 1;
   // Each appends its tables' arrays to `params`, in statement order.
   void WriteRequests(std::vector<std::string>& params) const;
   void WritePlacements(std::vector<std::string>& params) const;
@@ -64,8 +69,14 @@ class BatchWriter {
 
   std::vector<int64_t> order_;  // Request ids, first write first.
   absl::flat_hash_map<int64_t, Request> requests_;
+  // A placement and its request's admission time (its partition's key,
+  // migration 0033).
+  struct PlacementRow {
+    const core::Placement* placement;
+    absl::Time admitted_at;
+  };
   // (request, member) -> placement, from the first write that admitted.
-  std::map<std::pair<int64_t, int32_t>, const core::Placement*> placements_;
+  std::map<std::pair<int64_t, int32_t>, PlacementRow> placements_;
   // (node, GPU) -> the layout its last placement left.
   std::map<std::pair<int64_t, int32_t>, std::string> layouts_;
   std::vector<ledger::Entry> ledger_;

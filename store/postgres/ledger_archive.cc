@@ -93,10 +93,7 @@ absl::Status LedgerArchiveStore::Retire(const LedgerPartition& partition,
       tx.commit();
       return absl::OkStatus();
     } catch (const pqxx::check_violation& e) {
-      // The function's own refusals: the message names the check.
-      std::string message = e.what();
-      if (!message.empty() && message.back() == '\n') message.pop_back();
-      return absl::FailedPreconditionError(message);
+      return RefusalStatus(e);  // The function's own refusals.
     }
   });
 }

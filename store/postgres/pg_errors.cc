@@ -44,6 +44,12 @@ absl::Status StatusFromCurrentException(absl::string_view operation) {
   }
 }
 
+absl::Status RefusalStatus(const pqxx::check_violation& e) {
+  std::string message = e.what();
+  if (!message.empty() && message.back() == '\n') message.pop_back();
+  return absl::FailedPreconditionError(message);
+}
+
 bool SyncReplicationWatch::operator()(const char message[]) noexcept {
   if (std::strstr(message, "wait for synchronous replication") != nullptr) unconfirmed_ = true;
   return true;

@@ -17,6 +17,10 @@ namespace arbiter::store {
 // Maps the exception currently being handled. Call only inside a catch block.
 absl::Status StatusFromCurrentException(absl::string_view operation);
 
+// FAILED_PRECONDITION with the message of a check a SQL function raised
+// itself (check_violation: retention's refusals name the check).
+absl::Status RefusalStatus(const pqxx::check_violation& e);
+
 // Runs `fn` (returning absl::Status or absl::StatusOr<T>) and maps exceptions.
 // `*broken` is set when the connection is unusable afterwards.
 template <typename Fn>

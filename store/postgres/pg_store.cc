@@ -434,8 +434,16 @@ absl::Status PgStore::EnsureMonthPartitions(pqxx::connection& conn, const core::
   ARBITER_RETURN_IF_ERROR(EnsureMonthPartition(conn, at, broken));
   for (const core::Change& change : changes.changes) {
     const auto* write = std::get_if<core::RequestWrite>(&change);
-    if (write == nullptr || !core::IsFinal(write->request.state)) continue;
-    ARBITER_RETURN_IF_ERROR(EnsureMonthPartition(conn, write->request.updated_at, broken));
+    if (write == nullptr) continue;
+    const core::CapacityRequest& r = write->request;
+    // An ended request goes to the month it ended in; placements, written
+    // when their request is admitted, to the month of its admission.
+    if (core::IsFinal(r.state)) {
+      ARBITER_RETURN_IF_ERROR(EnsureMonthPartition(conn, r.updated_at, broken));
+    }
+    if (r.state == core::RequestState::kAdmitted) {
+      ARBITER_RETURN_IF_ERROR(EnsureMonthPartition(conn, PlacementTime(r), broken));
+    }
   }
   return absl::OkStatus();
 }

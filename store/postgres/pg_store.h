@@ -119,8 +119,9 @@ class PgStore final : public Store {
 
   // Makes sure the monthly partitions a commit at `at` of `changes` writes
   // to exist: the ledger's of `at`'s UTC month, and those of the months in
-  // which its requests ended (migrations 0030 and 0033). On the writer's
-  // connection, outside the commit's transaction. The arbiter thread only.
+  // which its requests ended or were admitted (migrations 0030 and 0033).
+  // On the writer's connection, outside the commit's transaction. The
+  // arbiter thread only.
   absl::Status EnsureMonthPartitions(pqxx::connection& conn, const core::ChangeSet& changes,
                                      absl::Time at, bool* broken);
   // Those of `at`'s UTC month, once per month.

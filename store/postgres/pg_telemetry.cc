@@ -312,6 +312,9 @@ absl::Status PgStore::AddUsageSlice(const UsageSlice& slice) {
       cols[13].Add(rows::ToMicros(slice.computed_at));
     }
     if (n > 0) {
+      // The partition of the hour's month (migration 0033).
+      tx.exec_prepared(sql::kEnsureUsagePartition,
+                       absl::FormatCivilTime(absl::ToCivilDay(slice.hour, absl::UTCTimeZone())));
       tx.exec_prepared(sql::kAddUsageRows, cols[0].Done(), cols[1].Done(), cols[2].Done(),
                        cols[3].Done(), cols[4].Done(), cols[5].Done(), cols[6].Done(),
                        cols[7].Done(), cols[8].Done(), cols[9].Done(), cols[10].Done(),

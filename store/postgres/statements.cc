@@ -15,6 +15,13 @@ namespace {
 #define TS(n) "('epoch'::timestamptz + $" #n "::bigint * interval '1 microsecond')"
 // An optional time: INT64_MIN (rows::ToMicrosOrMin of InfinitePast) is NULL.
 #define OPT_TS(n) "(CASE WHEN $" #n "::bigint = -9223372036854775808 THEN NULL ELSE " TS(n) " END)"
+// The ids of the requests that hold placements now. Placements are in
+// partitions by admission month (migration 0033): a join finds them by
+// "p.request_id = ANY(<ids>)", an index scan of each partition, where a
+// join on the request would scan the partitions whole.
+#define ARBITER_HOLDING_IDS                                                                 \
+  "ARRAY(SELECT id FROM requests WHERE state IN ('admitted', 'preempting') AND ended_at = " \
+  "'infinity')"
 #define OPT_MICROS(column) \
   "COALESCE((extract(epoch FROM " column ") * 1000000)::bigint, -9223372036854775808)"
 
@@ -71,7 +78,10 @@ constexpr Statement kStatements[] = {
     // Removed nodes included: their ids are never handed out again.
     {kSelectMaxNodeId, "SELECT COALESCE(max(id), 0) FROM nodes"},
     // The primary key's last entry.
-    {kSelectMaxRequestId, "SELECT COALESCE(max(id), 0) FROM requests"},
+    // Ids go on after those of archived requests too (migration 0033).
+    {kSelectMaxRequestId,
+     "SELECT GREATEST((SELECT COALESCE(max(id), 0) FROM requests),"
+     " (SELECT COALESCE(max(max_request_id), 0) FROM history_archives))"},
     // $1 id; $4..$6 optional times (OPT_TS).
     {kUpdateNodeLifecycle,
      "UPDATE nodes SET cordoned = $2, health = $3, drain_deadline = " OPT_TS(
@@ -112,12 +122,14 @@ constexpr Statement kStatements[] = {
      " AND updated_at >= " TS(1) " AND ended_at >= " TS(1) " ORDER BY updated_at, id"},
     // $1: the keys (text[]); $2: ended at or after, in microseconds. The
     // latest ended request of each key (a key is used again only after its
-    // last request ended), kept if it ended since $2. The time is checked
-    // outside the DISTINCT ON, so that the only condition the scan can
-    // use is the key's, through requests_ended_key (migration 0032), and
-    // the statement is planned for each execution (PgStore's key lookups):
-    // a plan made on a small table would otherwise read the window's
-    // ended requests through requests_ended and filter them by key.
+    // last request ended), kept if it ended since $2. The scan's index
+    // condition is the key's, through requests_ended_key (migration 0032);
+    // "ended_at >= $2" only prunes the months before the window (0033),
+    // and the latest request of a key is the last to end, so it drops no
+    // key's latest request. The statement is planned for each execution
+    // (PgStore's key lookups): a plan made on a small table would otherwise
+    // read the window's ended requests through requests_ended and filter
+    // them by key.
     {kFindEndedKeys,
      "SELECT idempotency_key, id, body_hash FROM (SELECT DISTINCT ON (idempotency_key)"
      " idempotency_key, id, body_hash, updated_at FROM requests"
@@ -131,9 +143,8 @@ constexpr Statement kStatements[] = {
     {kSelectLivePlacements,
      "SELECT p.request_id, p.member, p.node_id, p.gpu_indices, p.gpu_milli, p.gpu_memory_mib,"
      " p.cpu_milli, p.memory_mib, p.exclusive, p.mig_profile, p.mig_start, p.mig_new_layout,"
-     " p.mig_layout_cleared FROM placements p"
-     " JOIN requests r ON r.id = p.request_id WHERE r.state IN ('admitted', 'preempting')"
-     " AND r.ended_at = 'infinity' ORDER BY p.request_id, p.member"},
+     " p.mig_layout_cleared FROM placements p WHERE p.request_id = ANY(" ARBITER_HOLDING_IDS
+     ") ORDER BY p.request_id, p.member"},
     {kSelectRequest, "SELECT " ARBITER_REQUEST_COLUMNS " FROM requests WHERE id = $1"},
     // $1 team, $2 state ('' = any), $3 before id (0 = newest), $4 limit.
     {kSelectRequests,
@@ -207,10 +218,14 @@ constexpr Statement kStatements[] = {
      "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
      "AND r.admitted_at < " TS(
          2) " AND (r.state IN ('admitted', 'preempting') OR (r.state NOT IN " ARBITER_LIVE_STATES
-            " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(1) " ORDER BY r.id, p.member"},
+            " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(1) " AND p.admitted_at < " TS(
+                2) " AND p.request_id = ANY(ARRAY(SELECT id FROM requests WHERE state IN "
+                   "('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
+                   "AND admitted_at < " TS(2) " AND ended_at > " TS(
+                       1) ")) ORDER BY r.id, p.member"},
     {kSelectLiveMembers, ARBITER_MEMBER_COLUMNS
      "WHERE r.state IN ('admitted', 'preempting') AND r.ended_at = 'infinity' "
-     "ORDER BY r.id, p.member"},
+     "AND p.request_id = ANY(" ARBITER_HOLDING_IDS ") ORDER BY r.id, p.member"},
 #undef ARBITER_MEMBER_COLUMNS
     {kDeleteUsageHour, "DELETE FROM usage_hourly WHERE hour = " TS(1)},
     {kDeleteUsageProgress, "DELETE FROM usage_progress WHERE hour = " TS(1)},
@@ -334,7 +349,8 @@ constexpr Statement kStatements[] = {
                           "AND r.admitted_at < " TS(
                               2) " AND (r.state IN ('admitted', "
                                  "'preempting') OR (r.state NOT IN " ARBITER_LIVE_STATES
-                                 " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(1)},
+                                 " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(
+                                     1) " AND p.admitted_at < " TS(2)},
     {kSelectUsedByHour,
      "SELECT (extract(epoch FROM hour) * 1000000)::bigint, sum(used_milli_seconds)::bigint "
      "FROM usage_hourly WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "
@@ -376,7 +392,7 @@ constexpr Statement kStatements[] = {
      " FROM requests r JOIN placements p ON p.request_id = r.id"
      " LEFT JOIN gpus g ON g.node_id = p.node_id AND g.gpu_index = p.gpu_indices[1]"
      " WHERE r.state IN ('admitted', 'preempting') AND r.ended_at = 'infinity'"
-     " GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
+     " AND p.request_id = ANY(" ARBITER_HOLDING_IDS ") GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
     {kSelectLastHourGauges,
      "SELECT pool, workload_class, team, gpu_model, (sum(allocated_milli_seconds) / 3600)::bigint,"
      " (sum(used_milli_seconds) / 3600)::bigint FROM usage_hourly"
@@ -394,11 +410,11 @@ constexpr Statement kStatements[] = {
      " prev_hash, hash FROM ledger WHERE seq > $1 AND ($3 = '' OR subject = $3)"
      " AND ($4 = '' OR actor = $4) AND ($5 = '' OR action = $5) ORDER BY seq LIMIT $2"},
     {kSelectLastCheckpoint, "SELECT seq FROM ledger_checkpoints ORDER BY seq DESC LIMIT 1"},
-    // $1: a day of the month whose partitions of the ledger and of the
-    // requests ended in it must exist (migrations 0030 and 0033).
-    {kEnsureMonthPartitions,
-     "SELECT arbiter_ensure_ledger_partition($1::date), "
-     "arbiter_ensure_requests_partition($1::date)"},
+    // $1: a day of the month whose partitions must exist: the ledger's,
+    // and those of the requests ended, the placements admitted and the
+    // usage of that month (migrations 0030 and 0033).
+    {kEnsureMonthPartitions, "SELECT arbiter_ensure_month_partitions($1::date)"},
+    {kEnsureUsagePartition, "SELECT arbiter_ensure_history_partition('usage_hourly', $1::date)"},
     // Ledger retention. from_at NULL (the legacy partition) reads as INT64_MIN.
     {kSelectLedgerPartitions,
      "SELECT name, " OPT_MICROS(
@@ -417,6 +433,23 @@ constexpr Statement kStatements[] = {
     // $1 partition, $2 entries, $3 first seq, $4 last seq, $5 last hash
     // (NULL for an empty one), $6 file (migration 0030).
     {kRetireLedgerPartition, "SELECT arbiter_retire_ledger_partition($1, $2, $3, $4, $5, $6)"},
+    // History retention (migration 0033): the partitions not archived yet,
+    // from_at NULL (a legacy partition) as INT64_MIN.
+    {kSelectHistoryPartitions,
+     "SELECT parent, partition, " OPT_MICROS(
+         "from_at") ", (extract(epoch FROM to_at) * 1000000)::bigint"
+                    " FROM history_partition_months ORDER BY to_at, parent, partition"},
+    // $1 a table: its columns, in order.
+    {kSelectTableColumns,
+     "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0"
+     " AND NOT attisdropped ORDER BY attnum"},
+    // $1 from (INT64_MIN: from the beginning), $2 to: the live requests
+    // holding a placement admitted in [$1, $2).
+    {kCountLivePlacements,
+     "SELECT count(*) FROM placements p JOIN requests_live_partition r ON r.id = p.request_id"
+     " WHERE (" OPT_TS(1) " IS NULL OR p.admitted_at >= " OPT_TS(1) ") AND p.admitted_at < " TS(2)},
+    // $1 partition, $2 rows, $3 file, $4 the file's SHA-256.
+    {kRetireHistoryPartition, "SELECT arbiter_retire_history_partition($1, $2, $3, $4)"},
     // $1 after seq, $2 limit.
     {kSelectCheckpoints,
      "SELECT seq, hash, signature, (extract(epoch FROM at) * 1000000)::bigint"
@@ -564,14 +597,20 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
   for (size_t i = 1; i < request_update.size(); ++i) {
     sets.push_back(absl::StrCat(request_update[i].name, " = v.", request_update[i].name));
   }
-  const std::vector<Column> placement = {
-      {"request_id", B},        {"member", B},
-      {"node_id", B},           {"gpu_indices", T, Value::kIntArray},
-      {"gpu_milli", B},         {"gpu_memory_mib", B},
-      {"cpu_milli", B},         {"memory_mib", B},
-      {"exclusive", O},         {"mig_profile", T},
-      {"mig_start", B},         {"mig_new_layout", T},
-      {"mig_layout_cleared", O}};
+  const std::vector<Column> placement = {{"request_id", B},
+                                         {"member", B},
+                                         {"node_id", B},
+                                         {"gpu_indices", T, Value::kIntArray},
+                                         {"gpu_milli", B},
+                                         {"gpu_memory_mib", B},
+                                         {"cpu_milli", B},
+                                         {"memory_mib", B},
+                                         {"exclusive", O},
+                                         {"mig_profile", T},
+                                         {"mig_start", B},
+                                         {"mig_new_layout", T},
+                                         {"mig_layout_cleared", O},
+                                         {"admitted_at", B, Value::kTime}};
   const std::vector<Column> layout = {{"node_id", B}, {"gpu_index", B}, {"mig_layout", T}};
   const std::vector<Column> ledger = {
       {"seq", B},     {"at", B, Value::kTime}, {"actor", T},     {"action", T},
@@ -631,7 +670,8 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
       Names(request_update), ") WHERE r.id = v.id AND r.id = ANY($", update_at,
       "::bigint[]) AND r.ended_at = 'infinity' RETURNING 1), new_placements AS (",
       InsertRows("placements", placement, placement_at),
-      " ON CONFLICT (request_id, member) DO NOTHING), changed_layouts AS (UPDATE gpus g SET "
+      " ON CONFLICT (request_id, member, admitted_at) DO NOTHING), changed_layouts AS (UPDATE gpus "
+      "g SET "
       "mig_layout = v.mig_layout FROM (",
       UnnestSelect(layout, layout_at), ") AS v(", Names(layout),
       ") WHERE g.node_id = v.node_id AND g.gpu_index = v.gpu_index AND g.node_id = ANY($",

@@ -91,11 +91,17 @@ inline constexpr const char* kSelectLedger = "select_ledger";
 inline constexpr const char* kSelectLastCheckpoint = "select_last_checkpoint";
 inline constexpr const char* kSelectCheckpoints = "select_checkpoints";
 inline constexpr const char* kEnsureMonthPartitions = "ensure_month_partitions";
+inline constexpr const char* kEnsureUsagePartition = "ensure_usage_partition";
 // Ledger retention (store/postgres/ledger_archive.h).
 inline constexpr const char* kSelectLedgerPartitions = "select_ledger_partitions";
 inline constexpr const char* kSelectLedgerHeadTime = "select_ledger_head_time";
 inline constexpr const char* kSelectLedgerPartitionPage = "select_ledger_partition_page";
 inline constexpr const char* kRetireLedgerPartition = "retire_ledger_partition";
+// History retention (store/postgres/history_archive.h).
+inline constexpr const char* kSelectHistoryPartitions = "select_history_partitions";
+inline constexpr const char* kSelectTableColumns = "select_table_columns";
+inline constexpr const char* kCountLivePlacements = "count_live_placements";
+inline constexpr const char* kRetireHistoryPartition = "retire_history_partition";
 
 // Metrics.
 inline constexpr const char* kSelectAllocatedGauges = "select_allocated_gauges";

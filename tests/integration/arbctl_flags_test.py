@@ -289,7 +289,9 @@ class Database:
         with self.conn.cursor() as cur:
             cur.execute("SELECT table_name FROM information_schema.tables "
                         "WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1")
-            self.tables = [t for (t,) in cur.fetchall() if t not in BACKGROUND_TABLES]
+            # usage_hourly's monthly partitions are its own (migration 0033).
+            self.tables = [t for (t,) in cur.fetchall()
+                           if t not in BACKGROUND_TABLES and not t.startswith("usage_hourly")]
         counts = ", ".join(f"(SELECT count(*) FROM {t})" for t in self.tables)
         self.sql = (f"SELECT {counts}, (SELECT coalesce(max(seq), 0) FROM ledger), "
                     f"(SELECT hash FROM ledger ORDER BY seq DESC LIMIT 1)")

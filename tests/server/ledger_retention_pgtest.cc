@@ -26,13 +26,16 @@
 #include "tests/testing/arbiterd_process.h"
 #include "tests/testing/pg_harness.h"
 #include "tests/testing/plan_reads.h"
+#include "tests/testing/run_shell.h"
 #include "tests/testing/status_matchers.h"
 
 namespace arbiter::server {
 namespace {
 
+using ::arbiter::testing::CommandResult;
 using ::arbiter::testing::IsOk;
 using ::arbiter::testing::MakeNode;
+using ::arbiter::testing::RunShell;
 using ::arbiter::testing::StatusIs;
 using ::arbiter::testing::TestDatabase;
 using ::testing::HasSubstr;
@@ -60,24 +63,6 @@ std::vector<ledger::Entry> ReadArchive(const std::string& path) {
     if (entry.ok()) out.push_back(*entry);
   }
   return out;
-}
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr.
-};
-
-// Runs `command` through the shell (RunShell: gtest fixtures have a Run).
-CommandResult RunShell(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
 }
 
 class LedgerRetentionTest : public ::testing::Test {

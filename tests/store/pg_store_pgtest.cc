@@ -425,7 +425,7 @@ TEST_F(PgStoreTest, AnUpdateThatFindsNoLiveRowFailsTheWholeCommit) {
   const std::string entries = *db_->QueryValue("SELECT count(*) FROM ledger");
   // Ended behind arbiterd's back: its row leaves the live partition.
   ASSERT_THAT(
-      db_->QueryValue(absl::StrCat("SELECT arbiter_ensure_requests_partition(date '2027-01-01'); "
+      db_->QueryValue(absl::StrCat("SELECT arbiter_ensure_month_partitions(date '2027-01-01'); "
                                    "UPDATE requests SET state = 'released', ended_at = "
                                    "updated_at WHERE id = ",
                                    a->id, " RETURNING 1")),
@@ -443,9 +443,10 @@ TEST_F(PgStoreTest, AnUpdateThatFindsNoLiveRowFailsTheWholeCommit) {
       ::arbiter::testing::IsOkAndHolds(std::string("0")));
 }
 
-// Migration 0033 moves what was in the one requests table into partitions:
-// the live rows into requests_live_partition, the ended ones by when they
-// ended, with nothing lost.
+// Migration 0033 moves what was in the requests, placements and usage
+// tables into partitions: live requests into requests_live_partition, ended
+// ones by when they ended, placements by when their request was admitted,
+// with nothing lost.
 TEST_F(PgStoreTest, PartitioningKeepsEveryRequestOfBefore) {
   ASSERT_THAT(db_->QueryValue("DROP SCHEMA public CASCADE; CREATE SCHEMA public"), IsOk());
   std::vector<Migration> before;
@@ -466,6 +467,15 @@ TEST_F(PgStoreTest, PartitioningKeepsEveryRequestOfBefore) {
           " timestamptz '2099-05-02 UTC' ELSE timestamptz '2026-01-01 UTC' + g * interval '1 day'"
           " END AS t) x RETURNING 1"),
       IsOk());
+  // Their placements (and one whose request is gone), and a week of usage.
+  ASSERT_THAT(db_->QueryValue(
+                  "INSERT INTO placements (request_id, member, node_id, gpu_indices, gpu_milli,"
+                  " gpu_memory_mib, cpu_milli, memory_mib, exclusive)"
+                  " SELECT g, 0, 1, '{0}', 1000, 81920, 0, 0, true FROM generate_series(1, 31) g;"
+                  " INSERT INTO usage_hourly SELECT timestamptz '2026-06-01 UTC' + g * interval"
+                  " '1 day', g, 0, 't', 'p', 'training', 'H100-80GB', 1, 1, 1, 1, 1, 1, now()"
+                  " FROM generate_series(1, 7) g RETURNING 1"),
+              IsOk());
   ASSERT_THAT(ApplyMigrations(db_->dsn(), EmbeddedMigrations()), IsOk());
   EXPECT_THAT(db_->QueryValue("SELECT string_agg(p || ':' || n, ',' ORDER BY p) FROM (SELECT "
                               "tableoid::regclass::text AS p, count(*) AS n FROM requests GROUP BY "
@@ -475,6 +485,18 @@ TEST_F(PgStoreTest, PartitioningKeepsEveryRequestOfBefore) {
   EXPECT_THAT(db_->QueryValue("SELECT count(*) FROM requests WHERE ended_at = CASE WHEN state = "
                               "'admitted' THEN 'infinity' ELSE updated_at END"),
               ::arbiter::testing::IsOkAndHolds(std::string("30")));
+  // Placements by their request's admission (here its creation, as 0007
+  // had not recorded admissions), the one without a request at the start.
+  EXPECT_THAT(
+      db_->QueryValue("SELECT string_agg(p || ':' || n, ',' ORDER BY p) FROM (SELECT "
+                      "tableoid::regclass::text AS p, count(*) AS n FROM placements GROUP "
+                      "BY 1) x"),
+      ::arbiter::testing::IsOkAndHolds(std::string("placements_legacy:30,placements_y2099m05:1")));
+  EXPECT_THAT(db_->QueryValue("SELECT count(*) FROM placements p JOIN requests r ON r.id = "
+                              "p.request_id WHERE p.admitted_at = r.created_at"),
+              ::arbiter::testing::IsOkAndHolds(std::string("30")));
+  EXPECT_THAT(db_->QueryValue("SELECT count(*) || ' ' || sum(request_id) FROM usage_hourly_legacy"),
+              ::arbiter::testing::IsOkAndHolds(std::string("7 28")));
 }
 
 TEST(PgStoreUnreachableTest, CreateIsUnavailable) {
