@@ -449,15 +449,21 @@ absl::Status PgStore::EnsureMonthPartitions(pqxx::connection& conn, const core::
 }
 
 absl::Status PgStore::EnsureMonthPartition(pqxx::connection& conn, absl::Time at, bool* broken) {
-  const absl::CivilDay first_day(absl::ToCivilMonth(at, absl::UTCTimeZone()));
+  // Nearly every time a commit names is in the month last made sure of.
+  if (at >= last_month_from_ && at < last_month_to_) return absl::OkStatus();
+  const absl::CivilMonth civil_month = absl::ToCivilMonth(at, absl::UTCTimeZone());
+  const absl::CivilDay first_day(civil_month);
   const int64_t month = first_day - absl::CivilDay(1970, 1, 1);
-  if (partitioned_months_.contains(month)) return absl::OkStatus();
-  ARBITER_RETURN_IF_ERROR(Guarded("ensure month partitions", broken, [&]() -> absl::Status {
-    pqxx::nontransaction tx(conn);
-    tx.exec_prepared(sql::kEnsureMonthPartitions, absl::FormatCivilTime(first_day));
-    return absl::OkStatus();
-  }));
-  partitioned_months_.insert(month);
+  if (!partitioned_months_.contains(month)) {
+    ARBITER_RETURN_IF_ERROR(Guarded("ensure month partitions", broken, [&]() -> absl::Status {
+      pqxx::nontransaction tx(conn);
+      tx.exec_prepared(sql::kEnsureMonthPartitions, absl::FormatCivilTime(first_day));
+      return absl::OkStatus();
+    }));
+    partitioned_months_.insert(month);
+  }
+  last_month_from_ = absl::FromCivil(civil_month, absl::UTCTimeZone());
+  last_month_to_ = absl::FromCivil(civil_month + 1, absl::UTCTimeZone());
   return absl::OkStatus();
 }
 

@@ -164,6 +164,10 @@ class PgStore final : public Store {
   // partitions this writer has made sure of: one statement a month.
   // The arbiter thread only.
   absl::flat_hash_set<int64_t> partitioned_months_;
+  // [from, to) of the month last made sure of: EnsureMonthPartition's
+  // check without a time zone conversion. The arbiter thread only.
+  absl::Time last_month_from_ = absl::InfiniteFuture();
+  absl::Time last_month_to_ = absl::InfiniteFuture();
 };
 
 }  // namespace arbiter::store
