@@ -7,12 +7,17 @@
 //                [--candidates N] [--policy arbiter|fgd|best-fit]
 //
 // Each pod is placed in file order, once, with no departures and no retries;
-// a pod that fits nowhere fails and is dropped. The packer learns the demand
-// mix only from the pods that have arrived so far (optionally primed with a
-// past trace in the pod-list format); it never reads ahead.
+// a pod that fits nowhere fails and is dropped. Arbiter's packer learns the
+// demand mix only from the pods that have arrived so far (optionally primed
+// with a past trace in the pod-list format); it never reads ahead. The
+// published policies (fgd, best-fit) reproduce the FGD paper's simulator:
+// they score every node, and FGD given --demand-profile keeps the typical
+// pods of that pod list for the whole run, as the simulator computes them
+// from the workload before it starts (bench/openb/run-published).
 //
 // The CSVs are read by bench/csv.h (CRLF or LF, quoted fields, a BOM); a
-// file without one of the columns named above is refused, naming it.
+// file without one of the columns named above is refused, naming it (a pod
+// list given to --demand-profile may lack gpu_spec: any model).
 //
 // The trace gives no GPU memory for fractions, so a fraction asks for 1 MiB:
 // the per-GPU memory check never binds here. Quotas and queueing are not part
@@ -68,10 +73,14 @@ int64_t Int(const CsvRow& row, const std::string& col) {
   return v;
 }
 
-std::vector<Pod> ReadPods(const std::string& path) {
+// Reads pods from an arrival sequence (gpu_spec required) or, with
+// `spec_optional`, from a pod list, where the paper's multi-GPU lists have no
+// gpu_spec column (any model).
+std::vector<Pod> ReadPods(const std::string& path, bool spec_optional = false) {
+  std::vector<std::string> required = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"};
+  if (!spec_optional) required.push_back("gpu_spec");
   std::vector<Pod> pods;
-  for (const CsvRow& row :
-       ReadRows(path, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"})) {
+  for (const CsvRow& row : ReadRows(path, required)) {
     Pod p;
     p.name = row.at("name");
     p.cpu_milli = Int(row, "cpu_milli");
@@ -79,8 +88,8 @@ std::vector<Pod> ReadPods(const std::string& path) {
     p.num_gpu = static_cast<int32_t>(Int(row, "num_gpu"));
     p.gpu_milli = Int(row, "gpu_milli");
     // Empty: any model; "V100M16|V100M32": one of those.
-    if (const std::string& spec = row.at("gpu_spec"); !spec.empty()) {
-      p.models = absl::StrSplit(spec, '|');
+    if (auto spec = row.find("gpu_spec"); spec != row.end() && !spec->second.empty()) {
+      p.models = absl::StrSplit(spec->second, '|');
     }
     pods.push_back(std::move(p));
   }
@@ -169,11 +178,16 @@ int main(int argc, char** argv) {
   }
   if (!profile_path.empty()) {
     int64_t n = 0;
-    for (const bench::Pod& pod : bench::ReadPods(profile_path)) {
+    for (const bench::Pod& pod : bench::ReadPods(profile_path, /*spec_optional=*/true)) {
       state.ObserveDemand(bench::SpecOf(pod, --n));
     }
   }
 
+  // Arbiter learns the mix from the arrivals as they come (never from the
+  // future). The published policies given a pod list keep the mix it makes,
+  // as the paper's simulator computes FGD's typical pods from the workload
+  // before the run.
+  const bool learn_online = policy == "arbiter" || profile_path.empty();
   const std::vector<bench::Pod> pods = bench::ReadPods(arrivals_path);
   std::ofstream out(out_path);
   out << "seq,name,cpu_milli,memory_mib,num_gpu,gpu_milli,node,gpu_ids\n";
@@ -183,7 +197,7 @@ int main(int argc, char** argv) {
   for (size_t seq = 0; seq < pods.size(); ++seq) {
     const bench::Pod& pod = pods[seq];
     const core::CapacityRequestSpec spec = bench::SpecOf(pod, static_cast<int64_t>(seq));
-    state.ObserveDemand(spec);
+    if (learn_online) state.ObserveDemand(spec);
     const core::GangPlacement placed = core::PlaceGang(state, spec);
     arrived += bench::GpuDemand(pod);
     std::string node_name, gpu_ids;

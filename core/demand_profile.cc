@@ -1,6 +1,16 @@
 #include "core/demand_profile.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+
 namespace arbiter::core {
+
+std::string ModelSetKey(std::vector<std::string> models) {
+  std::sort(models.begin(), models.end());
+  models.erase(std::unique(models.begin(), models.end()), models.end());
+  return absl::StrJoin(models, "|");
+}
 
 void DemandProfile::Observe(const TaskShape& shape, int64_t count) {
   while (counts_.size() >= kMaxShapes && !counts_.contains(shape)) Decay();

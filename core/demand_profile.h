@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -16,18 +17,25 @@ namespace arbiter::core {
 
 // The per-member shape of a task, as the packer sees it: `gpus` whole GPUs
 // (gpu_milli 1000), one fraction (gpus 1, gpu_milli < 1000), or host only
-// (gpus 0).
+// (gpus 0), on the GPU models `models` allows.
 struct TaskShape {
   int32_t gpus = 0;
   int64_t gpu_milli = 0;  // Per GPU.
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
+  // The GPU models the task may run on, sorted, without repeats, joined by
+  // '|' (ModelSetKey); empty: any model.
+  std::string models;
 
   bool fractional() const { return gpus == 1 && gpu_milli < 1000; }
-  auto key() const { return std::make_tuple(gpus, gpu_milli, cpu_milli, memory_mib); }
+  auto key() const { return std::tie(gpus, gpu_milli, cpu_milli, memory_mib, models); }
   bool operator<(const TaskShape& o) const { return key() < o.key(); }
   bool operator==(const TaskShape& o) const { return key() == o.key(); }
 };
+
+// The canonical TaskShape::models of a request's allowed models (any order,
+// repeats allowed): sorted, deduplicated, joined by '|'.
+std::string ModelSetKey(std::vector<std::string> models);
 
 class DemandProfile {
  public:

@@ -2,15 +2,26 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_split.h"
 
 namespace arbiter::core {
 
-void FragmentationModel::Reset(const DemandProfile& profile, bool host_term) {
+void FragmentationModel::Reset(const DemandProfile& profile, Measure measure) {
+  measure_ = measure;
   shapes_.clear();
   weights_.clear();
+  allowed_.clear();
+  model_bits_.clear();
   cache_.clear();
   cpu_per_gpu_milli_ = 0;
   memory_mib_per_gpu_milli_ = 0;
+  if (measure == Measure::kFgd) {
+    ResetFgd(profile);
+    return;
+  }
   int64_t gpu_tasks = 0;
   for (const DemandProfile::Entry& e : profile.Entries()) {
     if (e.shape.gpus > 0) gpu_tasks += e.count;
@@ -22,30 +33,86 @@ void FragmentationModel::Reset(const DemandProfile& profile, bool host_term) {
     memory += static_cast<double>(e.count) * static_cast<double>(e.shape.memory_mib);
     gpu += static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
   }
-  if (host_term) {
-    cpu_per_gpu_milli_ = cpu / gpu;
-    memory_mib_per_gpu_milli_ = memory / gpu;
-  }
+  cpu_per_gpu_milli_ = cpu / gpu;
+  memory_mib_per_gpu_milli_ = memory / gpu;
   for (const DemandProfile::Entry& e : profile.Entries()) {
     if (e.shape.gpus == 0) continue;  // Host-only work fragments no GPU.
     shapes_.push_back(e.shape);
     weights_.push_back(static_cast<double>(e.count) / static_cast<double>(gpu_tasks));
+    allowed_.push_back(AllowedBits(e.shape.models));
   }
+}
+
+void FragmentationModel::ResetFgd(const DemandProfile& profile) {
+  // Shapes by count, memory not counted.
+  std::map<TaskShape, int64_t> counts;
+  int64_t total = 0;
+  for (const DemandProfile::Entry& e : profile.Entries()) {
+    TaskShape shape = e.shape;
+    shape.memory_mib = 0;
+    counts[shape] += e.count;
+    total += e.count;
+  }
+  if (total == 0) return;
+  std::vector<std::pair<int64_t, TaskShape>> by_count;
+  for (const auto& [shape, count] : counts) by_count.push_back({-count, shape});
+  std::sort(by_count.begin(), by_count.end());
+  // The most asked for until they cover 95% of the tasks.
+  constexpr double kTypicalShare = 0.95;
+  int64_t covered = 0;
+  size_t n = 0;
+  while (n < by_count.size() && static_cast<double>(covered) < kTypicalShare * total) {
+    covered += -by_count[n++].first;
+  }
+  bool any_gpu = false;
+  for (size_t i = 0; i < n; ++i) {
+    shapes_.push_back(by_count[i].second);
+    weights_.push_back(static_cast<double>(-by_count[i].first) / static_cast<double>(covered));
+    allowed_.push_back(AllowedBits(by_count[i].second.models));
+    any_gpu |= by_count[i].second.gpus > 0;
+  }
+  if (!any_gpu) {  // Only host-only work: nothing to measure.
+    shapes_.clear();
+    weights_.clear();
+    allowed_.clear();
+  }
+}
+
+uint64_t FragmentationModel::AllowedBits(const std::string& models) {
+  if (models.empty()) return 0;
+  uint64_t bits = 0;
+  for (absl::string_view model : absl::StrSplit(models, '|')) {
+    auto it = model_bits_.find(model);
+    if (it == model_bits_.end()) {
+      if (model_bits_.size() == 64) return 0;  // Out of bits: counted as any model.
+      it = model_bits_.emplace(std::string(model), static_cast<int64_t>(model_bits_.size())).first;
+    }
+    bits |= uint64_t{1} << it->second;
+  }
+  return bits;
+}
+
+int64_t FragmentationModel::ModelKey(absl::string_view gpu_model) const {
+  if (gpu_model.empty()) return kMixedModels;
+  auto it = model_bits_.find(gpu_model);
+  return it == model_bits_.end() ? kUnnamedModel : it->second;
 }
 
 double FragmentationModel::Expected(const FreeCapacity& free) const {
   if (shapes_.empty()) return 0;
+  const int64_t model_key = ModelKey(free.gpu_model);
   CacheKey key(free.free_milli.begin(), free.free_milli.end());
   key.push_back(free.free_cpu_milli);
   key.push_back(free.free_memory_mib);
+  key.push_back(model_key);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
-  const double value = Compute(free);
+  const double value = Compute(free, model_key);
   cache_.emplace(std::move(key), value);
   return value;
 }
 
-double FragmentationModel::Compute(const FreeCapacity& free) const {
+double FragmentationModel::Compute(const FreeCapacity& free, int64_t model_key) const {
   int64_t total_free = 0;
   int64_t partial_free = 0;
   int32_t empty_gpus = 0;
@@ -72,8 +139,13 @@ double FragmentationModel::Compute(const FreeCapacity& free) const {
       std::max(0.0, static_cast<double>(total_free) - std::min(fed_by_cpu, fed_by_memory));
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const TaskShape& m = shapes_[i];
+    const bool accessible = allowed_[i] == 0 || model_key == kMixedModels ||
+                            (model_key >= 0 && ((allowed_[i] >> model_key) & 1) != 0);
+    // FGD's measure counts memory nowhere, and every free GPU as a fragment
+    // for host-only work.
+    const bool memory_short = measure_ == Measure::kArbiter && m.memory_mib > free.free_memory_mib;
     int64_t fragment = 0;
-    if (m.cpu_milli > free.free_cpu_milli || m.memory_mib > free.free_memory_mib) {
+    if (m.gpus == 0 || !accessible || m.cpu_milli > free.free_cpu_milli || memory_short) {
       fragment = total_free;
     } else if (m.fractional()) {
       // free_milli is sorted ascending: every GPU below d is a fragment.

@@ -20,6 +20,7 @@ TaskShape ShapeOf(const CapacityRequestSpec& spec) {
   shape.gpu_milli = spec.shape.is_whole() ? kMilliPerGpu : spec.shape.fraction().gpu_milli;
   shape.cpu_milli = spec.shape.cpu_milli;
   shape.memory_mib = spec.shape.memory_mib;
+  shape.models = ModelSetKey(spec.gpu_models);
   return shape;
 }
 
@@ -33,7 +34,8 @@ void PackingModel::Observe(const CapacityRequestSpec& spec) {
   const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
   if (fragmentation_.empty() || observed_since_refresh_ >= epoch) {
     const bool arbiter = policy_ == Policy::kArbiter;
-    fragmentation_.Reset(demand_, /*host_term=*/arbiter);
+    fragmentation_.Reset(demand_, arbiter ? FragmentationModel::Measure::kArbiter
+                                          : FragmentationModel::Measure::kFgd);
     if (arbiter) share_prices_.Reset(demand_);
     observed_since_refresh_ = 0;
   }

@@ -24,9 +24,14 @@ class PackingModel {
   // How the packer scores the places a member fits (core/placement.cc).
   //   kArbiter: share prices (fractions), then fragmentation growth with the
   //             host term, then best fit. The default.
-  //   kFgd:     FGD's fragmentation step term alone, then best fit: the
-  //             published policy, kept as a baseline for benchmarks.
-  //   kBestFit: least GPU capacity left free.
+  //   kFgd:     FGD (Weng et al., USENIX ATC 2023) as its paper's simulator
+  //             runs it, to reproduce the published results: FGD's measure
+  //             (FragmentationModel::Measure::kFgd) and its whole-number
+  //             node score.
+  //   kBestFit: the paper's best fit, with its whole-number node score.
+  // The two published policies score every node of the pool (candidates()
+  // does not apply) and are kept as baselines for benchmarks
+  // (bench/openb/run-published).
   enum class Policy { kArbiter, kFgd, kBestFit };
   Policy policy() const { return policy_; }
   // REQUIRES: set before any demand is observed.

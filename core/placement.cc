@@ -74,6 +74,10 @@ FreeCapacity FreeOf(const Node& node) {
   std::sort(free.free_milli.begin(), free.free_milli.end());
   free.free_cpu_milli = node.free_cpu_milli();
   free.free_memory_mib = node.free_memory_mib();
+  const bool one_model = std::all_of(node.gpus.begin(), node.gpus.end(), [&](const Gpu& gpu) {
+    return gpu.model == node.gpus.front().model;
+  });
+  if (!node.gpus.empty() && one_model) free.gpu_model = node.gpus.front().model;
   return free;
 }
 
@@ -91,11 +95,12 @@ FreeCapacity After(FreeCapacity free, const MemberShape& shape, int64_t had, int
   return free;
 }
 
-// Score of a candidate, lower is better: for a fraction, the share value it
-// loses (SharePrices::Loss, in micro-GPU; 0 for other shapes); then the
-// growth of the node's expected fragmentation for the learnt demand mix (0
-// without a mix); then how much GPU capacity the node keeps free (best fit);
-// then node id and GPU index.
+// Score of a candidate, lower is better. Arbiter's policy: for a fraction,
+// the share value it loses (SharePrices::Loss, in micro-GPU; 0 for other
+// shapes); then the growth of the node's expected fragmentation for the
+// learnt demand mix (0 without a mix); then how much GPU capacity the node
+// keeps free (best fit); then node id and GPU index. The published policies
+// (ReferenceScore) rank by their own whole-number node score instead.
 using Score = std::tuple<int64_t, int64_t, int64_t, int64_t, int32_t>;
 
 // SharePrices::Loss of putting `take` on a GPU with `had` free, in micro-GPU,
@@ -118,6 +123,44 @@ int64_t TotalFree(const FreeCapacity& free) {
   return total;
 }
 
+// The whole-number node score (0-100, higher is better) of the FGD paper's
+// simulator for its two published policies, which kFgd and kBestFit
+// reproduce (docs/packing.md):
+//   kFgd:     100 x sigmoid(fragmentation removed / 1000 milli-GPU), the
+//             fragmentation being FGD's measure for the typical demand;
+//   kBestFit: 100 x (1 - (free CPU after / 128 cores + free GPU after / 8
+//             GPUs) / 2), 128 cores and 8 GPUs being the largest node of
+//             the paper's cluster.
+// Both truncate toward zero as the simulator does; equal scores go to the
+// node that comes first (the simulator's first node name).
+int64_t PublishedNodeScore(const State& state, const FreeCapacity& before,
+                           const FreeCapacity& after) {
+  if (state.packing_policy() == State::PackingPolicy::kFgd) {
+    const FragmentationModel& model = state.fragmentation();
+    const double removed = model.empty() ? 0 : model.Expected(before) - model.Expected(after);
+    return static_cast<int64_t>(100.0 / (1.0 + std::exp(-removed / 1000.0)));
+  }
+  constexpr double kLargestNodeCpuMilli = 128000;
+  constexpr double kLargestNodeGpuMilli = 8000;
+  const double left = 0.5 * static_cast<double>(after.free_cpu_milli) / kLargestNodeCpuMilli +
+                      0.5 * static_cast<double>(TotalFree(after)) / kLargestNodeGpuMilli;
+  return static_cast<int64_t>((1.0 - left) * 100.0);
+}
+
+bool PublishedPolicy(const State& state) {
+  return state.packing_policy() != State::PackingPolicy::kArbiter;
+}
+
+// The Score of a published policy: its node score, then the node, then (best
+// fit's choice of GPU for a fraction) the GPU that keeps least free, then
+// the GPU index (FGD's choice: the first GPU with the node's best score).
+Score ReferenceScore(const State& state, const FreeCapacity& before, const FreeCapacity& after,
+                     int64_t node_id, int64_t gpu_left, int32_t gpu_index) {
+  const bool best_fit = state.packing_policy() == State::PackingPolicy::kBestFit;
+  return Score{-PublishedNodeScore(state, before, after), node_id, best_fit ? gpu_left : 0, 0,
+               gpu_index};
+}
+
 // Best node for `whole_gpus` exclusive GPUs (0: host only).
 std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpec& spec,
                                     const Window& window, const std::vector<size_t>& candidates,
@@ -135,7 +178,9 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
     if (empty < k) continue;
     const FreeCapacity before = FreeOf(node);
     const FreeCapacity after = After(before, spec.shape, kMilliPerGpu, kMilliPerGpu, k);
-    Score score{0, FragmentGrowth(state, before, after), TotalFree(after), node.id, 0};
+    const Score score = PublishedPolicy(state) ? ReferenceScore(state, before, after, node.id, 0, 0)
+                                               : Score{0, FragmentGrowth(state, before, after),
+                                                       TotalFree(after), node.id, 0};
     if (best == nullptr || score < best_score) {
       best = &node;
       best_score = score;
@@ -178,8 +223,11 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
       if (tried_count < kMaxGpusScored) tried[tried_count++] = had;
       if (!before.has_value()) before = FreeOf(node);
       const FreeCapacity after = After(*before, spec.shape, had, f.gpu_milli, 1);
-      Score score{ShareLoss(state, had, f.gpu_milli), FragmentGrowth(state, *before, after),
-                  had - f.gpu_milli, node.id, gpu.index};
+      const Score score =
+          PublishedPolicy(state)
+              ? ReferenceScore(state, *before, after, node.id, had - f.gpu_milli, gpu.index)
+              : Score{ShareLoss(state, had, f.gpu_milli), FragmentGrowth(state, *before, after),
+                      had - f.gpu_milli, node.id, gpu.index};
       if (best_node == nullptr || score < best_score) {
         best_node = &node;
         best_gpu = gpu.index;
@@ -339,7 +387,10 @@ std::optional<Placement> PlaceMember(const State& state, const CapacityRequestSp
 std::optional<Placement> PlaceMemberIndexed(const State& state, const CapacityRequestSpec& spec,
                                             const Window& window, int32_t member) {
   const size_t batch = state.placement_candidates();
-  if (batch == 0) return PlaceMember(state, spec, window, state.PoolNodes(spec.pool), member);
+  // The published policies score every node, as the paper's simulator does.
+  if (batch == 0 || PublishedPolicy(state)) {
+    return PlaceMember(state, spec, window, state.PoolNodes(spec.pool), member);
+  }
   InventoryIndex::Cursor cursor(state.inventory().index(), spec, state.coexistence());
   std::vector<size_t> candidates;
   while (cursor.Next(batch, candidates)) {

@@ -115,5 +115,94 @@ TEST(FragmentationTest, CpuHungryWorkGoesWhereCpuIsPlentiful) {
   EXPECT_EQ(placed.placements[0].node_id, s.FindNode("c", "rich")->id);
 }
 
+TEST(DemandProfileTest, ModelSetsAreCanonical) {
+  EXPECT_EQ(ModelSetKey({"V100M32", "V100M16", "V100M32"}), "V100M16|V100M32");
+  EXPECT_EQ(ModelSetKey({}), "");
+}
+
+// A shape that may use T4s only: on a node of another model, every free GPU
+// is its fragment (FGD's "no access"); on a T4 node, or one of several models,
+// only the GPUs it cannot fill.
+TEST(FragmentationTest, AShapeLimitedToOtherModelsCannotUseANodesGpus) {
+  DemandProfile profile;
+  profile.Observe({1, 500, 0, 0, "T4"});
+  FragmentationModel model;
+  model.Reset(profile);
+  EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, "T4"}), 200);
+  EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, "G2"}), 1200);
+  EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, ""}), 200) << "several models";
+  // An unconstrained shape uses any model.
+  profile.Observe({1, 500, 0, 0, ""});
+  model.Reset(profile);
+  EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, "G2"}), 0.5 * 1200 + 0.5 * 200);
+}
+
+// FGD's measure: host-only work counts every free GPU, memory counts nowhere.
+TEST(FragmentationTest, FgdMeasureCountsHostOnlyWorkAndNotMemory) {
+  DemandProfile profile;
+  profile.Observe({1, 500, 1000, 4096}, 3);
+  profile.Observe({0, 0, 1000, 0});
+  FragmentationModel model;
+  model.Reset(profile, FragmentationModel::Measure::kFgd);
+  // No free memory: the fraction still fits in FGD's eyes.
+  EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 20000, 0}), 0.75 * 200 + 0.25 * 1200);
+}
+
+// FGD's typical shapes: the most asked for until they cover 95% of tasks.
+TEST(FragmentationTest, FgdMeasureKeepsTheTypicalShapes) {
+  DemandProfile profile;
+  profile.Observe({1, 500, 0, 0}, 96);
+  profile.Observe({2, 1000, 0, 0}, 4);  // Beyond 95%: not typical.
+  FragmentationModel model;
+  model.Reset(profile, FragmentationModel::Measure::kFgd);
+  EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 20000, 1000}), 200);
+}
+
+// The published FGD gives whole-number node scores (100 x sigmoid of the
+// fragmentation removed, per GPU), and equal scores go to the first node: a
+// 500 on an empty node and on the free GPU of a node with {1000, 700} both
+// remove nothing and score 50, so the first node wins, though the second
+// would keep less capacity free.
+TEST(FragmentationTest, PublishedFgdBreaksEqualScoresByNodeOrder) {
+  for (const char* first : {"a", "b"}) {
+    State s = ::arbiter::testing::MakeState();
+    s.set_packing_policy(State::PackingPolicy::kFgd);
+    const std::string other = std::string(first) == "a" ? "b" : "a";
+    ::arbiter::testing::AddNode(s, ::arbiter::testing::MakeNode(first, 2, "H100-80GB"));
+    ::arbiter::testing::AddNode(s, ::arbiter::testing::MakeNode(other, 2, "H100-80GB"));
+    CapacityRequestSpec spec = ::arbiter::testing::FractionSpec("k1", 1, 500, 1024);
+    Placement held;
+    held.node_id = s.FindNode("c", "b")->id;
+    held.gpu_indices = {1};
+    held.gpu_milli = 300;
+    held.gpu_memory_mib = 1024;
+    held.workload_class = spec.workload_class;
+    s.ApplyPlacement(held, +1);
+    for (int i = 0; i < 40; ++i) s.ObserveDemand(spec);
+    GangPlacement placed = PlaceGang(s, spec);
+    ASSERT_EQ(placed.result, FitResult::kPlaced);
+    EXPECT_EQ(placed.placements[0].node_id, s.FindNode("c", first)->id) << first;
+    EXPECT_EQ(placed.placements[0].gpu_indices, std::vector<int32_t>{0}) << first;
+  }
+}
+
+// The published best fit weighs free CPU and free GPU after the placement
+// (against a 128-core, 8-GPU node): the CPU-poor 4-GPU node beats the
+// CPU-rich 2-GPU one, where least GPU left free alone would pick the latter.
+TEST(FragmentationTest, PublishedBestFitWeighsCpuAndGpu) {
+  State s = ::arbiter::testing::MakeState();
+  s.set_packing_policy(State::PackingPolicy::kBestFit);
+  ::arbiter::testing::AddNode(
+      s, ::arbiter::testing::MakeNode("rich", 2, "H100-80GB", "serving", 128'000, 512'000));
+  ::arbiter::testing::AddNode(
+      s, ::arbiter::testing::MakeNode("poor", 4, "H100-80GB", "serving", 8'000, 512'000));
+  CapacityRequestSpec spec = ::arbiter::testing::WholeSpec("w", 1, 1);
+  spec.shape.cpu_milli = 1'000;
+  GangPlacement placed = PlaceGang(s, spec);
+  ASSERT_EQ(placed.result, FitResult::kPlaced);
+  // rich: 1 - (127/128 + 1/8) / 2 -> 44; poor: 1 - (7/128 + 3/8) / 2 -> 78.
+  EXPECT_EQ(placed.placements[0].node_id, s.FindNode("c", "poor")->id);
+}
+
 }  // namespace
 }  // namespace arbiter::core
