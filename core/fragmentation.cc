@@ -9,8 +9,10 @@
 
 namespace arbiter::core {
 
-void FragmentationModel::Reset(const DemandProfile& profile, Measure measure) {
+void FragmentationModel::Reset(const DemandProfile& profile, Measure measure,
+                               const std::map<std::string, int64_t>& gpus_by_model) {
   measure_ = measure;
+  pressure_.clear();
   shapes_.clear();
   weights_.clear();
   allowed_.clear();
@@ -41,6 +43,39 @@ void FragmentationModel::Reset(const DemandProfile& profile, Measure measure) {
     weights_.push_back(static_cast<double>(e.count) / static_cast<double>(gpu_tasks));
     allowed_.push_back(AllowedBits(e.shape.models));
   }
+  SetPressure(profile, gpus_by_model);
+}
+
+void FragmentationModel::SetPressure(const DemandProfile& profile,
+                                     const std::map<std::string, int64_t>& gpus_by_model) {
+  int64_t all_gpus = 0;
+  for (const auto& [model, gpus] : gpus_by_model) all_gpus += gpus;
+  double volume = 0;  // GPU demand of the mix, per task.
+  for (const DemandProfile::Entry& e : profile.Entries()) {
+    volume += static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
+  }
+  if (all_gpus == 0 || volume == 0) return;
+  for (const DemandProfile::Entry& e : profile.Entries()) {
+    if (e.shape.gpus == 0 || e.shape.models.empty()) continue;
+    const std::vector<std::string> models = absl::StrSplit(e.shape.models, '|');
+    int64_t usable = 0;
+    for (const std::string& m : models) {
+      auto it = gpus_by_model.find(m);
+      if (it != gpus_by_model.end()) usable += it->second;
+    }
+    if (usable == 0) continue;
+    const double share = static_cast<double>(e.count) * e.shape.gpus *
+                         static_cast<double>(e.shape.gpu_milli) / volume;
+    for (const std::string& m : models) {
+      pressure_[m] += share * static_cast<double>(all_gpus) / static_cast<double>(usable);
+    }
+  }
+}
+
+double FragmentationModel::ModelPressure(absl::string_view gpu_model) const {
+  if (pressure_.empty()) return 0;  // No limited demand: no lookup on the hot path.
+  auto it = pressure_.find(gpu_model);
+  return it == pressure_.end() ? 0 : it->second;
 }
 
 void FragmentationModel::ResetFgd(const DemandProfile& profile) {
@@ -139,7 +174,9 @@ double FragmentationModel::Compute(const FreeCapacity& free, int64_t model_key) 
       std::max(0.0, static_cast<double>(total_free) - std::min(fed_by_cpu, fed_by_memory));
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const TaskShape& m = shapes_[i];
-    const bool accessible = allowed_[i] == 0 || model_key == kMixedModels ||
+    // Arbiter's measure leaves GPU models to ModelPressure.
+    const bool accessible = measure_ == Measure::kArbiter || allowed_[i] == 0 ||
+                            model_key == kMixedModels ||
                             (model_key >= 0 && ((allowed_[i] >> model_key) & 1) != 0);
     // FGD's measure counts memory nowhere, and every free GPU as a fragment
     // for host-only work.

@@ -16,9 +16,11 @@
 // this term cuts the GPUs left unallocated at 100% arrived demand from about
 // 302 (FGD's own level) to about 257 (docs/packing.md).
 //
-// A shape limited to some GPU models can use no GPU of another model: on a
-// node of such a model all its free GPU capacity is the shape's fragment, as
-// in FGD's own measure (its "no access" case).
+// GPU models: FGD's measure counts all free GPU capacity of a node as the
+// fragment of a shape that may not use the node's model (its "no access"
+// case). Arbiter's measure leaves models out of the step term; instead
+// ModelPressure says how much of each model the demand limited to some
+// models needs, and the packer charges flexible work for taking it.
 //
 // The packer places a task where the sum grows least.
 //
@@ -27,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,8 +56,8 @@ struct FreeCapacity {
 class FragmentationModel {
  public:
   // Which measure the model computes.
-  //   kArbiter: the step term over the GPU shapes of the mix, plus the host
-  //             term (above).
+  //   kArbiter: the step term over the GPU shapes of the mix (models not
+  //             counted), plus the host term (above), and ModelPressure.
   //   kFgd:     FGD's measure exactly as its paper's simulator computes it:
   //             the "typical" shapes (the most asked for, by CPU, GPUs and
   //             models, memory not counted, until they cover 95% of the
@@ -63,8 +66,18 @@ class FragmentationModel {
   enum class Measure { kArbiter, kFgd };
 
   // Takes a snapshot of `profile` (shapes and weights) and clears the cache.
-  void Reset(const DemandProfile& profile, Measure measure = Measure::kArbiter);
+  // `gpus_by_model` (the cluster's GPUs of each model) sets ModelPressure.
+  void Reset(const DemandProfile& profile, Measure measure = Measure::kArbiter,
+             const std::map<std::string, int64_t>& gpus_by_model = {});
   bool empty() const { return shapes_.empty(); }
+
+  // How much of a model's capacity the demand limited to some models needs,
+  // with the mix scaled to fill the cluster: the sum over each limited shape
+  // s of (its share of the GPU demand) x (GPUs of all models) / (GPUs of the
+  // models s may use), for every model s may use. 0 for a model no limited
+  // shape may use, and when no shape is limited. Flexible work placed on a
+  // model of high pressure takes capacity that limited work cannot replace.
+  double ModelPressure(absl::string_view gpu_model) const;
 
   // Expected fragment of a node in milli-GPU (0 when the model is empty).
   // REQUIRES: `free.free_milli` is sorted ascending (the cache key).
@@ -81,6 +94,8 @@ class FragmentationModel {
   double Compute(const FreeCapacity& free, int64_t model_key) const;
 
   void ResetFgd(const DemandProfile& profile);
+  void SetPressure(const DemandProfile& profile,
+                   const std::map<std::string, int64_t>& gpus_by_model);
 
   Measure measure_ = Measure::kArbiter;
   std::vector<TaskShape> shapes_;
@@ -89,6 +104,7 @@ class FragmentationModel {
   // shape naming a model beyond the 64 that have bits).
   std::vector<uint64_t> allowed_;
   absl::flat_hash_map<std::string, int64_t> model_bits_;  // Model -> bit, at most 64.
+  absl::flat_hash_map<std::string, double> pressure_;     // Model -> ModelPressure.
   // Host demand per milli-GPU of the mix (host-only tasks included).
   double cpu_per_gpu_milli_ = 0;
   double memory_mib_per_gpu_milli_ = 0;

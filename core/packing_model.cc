@@ -26,7 +26,8 @@ TaskShape ShapeOf(const CapacityRequestSpec& spec) {
 
 }  // namespace
 
-void PackingModel::Observe(const CapacityRequestSpec& spec) {
+void PackingModel::Observe(const CapacityRequestSpec& spec,
+                           absl::FunctionRef<std::map<std::string, int64_t>()> gpus_by_model) {
   if (spec.shape.is_mig()) mig_demand_[spec.shape.mig().profile] += spec.members;
   demand_.Observe(ShapeOf(spec), spec.members);
   observed_since_refresh_ += spec.members;
@@ -34,8 +35,11 @@ void PackingModel::Observe(const CapacityRequestSpec& spec) {
   const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
   if (fragmentation_.empty() || observed_since_refresh_ >= epoch) {
     const bool arbiter = policy_ == Policy::kArbiter;
-    fragmentation_.Reset(demand_, arbiter ? FragmentationModel::Measure::kArbiter
-                                          : FragmentationModel::Measure::kFgd);
+    if (arbiter) {
+      fragmentation_.Reset(demand_, FragmentationModel::Measure::kArbiter, gpus_by_model());
+    } else {
+      fragmentation_.Reset(demand_, FragmentationModel::Measure::kFgd);
+    }
     if (arbiter) share_prices_.Reset(demand_);
     observed_since_refresh_ = 0;
   }

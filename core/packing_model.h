@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+
 #include "core/coexistence.h"
 #include "core/demand_profile.h"
 #include "core/fragmentation.h"
@@ -51,7 +53,10 @@ class PackingModel {
   // share prices are refreshed from the mix in growing epochs (every
   // max(32, min(1024, total / 8)) members), so that the packer's cached
   // scores stay valid in between and the cost of learning stays small.
-  void Observe(const CapacityRequestSpec& spec);
+  // `gpus_by_model` gives the cluster's GPUs of each model when the models
+  // are refreshed (FragmentationModel::ModelPressure).
+  void Observe(const CapacityRequestSpec& spec,
+               absl::FunctionRef<std::map<std::string, int64_t>()> gpus_by_model);
   const DemandProfile& demand() const { return demand_; }
   const FragmentationModel& fragmentation() const { return fragmentation_; }
   const SharePrices& share_prices() const { return share_prices_; }

@@ -96,10 +96,11 @@ FreeCapacity After(FreeCapacity free, const MemberShape& shape, int64_t had, int
 }
 
 // Score of a candidate, lower is better. Arbiter's policy: for a fraction,
-// the share value it loses (SharePrices::Loss, in micro-GPU; 0 for other
-// shapes); then the growth of the node's expected fragmentation for the
-// learnt demand mix (0 without a mix); then how much GPU capacity the node
-// keeps free (best fit); then node id and GPU index. The published policies
+// the share value it loses (SharePrices::Loss, in micro-GPU) plus what it
+// takes from work limited to the node's GPU model (PressureCost); then the
+// growth of the node's expected fragmentation for the learnt demand mix (0
+// without a mix), plus PressureCost for whole GPUs; then how much GPU
+// capacity the node keeps free (best fit); then node id and GPU index. The published policies
 // (ReferenceScore) rank by their own whole-number node score instead.
 using Score = std::tuple<int64_t, int64_t, int64_t, int64_t, int32_t>;
 
@@ -121,6 +122,13 @@ int64_t TotalFree(const FreeCapacity& free) {
   int64_t total = 0;
   for (int64_t f : free.free_milli) total += f;
   return total;
+}
+
+// What taking `take` milli of a node's GPUs costs the work limited to its
+// model, in micro-GPU: ModelPressure x take.
+int64_t PressureCost(const State& state, const FreeCapacity& node, int64_t take) {
+  return std::llround(state.fragmentation().ModelPressure(node.gpu_model) *
+                      static_cast<double>(take) * 1000.0);
 }
 
 // The whole-number node score (0-100, higher is better) of the FGD paper's
@@ -178,9 +186,12 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
     if (empty < k) continue;
     const FreeCapacity before = FreeOf(node);
     const FreeCapacity after = After(before, spec.shape, kMilliPerGpu, kMilliPerGpu, k);
-    const Score score = PublishedPolicy(state) ? ReferenceScore(state, before, after, node.id, 0, 0)
-                                               : Score{0, FragmentGrowth(state, before, after),
-                                                       TotalFree(after), node.id, 0};
+    const Score score = PublishedPolicy(state)
+                            ? ReferenceScore(state, before, after, node.id, 0, 0)
+                            : Score{0,
+                                    FragmentGrowth(state, before, after) +
+                                        PressureCost(state, before, int64_t{k} * kMilliPerGpu),
+                                    TotalFree(after), node.id, 0};
     if (best == nullptr || score < best_score) {
       best = &node;
       best_score = score;
@@ -226,8 +237,9 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
       const Score score =
           PublishedPolicy(state)
               ? ReferenceScore(state, *before, after, node.id, had - f.gpu_milli, gpu.index)
-              : Score{ShareLoss(state, had, f.gpu_milli), FragmentGrowth(state, *before, after),
-                      had - f.gpu_milli, node.id, gpu.index};
+              : Score{
+                    ShareLoss(state, had, f.gpu_milli) + PressureCost(state, *before, f.gpu_milli),
+                    FragmentGrowth(state, *before, after), had - f.gpu_milli, node.id, gpu.index};
       if (best_node == nullptr || score < best_score) {
         best_node = &node;
         best_gpu = gpu.index;

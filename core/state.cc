@@ -166,6 +166,16 @@ absl::StatusOr<int64_t> State::MigMilli(const CapacityRequestSpec& spec) const {
   return milli;
 }
 
+void State::ObserveDemand(const CapacityRequestSpec& spec) {
+  packing_.Observe(spec, [this] {
+    std::map<std::string, int64_t> gpus_by_model;
+    for (const Node& node : nodes()) {
+      for (const Gpu& gpu : node.gpus) ++gpus_by_model[gpu.model];
+    }
+    return gpus_by_model;
+  });
+}
+
 void State::ApplyPlacement(const Placement& p, int sign) {
   inventory_.ApplyPlacement(p, sign);
   if (sign < 0 || p.mig_layout_cleared || !p.mig_new_layout.empty()) {

@@ -372,7 +372,8 @@ class State {
   // Lifts the holds of live request `id` (a reservation's, or the claim of a
   // request waiting for its victims) and clears them in its stored copy.
   void ReleaseHolds(int64_t id);
-  void ObserveDemand(const CapacityRequestSpec& spec) { packing_.Observe(spec); }
+  // Counts `spec` in the packer's demand mix (PackingModel::Observe).
+  void ObserveDemand(const CapacityRequestSpec& spec);
   const FragmentationModel& fragmentation() const { return packing_.fragmentation(); }
   const SharePrices& share_prices() const { return packing_.share_prices(); }
   const CoexistenceMatrix& coexistence() const { return packing_.coexistence(); }

@@ -120,21 +120,24 @@ TEST(DemandProfileTest, ModelSetsAreCanonical) {
   EXPECT_EQ(ModelSetKey({}), "");
 }
 
-// A shape that may use T4s only: on a node of another model, every free GPU
-// is its fragment (FGD's "no access"); on a T4 node, or one of several models,
-// only the GPUs it cannot fill.
+// FGD's measure: a shape that may use T4s only has every free GPU of a node
+// of another model as its fragment ("no access"); on a T4 node, or one of
+// several models, only the GPUs it cannot fill. Arbiter's measure leaves
+// models to ModelPressure.
 TEST(FragmentationTest, AShapeLimitedToOtherModelsCannotUseANodesGpus) {
   DemandProfile profile;
   profile.Observe({1, 500, 0, 0, "T4"});
   FragmentationModel model;
-  model.Reset(profile);
+  model.Reset(profile, FragmentationModel::Measure::kFgd);
   EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, "T4"}), 200);
   EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, "G2"}), 1200);
   EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, ""}), 200) << "several models";
   // An unconstrained shape uses any model.
   profile.Observe({1, 500, 0, 0, ""});
-  model.Reset(profile);
+  model.Reset(profile, FragmentationModel::Measure::kFgd);
   EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, "G2"}), 0.5 * 1200 + 0.5 * 200);
+  model.Reset(profile, FragmentationModel::Measure::kArbiter);
+  EXPECT_DOUBLE_EQ(model.Expected({{200, 1000}, 8000, 1000, "G2"}), 200);
 }
 
 // FGD's measure: host-only work counts every free GPU, memory counts nowhere.
@@ -202,6 +205,48 @@ TEST(FragmentationTest, PublishedBestFitWeighsCpuAndGpu) {
   ASSERT_EQ(placed.result, FitResult::kPlaced);
   // rich: 1 - (127/128 + 1/8) / 2 -> 44; poor: 1 - (7/128 + 3/8) / 2 -> 78.
   EXPECT_EQ(placed.placements[0].node_id, s.FindNode("c", "poor")->id);
+}
+
+// A quarter of the GPU demand may use T4s only; the cluster has 2 T4s of 10
+// GPUs: filling the cluster, that demand needs 0.25 x 10 / 2 = 1.25 T4s per
+// T4, and none of the G2s. A shape allowed both models spreads its share
+// over all 10.
+TEST(FragmentationTest, ModelPressureIsWhatLimitedDemandNeedsOfAModel) {
+  DemandProfile profile;
+  profile.Observe({1, 1000, 0, 0, "T4"});
+  profile.Observe({1, 1000, 0, 0, ""}, 3);
+  FragmentationModel model;
+  model.Reset(profile, FragmentationModel::Measure::kArbiter, {{"T4", 2}, {"G2", 8}});
+  EXPECT_DOUBLE_EQ(model.ModelPressure("T4"), 1.25);
+  EXPECT_DOUBLE_EQ(model.ModelPressure("G2"), 0);
+  EXPECT_DOUBLE_EQ(model.ModelPressure(""), 0);
+  profile.Observe({1, 1000, 0, 0, "G2|T4"}, 4);  // Now 1/8 T4-only, 4/8 either.
+  model.Reset(profile, FragmentationModel::Measure::kArbiter, {{"T4", 2}, {"G2", 8}});
+  EXPECT_DOUBLE_EQ(model.ModelPressure("T4"), 0.125 * 10 / 2 + 0.5 * 10 / 10);
+  EXPECT_DOUBLE_EQ(model.ModelPressure("G2"), 0.5 * 10 / 10);
+  // No limited demand: no pressure anywhere.
+  DemandProfile open;
+  open.Observe({1, 1000, 0, 0, ""});
+  model.Reset(open, FragmentationModel::Measure::kArbiter, {{"T4", 2}, {"G2", 8}});
+  EXPECT_DOUBLE_EQ(model.ModelPressure("T4"), 0);
+}
+
+// Work that may use any model leaves the L4s to the work that may use only
+// them, though best fit alone would fill the small L4 node first.
+TEST(FragmentationTest, FlexibleWorkLeavesAContendedModelToWorkLimitedToIt) {
+  for (const bool limited_demand : {true, false}) {
+    State s = ::arbiter::testing::MakeState();
+    ::arbiter::testing::AddNode(s, ::arbiter::testing::MakeNode("l4", 2, "L4"));
+    ::arbiter::testing::AddNode(s, ::arbiter::testing::MakeNode("h100", 8, "H100-80GB"));
+    CapacityRequestSpec flexible = ::arbiter::testing::WholeSpec("any", 1, 1);
+    CapacityRequestSpec l4_only = ::arbiter::testing::WholeSpec("l4", 1, 1);
+    l4_only.gpu_models = {"L4"};
+    for (int i = 0; i < 40; ++i) s.ObserveDemand(limited_demand && i % 2 == 0 ? l4_only : flexible);
+    GangPlacement placed = PlaceGang(s, flexible);
+    ASSERT_EQ(placed.result, FitResult::kPlaced);
+    EXPECT_EQ(placed.placements[0].node_id, s.FindNode("c", limited_demand ? "h100" : "l4")->id)
+        << (limited_demand ? "half the demand may use L4s only" : "no limited demand: best fit");
+  }
 }
 
 }  // namespace
