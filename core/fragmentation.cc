@@ -128,6 +128,9 @@ uint64_t FragmentationModel::AllowedBits(const std::string& models) {
 }
 
 int64_t FragmentationModel::ModelKey(absl::string_view gpu_model) const {
+  // No shape limited to models (the common case): the model changes
+  // nothing, and the hot path hashes no name.
+  if (model_bits_.empty()) return kUnnamedModel;
   if (gpu_model.empty()) return kMixedModels;
   auto it = model_bits_.find(gpu_model);
   return it == model_bits_.end() ? kUnnamedModel : it->second;
