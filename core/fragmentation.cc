@@ -41,7 +41,9 @@ void FragmentationModel::Reset(const DemandProfile& profile, Measure measure,
     if (e.shape.gpus == 0) continue;  // Host-only work fragments no GPU.
     shapes_.push_back(e.shape);
     weights_.push_back(static_cast<double>(e.count) / static_cast<double>(gpu_tasks));
-    allowed_.push_back(AllowedBits(e.shape.models));
+    // Any model: Arbiter's measure leaves GPU models to ModelPressure, and
+    // with no model bits the cache keys no model and hashes no name.
+    allowed_.push_back(0);
   }
   SetPressure(profile, gpus_by_model);
 }
@@ -177,9 +179,7 @@ double FragmentationModel::Compute(const FreeCapacity& free, int64_t model_key) 
       std::max(0.0, static_cast<double>(total_free) - std::min(fed_by_cpu, fed_by_memory));
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const TaskShape& m = shapes_[i];
-    // Arbiter's measure leaves GPU models to ModelPressure.
-    const bool accessible = measure_ == Measure::kArbiter || allowed_[i] == 0 ||
-                            model_key == kMixedModels ||
+    const bool accessible = allowed_[i] == 0 || model_key == kMixedModels ||
                             (model_key >= 0 && ((allowed_[i] >> model_key) & 1) != 0);
     // FGD's measure counts memory nowhere, and every free GPU as a fragment
     // for host-only work.

@@ -100,8 +100,9 @@ class FragmentationModel {
   Measure measure_ = Measure::kArbiter;
   std::vector<TaskShape> shapes_;
   std::vector<double> weights_;  // Sum to 1.
-  // Per shape, the bits of the models it may use; 0: any model (also for a
-  // shape naming a model beyond the 64 that have bits).
+  // Per shape, the bits of the models it may use (FGD's measure); 0: any
+  // model (every shape in Arbiter's measure, and a shape naming a model
+  // beyond the 64 that have bits).
   std::vector<uint64_t> allowed_;
   absl::flat_hash_map<std::string, int64_t> model_bits_;  // Model -> bit, at most 64.
   absl::flat_hash_map<std::string, double> pressure_;     // Model -> ModelPressure.

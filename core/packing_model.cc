@@ -34,13 +34,12 @@ void PackingModel::Observe(const CapacityRequestSpec& spec,
   if (policy_ == Policy::kBestFit) return;  // Scores with no model.
   const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
   if (fragmentation_.empty() || observed_since_refresh_ >= epoch) {
-    const bool arbiter = policy_ == Policy::kArbiter;
-    if (arbiter) {
+    if (policy_ == Policy::kArbiter) {
       fragmentation_.Reset(demand_, FragmentationModel::Measure::kArbiter, gpus_by_model());
+      share_prices_.Reset(demand_);
     } else {
       fragmentation_.Reset(demand_, FragmentationModel::Measure::kFgd);
     }
-    if (arbiter) share_prices_.Reset(demand_);
     observed_since_refresh_ = 0;
   }
 }

@@ -100,8 +100,9 @@ FreeCapacity After(FreeCapacity free, const MemberShape& shape, int64_t had, int
 // takes from work limited to the node's GPU model (PressureCost); then the
 // growth of the node's expected fragmentation for the learnt demand mix (0
 // without a mix), plus PressureCost for whole GPUs; then how much GPU
-// capacity the node keeps free (best fit); then node id and GPU index. The published policies
-// (ReferenceScore) rank by their own whole-number node score instead.
+// capacity the node keeps free (best fit); then node id and GPU index. The
+// published policies (ReferenceScore) rank by their own whole-number node
+// score instead.
 using Score = std::tuple<int64_t, int64_t, int64_t, int64_t, int32_t>;
 
 // SharePrices::Loss of putting `take` on a GPU with `had` free, in micro-GPU,
