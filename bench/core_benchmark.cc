@@ -22,6 +22,7 @@
 
 #include "bench/decision_mix.h"
 #include "core/arbitration.h"
+#include "core/packing_model.h"
 #include "core/share_prices.h"
 
 namespace arbiter::core {
@@ -103,12 +104,16 @@ void BM_Decision(benchmark::State& bench) {
   bench.counters["state_mib"] = static_cast<double>(heap_state) / (1 << 20);
 }
 // Args: GPUs, candidate nodes scored per member (0: every node, the scan the
-// index replaced; for comparison).
+// index replaced; for comparison; kLimitedDemandBatch: the batch while some
+// demand is limited to GPU models, PlaceMemberIndexed).
+constexpr int64_t kLimitedDemandBatch =
+    int64_t{PackingModel::kLimitedDemandBatchFactor} * State::kDefaultPlacementCandidates;
 BENCHMARK(BM_Decision)
     ->ArgNames({"gpus", "candidates"})
     ->Args({1'000, State::kDefaultPlacementCandidates})
     ->Args({10'000, State::kDefaultPlacementCandidates})
     ->Args({100'000, State::kDefaultPlacementCandidates})
+    ->Args({100'000, kLimitedDemandBatch})
     ->Args({1'000, 0})
     ->Args({10'000, 0})
     ->Args({100'000, 0})

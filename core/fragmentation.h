@@ -78,6 +78,8 @@ class FragmentationModel {
   // shape may use, and when no shape is limited. Flexible work placed on a
   // model of high pressure takes capacity that limited work cannot replace.
   double ModelPressure(absl::string_view gpu_model) const;
+  // Whether some demand is limited to some models (a ModelPressure > 0).
+  bool has_model_pressure() const { return !pressure_.empty(); }
 
   // Expected fragment of a node in milli-GPU (0 when the model is empty).
   // REQUIRES: `free.free_milli` is sorted ascending (the cache key).

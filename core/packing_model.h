@@ -42,6 +42,10 @@ class PackingModel {
   // How many candidate nodes the packer scores per member before it looks
   // further (0: every node of the pool).
   static constexpr size_t kDefaultCandidates = 128;
+  // How many times `candidates()` the packer scores while some demand is
+  // limited to GPU models (FragmentationModel::has_model_pressure): best fit
+  // alone shows it only the cluster's smallest nodes.
+  static constexpr size_t kLimitedDemandBatchFactor = 3;
   size_t candidates() const { return candidates_; }
   void set_candidates(size_t n) { candidates_ = n; }
 

@@ -11,6 +11,7 @@
 
 #include "core/fragmentation.h"
 #include "core/inventory_index.h"
+#include "core/packing_model.h"
 
 namespace arbiter::core {
 namespace {
@@ -399,7 +400,14 @@ std::optional<Placement> PlaceMember(const State& state, const CapacityRequestSp
 // a time in best-fit order; the next batch only when none of one fits.
 std::optional<Placement> PlaceMemberIndexed(const State& state, const CapacityRequestSpec& spec,
                                             const Window& window, int32_t member) {
-  const size_t batch = state.placement_candidates();
+  // Demand limited to some models: best fit fills a batch with the cluster's
+  // smallest nodes, often of the models that demand needs (openb: the
+  // 2-GPU T4 and P100 nodes come before every 8-GPU node), and ModelPressure
+  // can only steer flexible work to the nodes it is shown. A larger batch
+  // reaches the big nodes of the uncontended models.
+  const size_t factor =
+      state.fragmentation().has_model_pressure() ? PackingModel::kLimitedDemandBatchFactor : 1;
+  const size_t batch = state.placement_candidates() * factor;
   // The published policies score every node, as the paper's simulator does.
   if (batch == 0 || PublishedPolicy(state)) {
     return PlaceMember(state, spec, window, state.PoolNodes(spec.pool), member);

@@ -151,5 +151,35 @@ TEST(InventoryIndexTest, IndexedPlacementFindsRoomExactlyWhenThereIsSome) {
   EXPECT_GT(queued, 100);
 }
 
+// While some demand is limited to a model, the packer scores a larger batch
+// (PackingModel::kLimitedDemandBatchFactor), so that ModelPressure can steer
+// flexible work off that model: best fit ranks the small L4 nodes (2 GPUs
+// free) before the empty 8-GPU H100 node, and a batch of 2 shows only L4s.
+TEST(InventoryIndexTest, LimitedDemandWidensTheBatchBeyondTheContendedModel) {
+  State s = MakeState();
+  s.set_placement_candidates(2);
+  for (int n = 0; n < 4; ++n) AddNode(s, MakeNode(absl::StrCat("l", n), 2, "L4"));
+  AddNode(s, MakeNode("h", 8, "H100-80GB"));
+  // 40 one-GPU requests that may use only L4s, each released: the mix now
+  // has L4-limited demand, and the cluster is empty again.
+  for (int n = 0; n < 40; ++n) {
+    ChangeSet changes;
+    CapacityRequestSpec limited = testing::WholeSpec(absl::StrCat("l4-", n), 1, 1);
+    limited.gpu_models = {"L4"};
+    auto out = RequestCapacity(s, limited, kT0, changes);
+    ASSERT_TRUE(out.ok() && out->request.state == RequestState::kAdmitted);
+    ASSERT_TRUE(ReleaseRequest(s, out->request.id, kT0, changes).ok());
+  }
+  ASSERT_TRUE(s.fragmentation().has_model_pressure());
+  ASSERT_GT(s.fragmentation().ModelPressure("L4"), 0);
+
+  ChangeSet changes;
+  auto flexible = RequestCapacity(s, testing::WholeSpec("any", 1, 1), kT0, changes);
+  ASSERT_TRUE(flexible.ok());
+  ASSERT_EQ(flexible->request.state, RequestState::kAdmitted);
+  ASSERT_EQ(flexible->request.placements.size(), 1u);
+  EXPECT_EQ(s.FindNode(flexible->request.placements[0].node_id)->name, "h");
+}
+
 }  // namespace
 }  // namespace arbiter::core
