@@ -42,6 +42,29 @@ std::vector<MigProfile> Table(std::initializer_list<Row> rows) {
 // the A100-40GB 3g.20gb (20224 MiB). The H200's names, SMs, memory, counts
 // and placements are a real H200's `-lgip` and `-lgipp` (driver 580.159.04,
 // tests/agent/fixtures/nvidia-smi; nvidia_smi_test checks the table).
+//
+// B200 (180 GB; the catalog's "B200", catalog/gpu-models.json):
+//   - names, memory and compute slices, and instance counts: NVIDIA's MIG
+//     User Guide, "Supported MIG Profiles", table "GPU Instance Profiles on
+//     B200" (docs.nvidia.com/datacenter/tesla/mig-user-guide/
+//     supported-mig-profiles.html);
+//   - ids 19, 20, 15, 14 and SMs 18, 18, 30, 36 of 1g.23gb, 1g.23gb+me,
+//     1g.45gb and 2g.45gb, and their memory: real B200 `nvidia-smi mig -lgip`
+//     outputs in NVIDIA/mig-parted#166 and #187 (gpu-operator#1242, #1351).
+//     One driver reports 22.00 GiB for the 1g profiles, a later one 20.50
+//     GiB: the table takes the smaller (20992 MiB); 44.25 GiB (45312 MiB)
+//     for the 2-slice ones;
+//   - not found in any transcript, so inferred as the shipped catalog has
+//     them: the ids of 3g.90gb, 4g.90gb and 7g.180gb (9, 5, 0, as on every
+//     A100/H100/H200); their SMs (54 and 72: 18 per compute slice, as the 1g
+//     and 2g rows; 148 for 7g, the whole GPU's, which keeps MigMilli of any
+//     instance at or under its share of the physical GPU); their memory (2
+//     and 4 times the 2-slice figure: 90624 and 181248 MiB); and every start
+//     slot (the A100/H100 geometry: NVIDIA's table gives the B200 the same
+//     memory fractions and counts). Nodes that report their placements
+//     override the slots (Gpu::reported_mig). NVIDIA's go-nvml mock
+//     (pkg/nvml/mock/shared/gpus/b200.go) is not used: its placement sizes
+//     for Hopper parts are contradicted by real hardware.
 const std::map<std::string, std::vector<MigProfile>, std::less<>>& Catalog() {
   static const auto* const kCatalog =
       new std::map<std::string, std::vector<MigProfile>, std::less<>>{
@@ -73,6 +96,13 @@ const std::map<std::string, std::vector<MigProfile>, std::less<>>& Catalog() {
                                 {"3g.71gb", 9, 4, 3, 60, 71424, 2, false, &kStarts3},
                                 {"4g.71gb", 5, 4, 4, 64, 71424, 1, false, &kStarts0},
                                 {"7g.141gb", 0, 8, 7, 132, 143360, 1, false, &kStarts0}})},
+          {"B200", Table({{"1g.23gb", 19, 1, 1, 18, 20992, 7, false, &kStarts1},
+                          {"1g.23gb+me", 20, 1, 1, 18, 20992, 1, true, &kStarts1},
+                          {"1g.45gb", 15, 2, 1, 30, 45312, 4, false, &kStarts2Double},
+                          {"2g.45gb", 14, 2, 2, 36, 45312, 3, false, &kStarts2},
+                          {"3g.90gb", 9, 4, 3, 54, 90624, 2, false, &kStarts3},
+                          {"4g.90gb", 5, 4, 4, 72, 90624, 1, false, &kStarts0},
+                          {"7g.180gb", 0, 8, 7, 148, 181248, 1, false, &kStarts0}})},
       };
   return *kCatalog;
 }

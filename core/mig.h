@@ -81,7 +81,7 @@ std::string FormatMigReports(const std::vector<MigPlacementReport>& reported);
 absl::Status ParseMigReports(absl::string_view text, std::vector<MigPlacementReport>* reported);
 
 // The built-in profile table of `model` ("A100-40GB", "A100-80GB",
-// "H100-80GB", "H200-141GB"), or nullptr for a model without MIG.
+// "H100-80GB", "H200-141GB", "B200"), or nullptr for a model without MIG.
 const std::vector<MigProfile>* BuiltinMigProfiles(absl::string_view model);
 
 const MigProfile* FindMigProfile(const std::vector<MigProfile>& profiles, absl::string_view name);

@@ -60,4 +60,13 @@ std::vector<std::string> PackingModel::MigFillOrder(const GpuModel& model) const
   return order;
 }
 
+MigMix PackingModel::MigMixOf(const GpuModel& model) const {
+  MigMix mix;
+  for (const MigProfile& p : model.mig_profiles) {
+    auto it = mig_demand_.find(p.name);
+    if (it != mig_demand_.end() && it->second > 0) mix.push_back({p.name, it->second});
+  }
+  return mix;
+}
+
 }  // namespace arbiter::core

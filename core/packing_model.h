@@ -16,6 +16,7 @@
 #include "core/coexistence.h"
 #include "core/demand_profile.h"
 #include "core/fragmentation.h"
+#include "core/mig_fragmentation.h"
 #include "core/model.h"
 #include "core/share_prices.h"
 
@@ -38,6 +39,21 @@ class PackingModel {
   Policy policy() const { return policy_; }
   // REQUIRES: set before any demand is observed.
   void set_policy(Policy p) { policy_ = p; }
+
+  // How the packer places a MIG instance (core/placement.cc), whatever the
+  // policy above:
+  //   kArbiter:  a free instance where taking it strands the least MIG
+  //              capacity for the demand's mix of profiles, else an empty
+  //              GPU given the layout that strands least
+  //              (core/mig_fragmentation.h). The default.
+  //   kFirstFit: a baseline for benchmarks (bench/openb/run-mig): the first
+  //              GPU of the pool, in node order, with a free instance of the
+  //              profile, else the first empty GPU that has it, laid out by
+  //              PlanMigLayout with larger profiles before smaller; no
+  //              demand and no fragmentation measure.
+  enum class MigPolicy { kArbiter, kFirstFit };
+  MigPolicy mig_policy() const { return mig_policy_; }
+  void set_mig_policy(MigPolicy p) { mig_policy_ = p; }
 
   // How many candidate nodes the packer scores per member before it looks
   // further (0: every node of the pool).
@@ -67,9 +83,13 @@ class PackingModel {
   // Profiles to fill an empty GPU of `model` with, after the one asked for:
   // the MIG profiles seen most in requests first, then larger before smaller.
   std::vector<std::string> MigFillOrder(const GpuModel& model) const;
+  // The demand's mix of `model`'s MIG profiles: members asked per profile,
+  // in table order, profiles not asked for left out.
+  MigMix MigMixOf(const GpuModel& model) const;
 
  private:
   Policy policy_ = Policy::kArbiter;
+  MigPolicy mig_policy_ = MigPolicy::kArbiter;
   size_t candidates_ = kDefaultCandidates;
   CoexistenceMatrix coexistence_ = CoexistenceMatrix::Defaults();
   DemandProfile demand_;

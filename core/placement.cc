@@ -11,6 +11,7 @@
 
 #include "core/fragmentation.h"
 #include "core/inventory_index.h"
+#include "core/mig_fragmentation.h"
 #include "core/packing_model.h"
 
 namespace arbiter::core {
@@ -258,92 +259,237 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
   return p;
 }
 
-// A MIG instance of the wanted profile: a free instance of an existing layout
-// first (fewest free instances left on its GPU, so partitioned GPUs fill up),
-// otherwise an empty GPU of a model with the profile, partitioned by
-// PlanMigLayout and chosen like one whole GPU (least fragmentation growth).
-std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec& spec,
-                                  const Window& window, const std::vector<size_t>& candidates,
-                                  int32_t member) {
-  const MigShape& want = spec.shape.mig();
+// Whether `gpu` may hold a MIG instance for `spec` in `window`.
+bool MigAllowed(const State& state, const CapacityRequestSpec& spec, const Window& window,
+                const Gpu& gpu) {
+  return Allowed(spec, window, gpu) &&
+         GpuAdmits(state, gpu, spec.workload_class, Isolation::kMigOnly);
+}
+
+// Whether an empty `gpu` may be partitioned for `spec` in `window`.
+bool PartitionAllowed(const CapacityRequestSpec& spec, const Window& window, const Gpu& gpu) {
+  return gpu.empty() && !gpu.exclusive && Allowed(spec, window, gpu);
+}
+
+// The index in `gpu`'s layout of a free instance of `profile`, or -1.
+int32_t FreeInstance(const Gpu& gpu, const std::string& profile) {
+  for (size_t i = 0; i < gpu.mig_layout.size(); ++i) {
+    const MigInstance& inst = gpu.mig_layout[i];
+    if (!inst.allocated && inst.profile == profile) return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+int64_t FreeInstances(const Gpu& gpu) {
+  int64_t n = 0;
+  for (const MigInstance& inst : gpu.mig_layout) n += inst.allocated ? 0 : 1;
+  return n;
+}
+
+// The demand's MIG mix per GPU model (State::MigMixOf), built once per model
+// for one placement. Confined to that placement's thread.
+class MigMixes {
+ public:
+  explicit MigMixes(const State& state) : state_(state) {}
+  // REQUIRES: `model` is in the catalog.
+  const MigMix& Of(const std::string& model) {
+    for (const auto& [name, mix] : mixes_) {
+      if (name == model) return mix;
+    }
+    mixes_.emplace_back(model, state_.MigMixOf(*state_.FindGpuModel(model)));
+    return mixes_.back().second;
+  }
+
+ private:
+  const State& state_;
+  std::vector<std::pair<std::string, MigMix>> mixes_;
+};
+
+// The placement of one instance of `spec`'s profile on `node`'s GPU `gpu` at
+// memory slot `start`, with its charge and memory.
+Placement MigPlacement(const State& state, const CapacityRequestSpec& spec, int32_t member,
+                       const Node& node, int32_t gpu, int32_t start) {
+  const std::string& name = spec.shape.mig().profile;
+  const GpuModel* model = state.FindGpuModel(node.gpus[gpu].model);
+  const MigProfile* profile = FindMigProfile(model->mig_profiles, name);
+  Placement p = HostPart(member, node, spec);
+  p.gpu_indices = {gpu};
+  p.mig_start = start;
+  p.mig_profile = name;
+  p.gpu_milli = MigMilli(model->mig_profiles, *profile);
+  p.gpu_memory_mib = profile->memory_mib;
+  return p;
+}
+
+// `p` with the new layout `layout` for its GPU, at the first instance of its
+// profile.
+Placement WithNewLayout(Placement p, std::vector<MigInstance> layout) {
+  for (const MigInstance& inst : layout) {
+    if (inst.profile == p.mig_profile) {
+      p.mig_start = inst.start;
+      break;
+    }
+  }
+  p.mig_new_layout = std::move(layout);
+  return p;
+}
+
+// A free instance of the wanted profile in an existing layout. Taking one
+// from a GPU whose layout is fixed (an instance is allocated) lowers the
+// stranded MIG capacity (core/mig_fragmentation.h) by the same amount on
+// every such GPU, and never by more on an idle GPU, whose layout it would
+// fix: so fixed GPUs come first, those with the fewest free instances left
+// first (partitioned GPUs fill up); then idle GPUs, by the growth of their
+// stranded capacity for the demand's mix, then the fewest free instances
+// left; then node id and GPU index. Only idle GPUs are measured.
+std::optional<Placement> PlaceMigInFreeInstance(const State& state, const CapacityRequestSpec& spec,
+                                                const Window& window,
+                                                const std::vector<size_t>& candidates,
+                                                int32_t member, MigMixes& mixes) {
+  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int32_t>;
+  const std::string& want = spec.shape.mig().profile;
   const Node* best_node = nullptr;
   int32_t best_gpu = -1;
   int32_t best_start = -1;
-  std::tuple<int64_t, int64_t, int32_t> best_free;  // Free instances left, node id, GPU.
+  Key best_key;
   for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
     if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
     for (const Gpu& gpu : node.gpus) {
-      if (!Allowed(spec, window, gpu)) continue;
-      if (!GpuAdmits(state, gpu, spec.workload_class, Isolation::kMigOnly)) continue;
-      int64_t free_instances = 0;
-      int32_t start = -1;
-      for (const MigInstance& inst : gpu.mig_layout) {
-        if (inst.allocated) continue;
-        ++free_instances;
-        if (start < 0 && inst.profile == want.profile) start = inst.start;
+      if (!MigAllowed(state, spec, window, gpu)) continue;
+      const int32_t at = FreeInstance(gpu, want);
+      if (at < 0) continue;
+      const bool idle = gpu.empty();
+      MigStranded growth;
+      if (idle) {
+        growth = MigStrandedGrowth(state.MigProfilesOf(gpu), gpu.mig_layout,
+                                   static_cast<size_t>(at), mixes.Of(gpu.model));
       }
-      if (start < 0) continue;
-      auto key = std::make_tuple(free_instances - 1, node.id, gpu.index);
-      if (best_node == nullptr || key < best_free) {
+      const Key key{
+          idle, growth.milli_slices, growth.milli_gpu, FreeInstances(gpu) - 1, node.id, gpu.index};
+      if (best_node == nullptr || key < best_key) {
         best_node = &node;
         best_gpu = gpu.index;
-        best_start = start;
-        best_free = key;
+        best_start = gpu.mig_layout[static_cast<size_t>(at)].start;
+        best_key = key;
       }
     }
   }
-  Placement p;
-  if (best_node != nullptr) {
-    p = HostPart(member, *best_node, spec);
-    p.gpu_indices = {best_gpu};
-    p.mig_start = best_start;
-  } else {
-    // Partition an empty GPU.
-    Score best_score;
-    std::vector<MigInstance> best_layout;
-    for (size_t i : candidates) {
-      const Node& node = state.nodes()[i];
-      if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
-      std::optional<FreeCapacity> before;
-      for (const Gpu& gpu : node.gpus) {
-        if (!gpu.empty() || gpu.exclusive || !Allowed(spec, window, gpu)) continue;
-        const GpuModel* model = state.FindGpuModel(gpu.model);
-        const MigProfile* profile =
-            model == nullptr ? nullptr : FindMigProfile(state.MigProfilesOf(gpu), want.profile);
-        if (profile == nullptr) continue;
-        if (!before.has_value()) before = FreeOf(node);
-        const FreeCapacity after = After(*before, spec.shape, kMilliPerGpu, kMilliPerGpu, 1);
-        Score score{0, FragmentGrowth(state, *before, after), TotalFree(after), node.id, gpu.index};
-        if (best_node == nullptr || score < best_score) {
-          std::vector<MigInstance> layout =
-              PlanMigLayout(state.MigProfilesOf(gpu), *profile, state.MigFillOrder(*model));
-          if (layout.empty()) continue;
-          best_node = &node;
-          best_gpu = gpu.index;
-          best_score = score;
-          best_layout = std::move(layout);
-        }
+  if (best_node == nullptr) return std::nullopt;
+  return MigPlacement(state, spec, member, *best_node, best_gpu, best_start);
+}
+
+// An empty GPU of a model with the wanted profile, chosen like one whole GPU
+// (least fragmentation growth), and given the layout that strands the least
+// MIG capacity for the demand's mix (LeastStrandingMigLayout), ties going to
+// PlanMigLayout's full layout.
+std::optional<Placement> PlaceMigOnEmptyGpu(const State& state, const CapacityRequestSpec& spec,
+                                            const Window& window,
+                                            const std::vector<size_t>& candidates, int32_t member,
+                                            MigMixes& mixes) {
+  const std::string& want = spec.shape.mig().profile;
+  const Node* best_node = nullptr;
+  int32_t best_gpu = -1;
+  Score best_score;
+  std::vector<MigInstance> best_layout;
+  for (size_t i : candidates) {
+    const Node& node = state.nodes()[i];
+    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    std::optional<FreeCapacity> before;
+    for (const Gpu& gpu : node.gpus) {
+      if (!PartitionAllowed(spec, window, gpu)) continue;
+      const GpuModel* model = state.FindGpuModel(gpu.model);
+      const MigProfile* profile =
+          model == nullptr ? nullptr : FindMigProfile(state.MigProfilesOf(gpu), want);
+      if (profile == nullptr) continue;
+      if (!before.has_value()) before = FreeOf(node);
+      const FreeCapacity after = After(*before, spec.shape, kMilliPerGpu, kMilliPerGpu, 1);
+      Score score{0, FragmentGrowth(state, *before, after), TotalFree(after), node.id, gpu.index};
+      if (best_node == nullptr || score < best_score) {
+        std::vector<MigInstance> layout =
+            PlanMigLayout(state.MigProfilesOf(gpu), *profile, state.MigFillOrder(*model));
+        if (layout.empty()) continue;
+        best_node = &node;
+        best_gpu = gpu.index;
+        best_score = score;
+        best_layout = std::move(layout);
       }
     }
-    if (best_node == nullptr) return std::nullopt;
-    p = HostPart(member, *best_node, spec);
-    p.gpu_indices = {best_gpu};
-    for (const MigInstance& inst : best_layout) {
-      if (inst.profile == want.profile) {
-        p.mig_start = inst.start;
-        break;
-      }
-    }
-    p.mig_new_layout = std::move(best_layout);
   }
+  if (best_node == nullptr) return std::nullopt;
   const Gpu& gpu = best_node->gpus[best_gpu];
-  const GpuModel* model = state.FindGpuModel(gpu.model);
-  const MigProfile* profile = FindMigProfile(model->mig_profiles, want.profile);
-  p.mig_profile = want.profile;
-  p.gpu_milli = MigMilli(model->mig_profiles, *profile);
-  p.gpu_memory_mib = profile->memory_mib;
-  return p;
+  const std::vector<MigProfile>& profiles = state.MigProfilesOf(gpu);
+  std::vector<MigInstance> layout = LeastStrandingMigLayout(
+      profiles, *FindMigProfile(profiles, want), mixes.Of(gpu.model), best_layout);
+  return WithNewLayout(MigPlacement(state, spec, member, *best_node, best_gpu, -1),
+                       std::move(layout));
+}
+
+// The profiles of `profiles`, larger before smaller (compute, then memory
+// slices), as the first-fit baseline fills an empty GPU.
+std::vector<std::string> LargestFirst(const std::vector<MigProfile>& profiles) {
+  std::vector<const MigProfile*> sorted;
+  for (const MigProfile& p : profiles) sorted.push_back(&p);
+  std::sort(sorted.begin(), sorted.end(), [](const MigProfile* a, const MigProfile* b) {
+    return std::make_tuple(-a->compute_slices, -a->memory_slices, a->name) <
+           std::make_tuple(-b->compute_slices, -b->memory_slices, b->name);
+  });
+  std::vector<std::string> names;
+  for (const MigProfile* p : sorted) names.push_back(p->name);
+  return names;
+}
+
+// The baseline (State::MigPackingPolicy::kFirstFit): the first GPU of
+// `candidates` with a free instance of the profile, else the first empty GPU
+// that has it, laid out by PlanMigLayout with larger profiles first.
+std::optional<Placement> PlaceMigFirstFit(const State& state, const CapacityRequestSpec& spec,
+                                          const Window& window,
+                                          const std::vector<size_t>& candidates, int32_t member) {
+  const std::string& want = spec.shape.mig().profile;
+  for (size_t i : candidates) {
+    const Node& node = state.nodes()[i];
+    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    for (const Gpu& gpu : node.gpus) {
+      const int32_t at = MigAllowed(state, spec, window, gpu) ? FreeInstance(gpu, want) : -1;
+      if (at >= 0) {
+        return MigPlacement(state, spec, member, node, gpu.index,
+                            gpu.mig_layout[static_cast<size_t>(at)].start);
+      }
+    }
+  }
+  for (size_t i : candidates) {
+    const Node& node = state.nodes()[i];
+    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    for (const Gpu& gpu : node.gpus) {
+      if (!PartitionAllowed(spec, window, gpu) || state.FindGpuModel(gpu.model) == nullptr) {
+        continue;
+      }
+      const std::vector<MigProfile>& profiles = state.MigProfilesOf(gpu);
+      const MigProfile* profile = FindMigProfile(profiles, want);
+      if (profile == nullptr) continue;
+      std::vector<MigInstance> layout = PlanMigLayout(profiles, *profile, LargestFirst(profiles));
+      if (layout.empty()) continue;
+      return WithNewLayout(MigPlacement(state, spec, member, node, gpu.index, -1),
+                           std::move(layout));
+    }
+  }
+  return std::nullopt;
+}
+
+bool MigFirstFit(const State& state, const CapacityRequestSpec& spec) {
+  return spec.shape.is_mig() && state.mig_packing_policy() == State::MigPackingPolicy::kFirstFit;
+}
+
+// A MIG instance of the wanted profile: a free instance of an existing
+// layout first, otherwise an empty GPU partitioned (kArbiter); or the
+// first-fit baseline.
+std::optional<Placement> PlaceMig(const State& state, const CapacityRequestSpec& spec,
+                                  const Window& window, const std::vector<size_t>& candidates,
+                                  int32_t member) {
+  if (MigFirstFit(state, spec)) return PlaceMigFirstFit(state, spec, window, candidates, member);
+  MigMixes mixes(state);
+  if (auto p = PlaceMigInFreeInstance(state, spec, window, candidates, member, mixes)) return p;
+  return PlaceMigOnEmptyGpu(state, spec, window, candidates, member, mixes);
 }
 
 // How many members of `spec` an empty `node` could host.
@@ -408,8 +554,9 @@ std::optional<Placement> PlaceMemberIndexed(const State& state, const CapacityRe
   const size_t factor =
       state.fragmentation().has_model_pressure() ? PackingModel::kLimitedDemandBatchFactor : 1;
   const size_t batch = state.placement_candidates() * factor;
-  // The published policies score every node, as the paper's simulator does.
-  if (batch == 0 || PublishedPolicy(state)) {
+  // The published policies score every node, as the paper's simulator
+  // does; the first-fit MIG baseline walks the pool in node order.
+  if (batch == 0 || PublishedPolicy(state) || MigFirstFit(state, spec)) {
     return PlaceMember(state, spec, window, state.PoolNodes(spec.pool), member);
   }
   InventoryIndex::Cursor cursor(state.inventory().index(), spec, state.coexistence());

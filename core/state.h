@@ -285,6 +285,9 @@ class State {
   using PackingPolicy = PackingModel::Policy;
   PackingPolicy packing_policy() const { return packing_.policy(); }
   void set_packing_policy(PackingPolicy p) { packing_.set_policy(p); }
+  using MigPackingPolicy = PackingModel::MigPolicy;
+  MigPackingPolicy mig_packing_policy() const { return packing_.mig_policy(); }
+  void set_mig_packing_policy(MigPackingPolicy p) { packing_.set_mig_policy(p); }
   const std::set<int64_t>& QueuedIn(const std::string& pool) const {
     return requests_.QueuedIn(pool);
   }
@@ -331,6 +334,7 @@ class State {
   std::vector<std::string> MigFillOrder(const GpuModel& model) const {
     return packing_.MigFillOrder(model);
   }
+  MigMix MigMixOf(const GpuModel& model) const { return packing_.MigMixOf(model); }
 
   // --- Mutations used by arbitration. Each keeps every part consistent.
   // See Inventory::ApplyPlacement. Freeing, or charging a placement that

@@ -1,5 +1,8 @@
 #include "core/mig.h"
 
+#include <iterator>
+
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 #include "core/arbitration.h"
@@ -29,8 +32,8 @@ std::vector<MigInstance> Layout(absl::string_view text) {
   return layout;
 }
 
-TEST(MigGeometryTest, CatalogCoversTheFourMigModels) {
-  for (const char* model : {"A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB"}) {
+TEST(MigGeometryTest, CatalogCoversTheFiveMigModels) {
+  for (const char* model : {"A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "B200"}) {
     ASSERT_NE(BuiltinMigProfiles(model), nullptr) << model;
     EXPECT_EQ(BuiltinMigProfiles(model)->size(), 7u) << model;
   }
@@ -55,6 +58,50 @@ TEST(MigGeometryTest, ValidatesTheNvidiaRules) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(ValidateMigLayout(H100(), Layout("5g.50gb@0")),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("unknown")));
+}
+
+// NVIDIA's B200 table (MIG User Guide, "GPU Instance Profiles on B200"):
+// memory eighths, compute sevenths and instance counts; and the rules hold
+// for every profile and the documented pairings.
+TEST(MigGeometryTest, TheB200TableKeepsNvidiasRules) {
+  const std::vector<MigProfile>& b200 = *BuiltinMigProfiles("B200");
+  EXPECT_THAT(ValidateMigProfiles(b200, "b200"), IsOk());
+  struct Row {
+    const char* name;
+    int32_t memory_slices, compute_slices, instances;
+  };
+  const Row kNvidia[] = {{"1g.23gb", 1, 1, 7}, {"1g.23gb+me", 1, 1, 1}, {"1g.45gb", 2, 1, 4},
+                         {"2g.45gb", 2, 2, 3}, {"3g.90gb", 4, 3, 2},    {"4g.90gb", 4, 4, 1},
+                         {"7g.180gb", 8, 7, 1}};
+  ASSERT_EQ(b200.size(), std::size(kNvidia));
+  for (const Row& row : kNvidia) {
+    SCOPED_TRACE(row.name);
+    const MigProfile* p = FindMigProfile(b200, row.name);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->memory_slices, row.memory_slices);
+    EXPECT_EQ(p->compute_slices, row.compute_slices);
+    EXPECT_EQ(p->max_instances, row.instances);
+    EXPECT_EQ(p->media_extensions, absl::EndsWith(row.name, "+me"));
+    // An empty GPU holds exactly NVIDIA's count of the profile, and the full
+    // layout around it keeps the rules and charges at most one GPU.
+    const std::vector<MigInstance> alone = PlanMigLayout(b200, *p, {});
+    EXPECT_EQ(static_cast<int32_t>(alone.size()), row.instances);
+    const std::vector<MigInstance> full = PlanMigLayout(
+        b200, *p, {"7g.180gb", "4g.90gb", "3g.90gb", "2g.45gb", "1g.45gb", "1g.23gb"});
+    EXPECT_THAT(ValidateMigLayout(b200, full), IsOk());
+    int64_t milli = 0;
+    for (const MigInstance& i : full) milli += MigMilli(b200, *FindMigProfile(b200, i.profile));
+    EXPECT_LE(milli, 1000);
+  }
+  EXPECT_THAT(ValidateMigLayout(b200, Layout("4g.90gb@0,3g.90gb@4")), IsOk());
+  EXPECT_THAT(ValidateMigLayout(b200, Layout("1g.45gb@0,1g.45gb@2,1g.45gb@4,1g.45gb@6")), IsOk());
+  EXPECT_THAT(ValidateMigLayout(b200, Layout("3g.90gb@0,4g.90gb@4")),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("cannot start")));
+  EXPECT_THAT(ValidateMigLayout(b200, Layout("1g.23gb+me@0,1g.23gb+me@1")),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("+me")));
+  EXPECT_THAT(ValidateMigLayout(b200, Layout("4g.90gb@0,2g.45gb@4,2g.45gb@6")),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(MigMilli(b200, *FindMigProfile(b200, "3g.90gb")), 54 * 1000 / 148);
 }
 
 TEST(MigGeometryTest, PlansFullLayoutsAroundTheWantedProfile) {
