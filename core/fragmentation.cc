@@ -10,9 +10,10 @@
 namespace arbiter::core {
 
 void FragmentationModel::Reset(const DemandProfile& profile, Measure measure,
-                               const std::map<std::string, int64_t>& gpus_by_model) {
+                               const ClusterCapacity& cluster) {
   measure_ = measure;
   pressure_.clear();
+  type_pressure_.clear();
   shapes_.clear();
   weights_.clear();
   allowed_.clear();
@@ -45,7 +46,8 @@ void FragmentationModel::Reset(const DemandProfile& profile, Measure measure,
     // with no model bits the cache keys no model and hashes no name.
     allowed_.push_back(0);
   }
-  SetPressure(profile, gpus_by_model);
+  SetPressure(profile, cluster.gpus_by_model);
+  SetTypePressure(profile, cluster.node_types);
 }
 
 void FragmentationModel::SetPressure(const DemandProfile& profile,
@@ -72,6 +74,54 @@ void FragmentationModel::SetPressure(const DemandProfile& profile,
       pressure_[m] += share * static_cast<double>(all_gpus) / static_cast<double>(usable);
     }
   }
+}
+
+void FragmentationModel::SetTypePressure(const DemandProfile& profile,
+                                         const std::vector<NodeType>& types) {
+  int64_t all_gpus = 0;
+  for (const NodeType& t : types) all_gpus += t.cluster_gpus;
+  double volume = 0;  // GPU demand of the mix, per task.
+  for (const DemandProfile::Entry& e : profile.Entries()) {
+    volume += static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
+  }
+  if (all_gpus == 0 || volume == 0) return;
+  std::vector<double> pressure(types.size(), 0);
+  for (const DemandProfile::Entry& e : profile.Entries()) {
+    // Limited to models: ModelPressure's.
+    if (e.shape.gpus == 0 || !e.shape.models.empty()) continue;
+    auto holds = [&](const NodeType& t) {
+      return t.gpus >= e.shape.gpus && t.cpu_milli >= e.shape.cpu_milli &&
+             t.memory_mib >= e.shape.memory_mib;
+    };
+    int64_t usable = 0;
+    for (const NodeType& t : types) usable += holds(t) ? t.cluster_gpus : 0;
+    if (usable == 0 || 2 * usable > all_gpus) continue;  // None, or not scarce.
+    const double share = static_cast<double>(e.count) * e.shape.gpus *
+                         static_cast<double>(e.shape.gpu_milli) / volume;
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (holds(types[i])) {
+        pressure[i] += share * static_cast<double>(all_gpus) / static_cast<double>(usable);
+      }
+    }
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (pressure[i] == 0) continue;
+    const NodeType& t = types[i];
+    type_pressure_[t.gpu_model].push_back({t.gpus, t.cpu_milli, t.memory_mib, pressure[i]});
+  }
+}
+
+double FragmentationModel::TypePressure(const FreeCapacity& node) const {
+  if (type_pressure_.empty()) return 0;  // No scarce demand: no lookup.
+  auto it = type_pressure_.find(node.gpu_model);
+  if (it == type_pressure_.end()) return 0;
+  for (const TypedPressure& t : it->second) {
+    if (t.gpus == node.node_gpus && t.cpu_milli == node.node_cpu_milli &&
+        t.memory_mib == node.node_memory_mib) {
+      return t.pressure;
+    }
+  }
+  return 0;
 }
 
 double FragmentationModel::ModelPressure(absl::string_view gpu_model) const {

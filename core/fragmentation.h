@@ -51,6 +51,27 @@ struct FreeCapacity {
   int64_t free_cpu_milli = 0;
   int64_t free_memory_mib = 0;
   absl::string_view gpu_model;  // Points into the node's Gpu::model.
+  // What the node holds when empty (its NodeType; FragmentationModel::
+  // TypePressure).
+  int32_t node_gpus = 0;
+  int64_t node_cpu_milli = 0;
+  int64_t node_memory_mib = 0;
+};
+
+// A kind of node: GPU model ("" for several), GPUs, CPU and memory, and the
+// GPUs all nodes of the kind hold in the cluster.
+struct NodeType {
+  std::string gpu_model;
+  int32_t gpus = 0;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t cluster_gpus = 0;
+};
+
+// The cluster as the pressures see it.
+struct ClusterCapacity {
+  std::map<std::string, int64_t> gpus_by_model;  // GPUs of each model.
+  std::vector<NodeType> node_types;
 };
 
 class FragmentationModel {
@@ -66,9 +87,9 @@ class FragmentationModel {
   enum class Measure { kArbiter, kFgd };
 
   // Takes a snapshot of `profile` (shapes and weights) and clears the cache.
-  // `gpus_by_model` (the cluster's GPUs of each model) sets ModelPressure.
+  // `cluster` sets ModelPressure and TypePressure (kArbiter only).
   void Reset(const DemandProfile& profile, Measure measure = Measure::kArbiter,
-             const std::map<std::string, int64_t>& gpus_by_model = {});
+             const ClusterCapacity& cluster = {});
   bool empty() const { return shapes_.empty(); }
 
   // How much of a model's capacity the demand limited to some models needs,
@@ -80,6 +101,17 @@ class FragmentationModel {
   double ModelPressure(absl::string_view gpu_model) const;
   // Whether some demand is limited to some models (a ModelPressure > 0).
   bool has_model_pressure() const { return !pressure_.empty(); }
+
+  // The same for what a node must hold: the sum over each shape s that no
+  // model limits, but that only nodes holding at most half of the cluster's
+  // GPUs could hold when empty (enough GPUs, CPU and memory: e.g. 8 GPUs
+  // with 120 cores, on a cluster where most 8-GPU nodes have 96), of (its
+  // share of the GPU demand) x (GPUs of all nodes) / (GPUs of the nodes that
+  // could hold it), for every type of node that could. 0 for every node when
+  // no such shape is in the mix. Work placed on such a node takes capacity
+  // that the demand only it can serve cannot replace. Demand half the
+  // cluster can hold is not scarce of nodes, and adds nothing.
+  double TypePressure(const FreeCapacity& node) const;
 
   // Expected fragment of a node in milli-GPU (0 when the model is empty).
   // REQUIRES: `free.free_milli` is sorted ascending (the cache key).
@@ -98,6 +130,7 @@ class FragmentationModel {
   void ResetFgd(const DemandProfile& profile);
   void SetPressure(const DemandProfile& profile,
                    const std::map<std::string, int64_t>& gpus_by_model);
+  void SetTypePressure(const DemandProfile& profile, const std::vector<NodeType>& types);
 
   Measure measure_ = Measure::kArbiter;
   std::vector<TaskShape> shapes_;
@@ -108,6 +141,14 @@ class FragmentationModel {
   std::vector<uint64_t> allowed_;
   absl::flat_hash_map<std::string, int64_t> model_bits_;  // Model -> bit, at most 64.
   absl::flat_hash_map<std::string, double> pressure_;     // Model -> ModelPressure.
+  // GPU model -> the node types of that model with a TypePressure > 0.
+  struct TypedPressure {
+    int32_t gpus = 0;
+    int64_t cpu_milli = 0;
+    int64_t memory_mib = 0;
+    double pressure = 0;
+  };
+  absl::flat_hash_map<std::string, std::vector<TypedPressure>> type_pressure_;
   // Host demand per milli-GPU of the mix (host-only tasks included).
   double cpu_per_gpu_milli_ = 0;
   double memory_mib_per_gpu_milli_ = 0;

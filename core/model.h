@@ -233,6 +233,16 @@ struct Node {
   // Whether new work may be placed here.
   bool schedulable() const { return !removed && !cordoned && health == NodeHealth::kHealthy; }
   bool draining() const { return drain_deadline != absl::InfinitePast(); }
+  // The model of all its GPUs; empty when they are of several models, or
+  // when it has none.
+  const std::string& gpu_model() const {
+    static const std::string kNone;
+    if (gpus.empty()) return kNone;
+    for (const Gpu& g : gpus) {
+      if (g.model != gpus.front().model) return kNone;
+    }
+    return gpus.front().model;
+  }
   // Whether anything is allocated on it.
   bool busy() const {
     if (allocated_cpu_milli > 0 || allocated_memory_mib > 0) return true;

@@ -27,7 +27,7 @@ TaskShape ShapeOf(const CapacityRequestSpec& spec) {
 }  // namespace
 
 void PackingModel::Observe(const CapacityRequestSpec& spec,
-                           absl::FunctionRef<std::map<std::string, int64_t>()> gpus_by_model) {
+                           absl::FunctionRef<ClusterCapacity()> cluster) {
   if (spec.shape.is_mig()) mig_demand_[spec.shape.mig().profile] += spec.members;
   demand_.Observe(ShapeOf(spec), spec.members);
   observed_since_refresh_ += spec.members;
@@ -35,7 +35,7 @@ void PackingModel::Observe(const CapacityRequestSpec& spec,
   const int64_t epoch = std::max<int64_t>(32, std::min<int64_t>(1024, demand_.total() / 8));
   if (fragmentation_.empty() || observed_since_refresh_ >= epoch) {
     if (policy_ == Policy::kArbiter) {
-      fragmentation_.Reset(demand_, FragmentationModel::Measure::kArbiter, gpus_by_model());
+      fragmentation_.Reset(demand_, FragmentationModel::Measure::kArbiter, cluster());
       share_prices_.Reset(demand_);
     } else {
       fragmentation_.Reset(demand_, FragmentationModel::Measure::kFgd);

@@ -73,10 +73,9 @@ class PackingModel {
   // share prices are refreshed from the mix in growing epochs (every
   // max(32, min(1024, total / 8)) members), so that the packer's cached
   // scores stay valid in between and the cost of learning stays small.
-  // `gpus_by_model` gives the cluster's GPUs of each model when the models
-  // are refreshed (FragmentationModel::ModelPressure).
-  void Observe(const CapacityRequestSpec& spec,
-               absl::FunctionRef<std::map<std::string, int64_t>()> gpus_by_model);
+  // `cluster` gives the cluster's GPUs by model and its node types when the
+  // models are refreshed (FragmentationModel::ModelPressure, TypePressure).
+  void Observe(const CapacityRequestSpec& spec, absl::FunctionRef<ClusterCapacity()> cluster);
   const DemandProfile& demand() const { return demand_; }
   const FragmentationModel& fragmentation() const { return fragmentation_; }
   const SharePrices& share_prices() const { return share_prices_; }

@@ -76,10 +76,10 @@ FreeCapacity FreeOf(const Node& node) {
   std::sort(free.free_milli.begin(), free.free_milli.end());
   free.free_cpu_milli = node.free_cpu_milli();
   free.free_memory_mib = node.free_memory_mib();
-  const bool one_model = std::all_of(node.gpus.begin(), node.gpus.end(), [&](const Gpu& gpu) {
-    return gpu.model == node.gpus.front().model;
-  });
-  if (!node.gpus.empty() && one_model) free.gpu_model = node.gpus.front().model;
+  free.gpu_model = node.gpu_model();
+  free.node_gpus = static_cast<int32_t>(node.gpus.size());
+  free.node_cpu_milli = node.cpu_milli;
+  free.node_memory_mib = node.memory_mib;
   return free;
 }
 
@@ -128,9 +128,11 @@ int64_t TotalFree(const FreeCapacity& free) {
 }
 
 // What taking `take` milli of a node's GPUs costs the work limited to its
-// model, in micro-GPU: ModelPressure x take.
+// model or to nodes like it, in micro-GPU: (ModelPressure + TypePressure) x
+// take.
 int64_t PressureCost(const State& state, const FreeCapacity& node, int64_t take) {
-  return std::llround(state.fragmentation().ModelPressure(node.gpu_model) *
+  const FragmentationModel& model = state.fragmentation();
+  return std::llround((model.ModelPressure(node.gpu_model) + model.TypePressure(node)) *
                       static_cast<double>(take) * 1000.0);
 }
 

@@ -168,11 +168,19 @@ absl::StatusOr<int64_t> State::MigMilli(const CapacityRequestSpec& spec) const {
 
 void State::ObserveDemand(const CapacityRequestSpec& spec) {
   packing_.Observe(spec, [this] {
-    std::map<std::string, int64_t> gpus_by_model;
+    ClusterCapacity cluster;
+    std::map<std::tuple<std::string, int32_t, int64_t, int64_t>, int64_t> types;
     for (const Node& node : nodes()) {
-      for (const Gpu& gpu : node.gpus) ++gpus_by_model[gpu.model];
+      for (const Gpu& gpu : node.gpus) ++cluster.gpus_by_model[gpu.model];
+      if (node.gpus.empty()) continue;
+      types[{node.gpu_model(), static_cast<int32_t>(node.gpus.size()), node.cpu_milli,
+             node.memory_mib}] += static_cast<int64_t>(node.gpus.size());
     }
-    return gpus_by_model;
+    for (const auto& [t, gpus] : types) {
+      cluster.node_types.push_back(
+          {std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), gpus});
+    }
+    return cluster;
   });
 }
 

@@ -1,5 +1,6 @@
 #include "core/fragmentation.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 #include "core/demand_profile.h"
@@ -216,18 +217,20 @@ TEST(FragmentationTest, ModelPressureIsWhatLimitedDemandNeedsOfAModel) {
   profile.Observe({1, 1000, 0, 0, "T4"});
   profile.Observe({1, 1000, 0, 0, ""}, 3);
   FragmentationModel model;
-  model.Reset(profile, FragmentationModel::Measure::kArbiter, {{"T4", 2}, {"G2", 8}});
+  model.Reset(profile, FragmentationModel::Measure::kArbiter,
+              ClusterCapacity{{{"T4", 2}, {"G2", 8}}});
   EXPECT_DOUBLE_EQ(model.ModelPressure("T4"), 1.25);
   EXPECT_DOUBLE_EQ(model.ModelPressure("G2"), 0);
   EXPECT_DOUBLE_EQ(model.ModelPressure(""), 0);
   profile.Observe({1, 1000, 0, 0, "G2|T4"}, 4);  // Now 1/8 T4-only, 4/8 either.
-  model.Reset(profile, FragmentationModel::Measure::kArbiter, {{"T4", 2}, {"G2", 8}});
+  model.Reset(profile, FragmentationModel::Measure::kArbiter,
+              ClusterCapacity{{{"T4", 2}, {"G2", 8}}});
   EXPECT_DOUBLE_EQ(model.ModelPressure("T4"), 0.125 * 10 / 2 + 0.5 * 10 / 10);
   EXPECT_DOUBLE_EQ(model.ModelPressure("G2"), 0.5 * 10 / 10);
   // No limited demand: no pressure anywhere.
   DemandProfile open;
   open.Observe({1, 1000, 0, 0, ""});
-  model.Reset(open, FragmentationModel::Measure::kArbiter, {{"T4", 2}, {"G2", 8}});
+  model.Reset(open, FragmentationModel::Measure::kArbiter, ClusterCapacity{{{"T4", 2}, {"G2", 8}}});
   EXPECT_DOUBLE_EQ(model.ModelPressure("T4"), 0);
 }
 
@@ -246,6 +249,77 @@ TEST(FragmentationTest, FlexibleWorkLeavesAContendedModelToWorkLimitedToIt) {
     ASSERT_EQ(placed.result, FitResult::kPlaced);
     EXPECT_EQ(placed.placements[0].node_id, s.FindNode("c", limited_demand ? "h100" : "l4")->id)
         << (limited_demand ? "half the demand may use L4s only" : "no limited demand: best fit");
+  }
+}
+
+// 8-GPU tasks of 120 cores fit only the "big" nodes (8 GPUs, 128 cores), 8
+// of the cluster's 48 GPUs, and are a third of the GPU demand (16 of 48
+// GPUs): each node that can hold them carries (16 / 48) x 48 / 8 = 2. 8-GPU
+// tasks of 64 cores fit the 32 GPUs of all 8-GPU nodes, more than half of
+// the cluster: not scarce. 1-GPU tasks fit anything. Tasks limited to a
+// model are ModelPressure's, not this.
+TEST(FragmentationTest, TypePressureIsWhatDemandOnlyFewNodesHoldNeedsOfThem) {
+  ClusterCapacity cluster;
+  cluster.gpus_by_model = {{"G", 48}};
+  cluster.node_types = {{"G", 8, 128'000, 1'000'000, 8},
+                        {"G", 8, 96'000, 1'000'000, 24},
+                        {"G", 2, 32'000, 1'000'000, 16}};
+  DemandProfile profile;
+  profile.Observe({8, 1000, 120'000, 0}, 2);  // 16 GPUs.
+  profile.Observe({8, 1000, 64'000, 0}, 2);   // 16 GPUs.
+  profile.Observe({1, 1000, 8'000, 0}, 16);   // 16 GPUs.
+  FragmentationModel model;
+  model.Reset(profile, FragmentationModel::Measure::kArbiter, cluster);
+  FreeCapacity big, mid, small;
+  big.gpu_model = mid.gpu_model = small.gpu_model = "G";
+  big.node_gpus = mid.node_gpus = 8;
+  small.node_gpus = 2;
+  big.node_cpu_milli = 128'000;
+  mid.node_cpu_milli = 96'000;
+  small.node_cpu_milli = 32'000;
+  big.node_memory_mib = mid.node_memory_mib = small.node_memory_mib = 1'000'000;
+  EXPECT_DOUBLE_EQ(model.TypePressure(big), 16.0 / 48 * 48 / 8);
+  EXPECT_DOUBLE_EQ(model.TypePressure(mid), 0);
+  EXPECT_DOUBLE_EQ(model.TypePressure(small), 0);
+  EXPECT_FALSE(model.has_model_pressure());
+
+  DemandProfile limited;
+  limited.Observe({8, 1000, 120'000, 0, "G"}, 2);
+  limited.Observe({1, 1000, 8'000, 0}, 16);
+  model.Reset(limited, FragmentationModel::Measure::kArbiter, cluster);
+  EXPECT_DOUBLE_EQ(model.TypePressure(big), 0);
+}
+
+// One 8-GPU node of 128 cores, the only one that holds the 8-GPU tasks of
+// 120 cores, and three 4-GPU nodes of 48 cores. Most tasks ask for 4 GPUs,
+// so a 1-GPU task on a 4-GPU node strands 3 GPUs for them, and the
+// fragmentation measure alone (the wide tasks are few by count) sends it to
+// the big node; the big node's TypePressure (the wide tasks are a third of
+// the GPU demand) keeps it for them.
+TEST(FragmentationTest, FlexibleWorkLeavesTheOnlyNodesThatHoldScarceShapes) {
+  for (const bool scarce_demand : {true, false}) {
+    State s = ::arbiter::testing::MakeState();
+    ::arbiter::testing::AddNode(
+        s, ::arbiter::testing::MakeNode("big", 8, "H100-80GB", "serving", 128'000));
+    for (int n = 0; n < 3; ++n) {
+      ::arbiter::testing::AddNode(s, ::arbiter::testing::MakeNode(absl::StrCat("mid", n), 4,
+                                                                  "H100-80GB", "serving", 48'000));
+    }
+    CapacityRequestSpec one = ::arbiter::testing::WholeSpec("one", 1, 1);
+    one.shape.cpu_milli = 8'000;
+    CapacityRequestSpec four = ::arbiter::testing::WholeSpec("four", 1, 4);
+    four.shape.cpu_milli = 32'000;
+    CapacityRequestSpec wide = ::arbiter::testing::WholeSpec("wide", 1, 8);
+    wide.shape.cpu_milli = 120'000;
+    // In every 15 tasks: 7 of 4 GPUs, 2 wide ones (or 1-GPU ones), 6 of 1.
+    for (int i = 0; i < 90; ++i) {
+      const int k = i % 15;
+      s.ObserveDemand(k < 7 ? four : k < 9 ? (scarce_demand ? wide : one) : one);
+    }
+    GangPlacement placed = PlaceGang(s, one);
+    ASSERT_EQ(placed.result, FitResult::kPlaced);
+    EXPECT_EQ(placed.placements[0].node_id, s.FindNode("c", scarce_demand ? "mid0" : "big")->id)
+        << (scarce_demand ? "the wide tasks need the big node" : "nothing needs it");
   }
 }
 
