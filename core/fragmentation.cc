@@ -8,6 +8,21 @@
 #include "absl/strings/str_split.h"
 
 namespace arbiter::core {
+namespace {
+
+// Milli-GPU that an entry of the mix asks for (all its tasks).
+double GpuDemand(const DemandProfile::Entry& e) {
+  return static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
+}
+
+// Milli-GPU that the whole mix asks for.
+double GpuDemand(const DemandProfile& profile) {
+  double total = 0;
+  for (const DemandProfile::Entry& e : profile.Entries()) total += GpuDemand(e);
+  return total;
+}
+
+}  // namespace
 
 void FragmentationModel::Reset(const DemandProfile& profile, Measure measure,
                                const ClusterCapacity& cluster) {
@@ -34,7 +49,7 @@ void FragmentationModel::Reset(const DemandProfile& profile, Measure measure,
   for (const DemandProfile::Entry& e : profile.Entries()) {
     cpu += static_cast<double>(e.count) * static_cast<double>(e.shape.cpu_milli);
     memory += static_cast<double>(e.count) * static_cast<double>(e.shape.memory_mib);
-    gpu += static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
+    gpu += GpuDemand(e);
   }
   cpu_per_gpu_milli_ = cpu / gpu;
   memory_mib_per_gpu_milli_ = memory / gpu;
@@ -54,10 +69,7 @@ void FragmentationModel::SetPressure(const DemandProfile& profile,
                                      const std::map<std::string, int64_t>& gpus_by_model) {
   int64_t all_gpus = 0;
   for (const auto& [model, gpus] : gpus_by_model) all_gpus += gpus;
-  double volume = 0;  // GPU demand of the mix, per task.
-  for (const DemandProfile::Entry& e : profile.Entries()) {
-    volume += static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
-  }
+  const double volume = GpuDemand(profile);
   if (all_gpus == 0 || volume == 0) return;
   for (const DemandProfile::Entry& e : profile.Entries()) {
     if (e.shape.gpus == 0 || e.shape.models.empty()) continue;
@@ -68,8 +80,7 @@ void FragmentationModel::SetPressure(const DemandProfile& profile,
       if (it != gpus_by_model.end()) usable += it->second;
     }
     if (usable == 0) continue;
-    const double share = static_cast<double>(e.count) * e.shape.gpus *
-                         static_cast<double>(e.shape.gpu_milli) / volume;
+    const double share = GpuDemand(e) / volume;
     for (const std::string& m : models) {
       pressure_[m] += share * static_cast<double>(all_gpus) / static_cast<double>(usable);
     }
@@ -80,10 +91,7 @@ void FragmentationModel::SetTypePressure(const DemandProfile& profile,
                                          const std::vector<NodeType>& types) {
   int64_t all_gpus = 0;
   for (const NodeType& t : types) all_gpus += t.cluster_gpus;
-  double volume = 0;  // GPU demand of the mix, per task.
-  for (const DemandProfile::Entry& e : profile.Entries()) {
-    volume += static_cast<double>(e.count) * e.shape.gpus * static_cast<double>(e.shape.gpu_milli);
-  }
+  const double volume = GpuDemand(profile);
   if (all_gpus == 0 || volume == 0) return;
   std::vector<double> pressure(types.size(), 0);
   for (const DemandProfile::Entry& e : profile.Entries()) {
@@ -96,8 +104,7 @@ void FragmentationModel::SetTypePressure(const DemandProfile& profile,
     int64_t usable = 0;
     for (const NodeType& t : types) usable += holds(t) ? t.cluster_gpus : 0;
     if (usable == 0 || 2 * usable > all_gpus) continue;  // None, or not scarce.
-    const double share = static_cast<double>(e.count) * e.shape.gpus *
-                         static_cast<double>(e.shape.gpu_milli) / volume;
+    const double share = GpuDemand(e) / volume;
     for (size_t i = 0; i < types.size(); ++i) {
       if (holds(types[i])) {
         pressure[i] += share * static_cast<double>(all_gpus) / static_cast<double>(usable);

@@ -18,10 +18,8 @@ void InventoryIndex::Put(size_t position, const Node& node) {
   if (!node.schedulable()) return;  // Nothing new goes there.
   e.pool = node.pool;
   int64_t free_milli = 0;
-  bool mixed = false;
   for (const Gpu& gpu : node.gpus) {
     if (gpu.empty()) ++e.empty;
-    mixed |= gpu.model != node.gpus.front().model;
     if (SharableOrEmpty(gpu)) {
       free_milli += gpu.free_milli();
       if (gpu.free_milli() > 0) {
@@ -39,7 +37,7 @@ void InventoryIndex::Put(size_t position, const Node& node) {
       if (std::find(e.mig.begin(), e.mig.end(), entry) == e.mig.end()) e.mig.push_back(entry);
     }
   }
-  if (!mixed && !node.gpus.empty()) e.node_model = node.gpus.front().model;
+  e.node_model = node.gpu_model();
   e.node_key = Key{free_milli, position, 0};
   PoolIndex& pool = pools_[node.pool];
   for (const auto& [group, key] : e.gpus) pool.gpus_by_free[group].insert(key);
