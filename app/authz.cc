@@ -97,6 +97,8 @@ const std::vector<Rule>& Rules() {
       {"GovernanceService.ListPrices", kReaders, Match::kAny},
       {"GovernanceService.SetBudget", {Role::kFinance}, Match::kAny},
       {"GovernanceService.ListBudgets", {Role::kFinance, Role::kAuditor}, Match::kAny},
+      {"GovernanceService.SetPowerBudget", {}, Match::kOrg},
+      {"GovernanceService.ListPowerBudgets", kReaders, Match::kAny},
       // A principal delegates its own authority; the core checks that.
       {"GovernanceService.Delegate", {}, Match::kAuthenticated},
       {"GovernanceService.RevokeDelegation", {}, Match::kAuthenticated},

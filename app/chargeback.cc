@@ -45,10 +45,11 @@ absl::StatusOr<core::AttributionInputs> GatherAttribution(store::Store& store, c
   const core::PriceBook book(prices);
   for (const core::Pool& p : pools) {
     if (p.name != slo.pool) continue;
-    in.serving_pool = p.latency_class == core::LatencyClass::kServing;
+    in.lent_classes = core::LentClasses(p);
     for (const core::HeldMember& m : in.held) {
       if (m.pool != slo.pool) continue;
-      if (auto price = book.At(m.gpu_model, p.latency_class, window.start)) {
+      if (auto price = book.At(m.gpu_model, m.spot ? core::LatencyClass::kSpot : p.latency_class,
+                               window.start)) {
         in.micros_per_gpu_hour[m.gpu_model] = *price;
       }
     }
@@ -103,7 +104,10 @@ absl::StatusOr<ChargebackReport> ComputeChargeback(store::Store& store, absl::Ti
   ARBITER_ASSIGN_OR_RETURN(auto usage, store.ListMemberUsage(from, to));
   for (const core::MemberUsage& u : usage) in.usage[{u.request_id, u.member}] = u;
   ARBITER_ASSIGN_OR_RETURN(auto pools, store.ListPools());
-  for (const core::Pool& p : pools) in.pool_classes[p.name] = p.latency_class;
+  for (const core::Pool& p : pools) {
+    in.pool_classes[p.name] = p.latency_class;
+    in.lent_classes[p.name] = core::LentClasses(p);
+  }
   ARBITER_ASSIGN_OR_RETURN(in.prices, store.ListPrices());
   ARBITER_ASSIGN_OR_RETURN(auto quotas, store.ListQuotas(""));
   for (const store::QuotaUsage& q : quotas) {

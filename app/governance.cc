@@ -247,6 +247,25 @@ void Governance::SetBudget(const Caller& caller, absl::StatusOr<core::Budget> bu
       std::move(reply));
 }
 
+void Governance::SetPowerBudget(const Caller& caller, absl::StatusOr<core::PowerBudget> budget,
+                                Reply<Done> reply) const {
+  const absl::Status argument = budget.status();
+  RunChange(
+      caller, "GovernanceService.SetPowerBudget", {}, argument,
+      [b = budget.value_or(core::PowerBudget{})](core::State& state, absl::Time now,
+                                                 core::ChangeSet& changes) {
+        return core::SetPowerBudget(state, b, now, changes);
+      },
+      std::move(reply));
+}
+
+void Governance::ListPowerBudgets(const Caller& caller,
+                                  Reply<std::vector<core::PowerBudget>> reply) const {
+  RunListing<std::vector<core::PowerBudget>>(
+      caller, "GovernanceService.ListPowerBudgets",
+      [store = ctx_.store]() { return store->ListPowerBudgets(); }, std::move(reply));
+}
+
 void Governance::ListBudgets(const Caller& caller, std::optional<absl::Time> month,
                              Reply<BudgetReport> reply) const {
   const absl::Time when = month.has_value() ? *month : ctx_.clock->TimeNow();

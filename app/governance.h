@@ -93,6 +93,10 @@ class Governance {
   // the current month, by the application's clock).
   void ListBudgets(const Caller& caller, std::optional<absl::Time> month,
                    Reply<BudgetReport> reply) const;
+  // Watt budgets of pools, racks and sites (docs/power.md).
+  void SetPowerBudget(const Caller& caller, absl::StatusOr<core::PowerBudget> budget,
+                      Reply<Done> reply) const;
+  void ListPowerBudgets(const Caller& caller, Reply<std::vector<core::PowerBudget>> reply) const;
 
   // Delegations are made and revoked by the delegating principal (or anyone
   // on a plaintext development server); a refusal by the core is recorded.

@@ -381,6 +381,10 @@ int Setup(const Options& o) {
     v1::CreatePoolRequest req;
     req.mutable_pool()->set_name(pool);
     req.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+    // The mix sends inference to the same pools.
+    v1::PoolClassRule* inference = req.mutable_pool()->add_class_rules();
+    inference->set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    inference->set_admission(v1::CLASS_ADMISSION_ADMIT);
     v1::CreatePoolResponse resp;
     grpc::ClientContext ctx;
     SetDeadline(ctx, 30'000);

@@ -58,7 +58,8 @@ inline CapacityRequestSpec Spec(int64_t n, std::mt19937_64& rng) {
   return spec;
 }
 
-// A state with the catalog's H100, cluster "c", batch pool "p" of
+// A state with the catalog's H100, cluster "c", batch pool "p" (which
+// admits inference too) of
 // `gpus` / 8 nodes, team "t" with a quota that never binds, and
 // `candidates` placement candidates per member (0: every node).
 inline State PoolOf(int gpus, size_t candidates = State::kDefaultPlacementCandidates) {
@@ -67,7 +68,9 @@ inline State PoolOf(int gpus, size_t candidates = State::kDefaultPlacementCandid
   ChangeSet ch;
   (void)s.LoadGpuModel({"H100-80GB", 81920, 132, 700, true});
   (void)CreateCluster(s, {"c", ""}, ch);
-  (void)CreatePool(s, {"p", LatencyClass::kBatch, ""}, ch);
+  Pool pool{"p", LatencyClass::kBatch, ""};
+  pool.class_rules = {{WorkloadClass::kInference, ClassAdmission::kAdmit}};
+  (void)CreatePool(s, pool, ch);
   (void)CreateTeam(s, {"t", "", 1000}, ch);
   (void)SetQuota(s, {"t", "p", int64_t{gpus} * 1000}, kNow, ch);
   for (int n = 0; n < gpus / 8; ++n) {

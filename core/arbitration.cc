@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,42 @@ absl::Status CheckReferences(const State& state, const CapacityRequestSpec& spec
   return absl::OkStatus();
 }
 
+// Work on a SPOT pool is spot, and spot work is preemptible. INVALID_ARGUMENT
+// (naming `guaranteed`) for guaranteed work on a SPOT pool.
+absl::Status NormalizeSpot(const Pool& pool, CapacityRequestSpec& spec) {
+  if (pool.latency_class == LatencyClass::kSpot) {
+    if (spec.guaranteed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "guaranteed: pool ", pool.name, " is a SPOT pool; its work is spot, never guaranteed"));
+    }
+    spec.spot = true;
+  }
+  if (spec.spot) spec.preemptible = true;
+  return absl::OkStatus();
+}
+
+// A burst is asked of a pool that allows it, for a class it admits.
+// INVALID_ARGUMENT naming `burst_seconds` otherwise.
+absl::Status CheckBurst(const Pool& pool, const CapacityRequestSpec& spec) {
+  if (spec.burst_seconds == 0) return absl::OkStatus();
+  if (pool.max_burst_seconds == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "burst_seconds: pool ", pool.name, " allows no bursts (no headroom to burst into)"));
+  }
+  if (spec.burst_seconds > pool.max_burst_seconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("burst_seconds: pool ", pool.name, " allows bursts of at most ",
+                     pool.max_burst_seconds, " s, got ", spec.burst_seconds));
+  }
+  if (AdmissionOf(pool, spec.workload_class) != ClassAdmission::kAdmit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("burst_seconds: only classes pool ", pool.name, " admits may burst; ",
+                     WorkloadClassName(spec.workload_class), " is ",
+                     ClassAdmissionName(AdmissionOf(pool, spec.workload_class))));
+  }
+  return absl::OkStatus();
+}
+
 // The time `spec` runs for when it starts at `now`.
 Window RunWindow(const CapacityRequestSpec& spec, absl::Time now) {
   Window w;
@@ -84,30 +121,128 @@ void SetOutcome(CapacityRequest& request, RequestState state, absl::string_view 
 
 namespace {
 
-// Whether a serving pool takes `spec`'s class; sets the denial otherwise.
+// Why `c`'s admission on `pool` is what it is, for a refusal's text.
+std::string RuleText(const Pool& pool, WorkloadClass c) {
+  const ClassAdmission a = AdmissionOf(pool, c);
+  std::string text = absl::StrCat("rule ", WorkloadClassName(c), "=", ClassAdmissionName(a));
+  if (!HasClassRule(pool, c)) {
+    absl::StrAppend(&text, ", the default of ", LatencyClassName(pool.latency_class),
+                    " pools; pool.class_rules may change it");
+  }
+  return text;
+}
+
+// Whether the pool's class-to-pool rules take `spec`'s class; sets the
+// denial otherwise: POOL_DOES_NOT_LEND for a denied class, NOT_PREEMPTIBLE
+// for a borrowing class asked for without `preemptible`.
 bool PoolAdmitsClass(const State& state, CapacityRequest& request) {
   const CapacityRequestSpec& spec = request.spec;
   const Pool& pool = *state.FindPool(spec.pool);
-  if (pool.latency_class != LatencyClass::kServing ||
-      spec.workload_class == WorkloadClass::kInference) {
-    return true;
-  }
-  const bool lends = std::find(pool.lends_to.begin(), pool.lends_to.end(), spec.workload_class) !=
-                     pool.lends_to.end();
-  if (!lends) {
-    SetOutcome(request, RequestState::kDenied, kReasonPoolLending,
-               absl::StrCat("serving pool ", spec.pool, " does not lend to ",
-                            WorkloadClassName(spec.workload_class), " work"));
+  const ClassAdmission admission = AdmissionOf(pool, spec.workload_class);
+  if (admission == ClassAdmission::kAdmit) return true;
+  if (admission == ClassAdmission::kDeny) {
+    SetOutcome(
+        request, RequestState::kDenied, kReasonPoolLending,
+        absl::StrCat("pool ", spec.pool, " does not admit ", WorkloadClassName(spec.workload_class),
+                     " work (", RuleText(pool, spec.workload_class), ")"));
     return false;
   }
   if (!spec.preemptible) {
     SetOutcome(request, RequestState::kDenied, kReasonNotPreemptible,
-               absl::StrCat("serving pool ", spec.pool, " lends to ",
-                            WorkloadClassName(spec.workload_class),
-                            " work only as preemptible capacity; set preemptible"));
+               absl::StrCat("pool ", spec.pool, " takes ", WorkloadClassName(spec.workload_class),
+                            " work only as preemptible capacity (",
+                            RuleText(pool, spec.workload_class), "); set preemptible"));
     return false;
   }
   return true;
+}
+
+// Milli-GPU of each GPU model that `placements` take.
+std::map<std::string, int64_t> MilliByModel(const State& state,
+                                            const std::vector<Placement>& placements) {
+  std::map<std::string, int64_t> out;
+  for (const Placement& p : placements) {
+    const Node* node = state.FindNode(p.node_id);
+    for (int32_t g : p.gpu_indices) out[node->gpus[g].model] += p.gpu_milli;
+  }
+  return out;
+}
+
+// Free milli-GPU of `model` on the schedulable nodes of `pool`.
+int64_t FreeMilliOf(const State& state, const std::string& pool, const std::string& model) {
+  int64_t free = 0;
+  for (size_t i : state.PoolNodes(pool)) {
+    const Node& node = state.nodes()[i];
+    if (!node.schedulable()) continue;
+    for (const Gpu& g : node.gpus) {
+      if (g.model == model) free += g.free_milli();
+    }
+  }
+  return free;
+}
+
+// Whether `spec` may take `pool`'s headroom: work of a class the pool
+// admits, not spot.
+bool MayTakeHeadroom(const Pool& pool, const CapacityRequestSpec& spec) {
+  return !spec.spot && AdmissionOf(pool, spec.workload_class) == ClassAdmission::kAdmit;
+}
+
+// Why `placements` of `spec`, applied to `state`, eat into `pool`'s
+// headroom; "" when they leave it free (or `spec` may take it).
+std::string HeadroomTaken(const State& state, const Pool& pool, const CapacityRequestSpec& spec,
+                          const std::vector<Placement>& placements) {
+  if (pool.headroom.empty() || MayTakeHeadroom(pool, spec)) return "";
+  for (const auto& [model, milli] : MilliByModel(state, placements)) {
+    const int64_t headroom = HeadroomOf(pool, model);
+    if (headroom == 0) continue;
+    const int64_t free_after = FreeMilliOf(state, pool.name, model);
+    if (free_after < headroom) {
+      return absl::StrCat("pool ", pool.name, " keeps ", headroom, " milli-GPU of ", model,
+                          " free for its serving classes (", free_after + milli,
+                          " free now); this work may not take it");
+    }
+  }
+  return "";
+}
+
+// Takes back placements PlaceGang applied to `state` (a MIG layout it chose
+// on an empty GPU stays: the GPU is empty, so it may change again).
+void Unplace(State& state, const std::vector<Placement>& placements) {
+  for (const Placement& p : placements) state.ApplyPlacement(p, -1);
+}
+
+// Whole watts, rounded up, of `mw` milliwatts.
+int64_t Watts(int64_t mw) { return (mw + 999) / 1000; }
+
+// Why `placements` of work in `pool` would exceed a watt budget, naming it
+// and the shortfall; "" when they stay within every budget.
+std::string PowerShortfall(const State& state, const std::string& pool,
+                           const std::vector<Placement>& placements) {
+  if (state.power().empty()) return "";
+  const std::vector<ScopeDraw> draws = state.PowerDraws(pool, placements);
+  int64_t short_mw = 0;
+  const PowerBudget* budget = state.power().Exceeded(draws, &short_mw);
+  if (budget == nullptr) return "";
+  int64_t adding_mw = 0;
+  for (const ScopeDraw& d : draws) {
+    if (d.scope == budget->scope && d.name == budget->name) adding_mw += d.milliwatts;
+  }
+  return absl::StrCat("power budget of ", PowerScopeName(budget->scope), " ", budget->name, ": ",
+                      Watts(state.power().DrawMilliwatts(budget->scope, budget->name)),
+                      " W drawn + ", Watts(adding_mw), " W would exceed its ", budget->watts,
+                      " W by ", Watts(short_mw), " W");
+}
+
+// Milli-GPU of `model` held by bursts in `pool`.
+int64_t BurstingMilli(const State& state, const std::string& pool, const std::string& model) {
+  int64_t milli = 0;
+  for (int64_t id : state.HoldingIn(pool)) {
+    const CapacityRequest& r = *state.FindLiveRequest(id);
+    if (r.burst_until == absl::InfinitePast()) continue;
+    const std::map<std::string, int64_t> taken = MilliByModel(state, r.placements);
+    if (auto it = taken.find(model); it != taken.end()) milli += it->second;
+  }
+  return milli;
 }
 
 // The live requests that `preemptor` is waiting on to vacate.
@@ -136,12 +271,18 @@ void StartPreemption(State& state, const CapacityRequest& preemptor,
   const Pool& pool = *state.FindPool(preemptor.spec.pool);
   for (int64_t id : victims) {
     CapacityRequest v = *state.FindLiveRequest(id);
-    const int64_t grace = std::max(pool.reclaim_grace_seconds, v.spec.checkpoint_seconds);
+    const int64_t grace = v.spec.spot
+                              ? VictimGraceSeconds(pool, /*spot=*/true)
+                              : std::max(pool.reclaim_grace_seconds, v.spec.checkpoint_seconds);
     v.state = RequestState::kPreempting;
     v.preempt_deadline = now + absl::Seconds(grace);
     v.preempted_by = preemptor.id;
     v.updated_at = now;
-    if (v.spec.team == preemptor.spec.team) {
+    if (v.spec.spot) {
+      v.reason_code = kReasonSpotReclaimed;
+      v.reason = absl::StrCat("request ", preemptor.id, " of team ", preemptor.spec.team,
+                              " takes the spot capacity in pool ", preemptor.spec.pool);
+    } else if (v.spec.team == preemptor.spec.team && v.spec.priority < preemptor.spec.priority) {
       v.reason_code = kReasonPreemptedByPriority;
       v.reason = absl::StrCat("request ", preemptor.id, " of team ", preemptor.spec.team,
                               " has priority ", preemptor.spec.priority, " over ", v.spec.priority);
@@ -161,16 +302,14 @@ void StartPreemption(State& state, const CapacityRequest& preemptor,
 void ChargeBudget(State& state, CapacityRequest& request, absl::Time now) {
   const std::string& team = request.spec.team;
   const int64_t spent = state.Spend(team, MonthStart(now));
-  request.cost_micros =
-      PlacedCost(state, request.spec, request.placements, now, ProjectedEnd(request.spec, now));
+  request.cost_micros = PlacedCost(state, request, now, ProjectedEnd(request.spec, now));
   state.AddSpend(team, MonthStart(now), request.cost_micros);
   const Budget* budget = state.FindBudget(team);
   if (budget != nullptr && spent + request.cost_micros > budget->soft_limit_micros) {
-    request.reason =
-        absl::StrCat("budget warning: team ", team, " has spent ", spent + request.cost_micros,
-                     " micros this month, over its soft "
-                     "limit of ",
-                     budget->soft_limit_micros);
+    // After the admission's own note (a burst says so), if it has one.
+    absl::StrAppend(&request.reason, request.reason.empty() ? "" : "; ", "budget warning: team ",
+                    team, " has spent ", spent + request.cost_micros,
+                    " micros this month, over its soft limit of ", budget->soft_limit_micros);
   }
 }
 
@@ -182,9 +321,9 @@ void SettleCost(State& state, CapacityRequest& request, absl::Time now) {
   if (request.admitted_at == absl::InfinitePast()) return;
   // A reported run is what is charged (ReleaseRequest checked it).
   const bool ran = request.run_started_at != absl::InfinitePast();
-  const int64_t actual = PlacedCost(state, request.spec, request.placements,
-                                    ran ? request.run_started_at : request.admitted_at,
-                                    ran ? request.run_ended_at : now);
+  const int64_t actual =
+      PlacedCost(state, request, ran ? request.run_started_at : request.admitted_at,
+                 ran ? request.run_ended_at : now);
   state.AddSpend(request.spec.team, MonthStart(request.admitted_at), actual - request.cost_micros);
   request.cost_micros = actual;
 }
@@ -282,6 +421,49 @@ bool ApprovalGate(const State& state, CapacityRequest& request, absl::Time now) 
   return false;
 }
 
+// Admits `request`, which its quota holds back, above the quota into its
+// pool's headroom when it asks to burst and the headroom of the models it
+// lands on has room left beside the other bursts. True when admitted: the
+// burst ends at `burst_until` and is charged at the burst price.
+bool TryBurst(State& state, CapacityRequest& request, const std::vector<Flavor>& flavors,
+              const Window& window, absl::Time now, ChangeSet& changes) {
+  const CapacityRequestSpec& spec = request.spec;
+  if (spec.burst_seconds == 0) return false;
+  const Pool& pool = *state.FindPool(spec.pool);
+  for (const Flavor& flavor : flavors) {
+    CapacityRequestSpec narrowed = spec;
+    narrowed.gpu_models.clear();
+    for (const Headroom& h : pool.headroom) {
+      if (flavor.gpu_models.empty() || absl::c_linear_search(flavor.gpu_models, h.gpu_model)) {
+        narrowed.gpu_models.push_back(h.gpu_model);
+      }
+    }
+    if (narrowed.gpu_models.empty()) continue;
+    GangPlacement placed = PlaceGang(state, narrowed, window);
+    if (placed.result != FitResult::kPlaced) continue;
+    bool fits = true;
+    for (const auto& [model, milli] : MilliByModel(state, placed.placements)) {
+      fits = fits && BurstingMilli(state, spec.pool, model) + milli <= HeadroomOf(pool, model);
+    }
+    if (!fits || !PowerShortfall(state, spec.pool, placed.placements).empty()) {
+      Unplace(state, placed.placements);
+      continue;
+    }
+    request.burst_until = now + absl::Seconds(spec.burst_seconds);
+    SetOutcome(request, RequestState::kAdmitted, "",
+               absl::StrCat("burst above quota into pool ", spec.pool, "'s headroom until ",
+                            absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", request.burst_until,
+                                             absl::UTCTimeZone())));
+    request.placements = std::move(placed.placements);
+    request.quota_model = flavor.quota->gpu_model;
+    request.admitted_at = now;
+    ChargeBudget(state, request, now);
+    WithdrawPreemption(state, request, now, changes);
+    return true;
+  }
+  return false;
+}
+
 // Decides a request that is new or waiting, running from `now`: ADMITTED
 // (placements charged to `state`), QUEUED (with the first reason that holds
 // it back, possibly after telling victims to vacate), or DENIED (when no
@@ -300,6 +482,7 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
   }
   request.planned_start = absl::InfinitePast();  // Passes plan heads (QueuePolicy::Consider).
   if (!PoolAdmitsClass(state, request)) return;
+  const Pool& pool = *state.FindPool(spec.pool);
   const std::vector<Flavor> flavors = FlavorsOf(state, spec);
   if (flavors.empty()) {
     SetOutcome(request, RequestState::kDenied, kReasonNoQuota,
@@ -315,6 +498,7 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
   // The first reason found, preferring one that may pass over one that never will.
   std::string code, why;
   bool all_never = true;
+  bool power_bound = false;  // A placement was found but a watt budget held it back.
   auto note = [&](bool never, std::string c, std::string w) {
     if (code.empty() || (all_never && !never)) {
       code = std::move(c);
@@ -332,6 +516,19 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
     narrowed.gpu_models = flavor.gpu_models;
     GangPlacement placed = PlaceGang(state, narrowed, window);
     if (placed.result == FitResult::kPlaced) {
+      std::string taken = HeadroomTaken(state, pool, spec, placed.placements);
+      if (!taken.empty()) {
+        Unplace(state, placed.placements);
+        note(false, kReasonHeadroom, std::move(taken));
+        continue;
+      }
+      std::string power = PowerShortfall(state, spec.pool, placed.placements);
+      if (!power.empty()) {
+        Unplace(state, placed.placements);
+        note(false, kReasonPower, std::move(power));
+        power_bound = true;
+        continue;
+      }
       SetOutcome(request, RequestState::kAdmitted, "", "");
       request.placements = std::move(placed.placements);
       request.quota_model = flavor.quota->gpu_model;
@@ -343,8 +540,15 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
     const bool never = placed.result == FitResult::kNever;
     note(never, never ? kReasonNoFeasibleNode : kReasonInsufficientCapacity, std::move(placed.why));
   }
+  if (TryBurst(state, request, flavors, window, now, changes)) return;
   if (all_never) {
     SetOutcome(request, RequestState::kDenied, code, why);
+    WithdrawPreemption(state, request, now, changes);
+    return;
+  }
+  if (power_bound) {
+    // Preempting would free GPUs, not necessarily watts: it waits.
+    SetOutcome(request, RequestState::kQueued, code, why);
     WithdrawPreemption(state, request, now, changes);
     return;
   }
@@ -596,8 +800,14 @@ bool TakesTheStrictHead(const State& state, const CapacityRequest& r) {
 void EndUnenforced(State& state, CapacityRequest& request, absl::Time now) {
   const Pool& pool = *state.FindPool(request.spec.pool);
   const bool unclaimed = request.claims.size() < static_cast<size_t>(request.spec.members);
+  const bool burst_over = request.burst_until != absl::InfinitePast() && request.burst_until <= now;
   absl::Time end = now;
-  if (unclaimed) {
+  if (burst_over) {
+    end = request.burst_until;
+    SetOutcome(request, RequestState::kReleased, kReasonBurstEnded,
+               absl::StrCat("the burst above quota into pool ", pool.name,
+                            "'s headroom ended after ", request.spec.burst_seconds, " s"));
+  } else if (unclaimed) {
     SetOutcome(request, RequestState::kReleased, kReasonUnclaimed,
                absl::StrCat(request.spec.members - static_cast<int32_t>(request.claims.size()),
                             " of ", request.spec.members, " member(s) not claimed within ",
@@ -897,6 +1107,8 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
     ARBITER_ASSIGN_OR_RETURN(request.spec.shape.gpu, ChooseGpuForm(state, spec, memory_mib));
   }
   ARBITER_RETURN_IF_ERROR(CheckReferences(state, request.spec));
+  ARBITER_RETURN_IF_ERROR(NormalizeSpot(*state.FindPool(spec.pool), request.spec));
+  ARBITER_RETURN_IF_ERROR(CheckBurst(*state.FindPool(spec.pool), request.spec));
   if (request.spec.shape.is_mig()) {
     ARBITER_ASSIGN_OR_RETURN(std::get<MigShape>(request.spec.shape.gpu).milli,
                              state.MigMilli(request.spec));
@@ -1192,6 +1404,81 @@ absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now
   changes.changes.emplace_back(stored);
   AdmitQueued(state, node.pool, now, changes);
   return *state.FindNode(registered.id);
+}
+
+namespace {
+
+// What `request` draws in the scope of `budget`.
+int64_t DrawIn(const State& state, const CapacityRequest& request, const PowerBudget& budget) {
+  int64_t mw = 0;
+  for (const ScopeDraw& d : state.PowerDraws(request.spec.pool, request.placements)) {
+    if (d.scope == budget.scope && d.name == budget.name) mw += d.milliwatts;
+  }
+  return mw;
+}
+
+// Tells preemptible work drawing in `budget`'s scope to vacate, spot first
+// and then least lost work, until what stays is within the budget.
+void ReclaimPower(State& state, const PowerBudget& budget, absl::Time now, ChangeSet& changes) {
+  int64_t excess = state.power().DrawMilliwatts(budget.scope, budget.name) - budget.watts * 1000;
+  if (excess <= 0) return;
+  // (not spot, lost work, priority, id, draw)
+  std::vector<std::tuple<bool, int64_t, int32_t, int64_t, int64_t>> candidates;
+  for (const auto& [id, r] : state.live_requests()) {
+    if (r.state != RequestState::kAdmitted || !r.spec.preemptible || r.spec.guaranteed) continue;
+    const int64_t mw = DrawIn(state, r, budget);
+    if (mw > 0) candidates.emplace_back(!r.spec.spot, LostWork(r, now), r.spec.priority, id, mw);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [not_spot, lost, priority, id, mw] : candidates) {
+    if (excess <= 0) break;
+    CapacityRequest v = *state.FindLiveRequest(id);
+    const Pool& pool = *state.FindPool(v.spec.pool);
+    const int64_t grace = v.spec.spot
+                              ? VictimGraceSeconds(pool, /*spot=*/true)
+                              : std::max(pool.reclaim_grace_seconds, v.spec.checkpoint_seconds);
+    v.state = RequestState::kPreempting;
+    v.preempt_deadline = now + absl::Seconds(grace);
+    v.preempted_by = 0;
+    v.updated_at = now;
+    v.reason_code = kReasonPowerReclaim;
+    v.reason = absl::StrCat("the power budget of ", PowerScopeName(budget.scope), " ", budget.name,
+                            " is ", budget.watts, " W; vacate within ", grace, " s");
+    state.PutRequest(v);
+    changes.changes.emplace_back(RequestWrite{std::move(v), /*is_new=*/false});
+    excess -= mw;
+  }
+}
+
+// Whether `pool` has a request waiting for a watt budget.
+bool WaitsForPower(const State& state, const std::string& pool) {
+  for (int64_t id : state.QueuedIn(pool)) {
+    if (state.FindLiveRequest(id)->reason_code == kReasonPower) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status SetPowerBudget(State& state, const PowerBudget& budget, absl::Time now,
+                            ChangeSet& changes) {
+  ARBITER_RETURN_IF_ERROR(ValidatePowerBudget(budget));
+  if (budget.scope == PowerScope::kPool && state.FindPool(budget.name) == nullptr) {
+    return NotFound("power_budget.name", "pool", budget.name);
+  }
+  if (budget.scope == PowerScope::kSite && !state.HasCluster(budget.name)) {
+    return NotFound("power_budget.name", "site (cluster)", budget.name);
+  }
+  state.LoadPowerBudget(budget);
+  changes.changes.emplace_back(budget);
+  if (budget.reclaim) ReclaimPower(state, budget, now, changes);
+  // A raised budget may let waiting work in.
+  std::vector<std::string> waiting;
+  for (const auto& [name, pool] : state.pools()) {
+    if (WaitsForPower(state, name)) waiting.push_back(name);
+  }
+  for (const std::string& name : waiting) AdmitQueued(state, name, now, changes);
+  return absl::OkStatus();
 }
 
 absl::Status SetQuota(State& state, const Quota& quota, absl::Time now, ChangeSet& changes) {

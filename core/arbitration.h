@@ -122,6 +122,14 @@ absl::Status SetPrice(State& state, const Price& price, ChangeSet& changes);
 // Sets (or replaces) a team's monthly budget. Errors: INVALID_ARGUMENT
 // (budget.*), NOT_FOUND (budget.team).
 absl::Status SetBudget(State& state, const Budget& budget, ChangeSet& changes);
+// Sets (or replaces) a watt budget (docs/power.md). Work that runs is never
+// ended by it; with `budget.reclaim`, preemptible work drawing in its scope
+// (spot first, then least lost work) is told to vacate, POWER_RECLAIM, with
+// its pool's grace, until the draw is within the budget once it has gone.
+// INVALID_ARGUMENT naming the field for a bad budget; NOT_FOUND
+// (power_budget.name) for an unknown pool or site (cluster).
+absl::Status SetPowerBudget(State& state, const PowerBudget& budget, absl::Time now,
+                            ChangeSet& changes);
 
 // Gives idle preemptible work notice to vacate: PREEMPTING with reason
 // IDLE_RECLAIM and a deadline `notice` from `now`, after which Tick takes the

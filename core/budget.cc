@@ -16,13 +16,25 @@ absl::Time NextMonthStart(absl::Time t) {
   return absl::FromCivil(month + 1, absl::UTCTimeZone());
 }
 
-std::optional<int64_t> PriceAt(const State& state, const std::string& model,
-                               LatencyClass latency_class, absl::Time at) {
-  const std::map<absl::Time, int64_t>* history = state.PriceHistory(model, latency_class);
+namespace {
+
+std::optional<int64_t> InForce(const std::map<absl::Time, int64_t>* history, absl::Time at) {
   if (history == nullptr) return std::nullopt;
   auto it = history->upper_bound(at);  // First price that starts after `at`.
   if (it == history->begin()) return std::nullopt;
   return std::prev(it)->second;
+}
+
+}  // namespace
+
+std::optional<int64_t> PriceAt(const State& state, const std::string& model,
+                               LatencyClass latency_class, absl::Time at) {
+  return InForce(state.PriceHistory(model, latency_class), at);
+}
+
+std::optional<int64_t> BurstPriceAt(const State& state, const std::string& model,
+                                    LatencyClass latency_class, absl::Time at) {
+  return InForce(state.BurstPriceHistory(model, latency_class), at);
 }
 
 int64_t CostMicros(int64_t micros_per_gpu_hour, int64_t gpu_milli, absl::Duration held) {
@@ -34,17 +46,25 @@ int64_t CostMicros(int64_t micros_per_gpu_hour, int64_t gpu_milli, absl::Duratio
   return static_cast<int64_t>((numerator + denominator - 1) / denominator);
 }
 
-int64_t PlacedCost(const State& state, const CapacityRequestSpec& spec,
-                   const std::vector<Placement>& placements, absl::Time from, absl::Time to) {
+LatencyClass PricedClass(const Pool& pool, const CapacityRequestSpec& spec) {
+  return spec.spot ? LatencyClass::kSpot : pool.latency_class;
+}
+
+int64_t PlacedCost(const State& state, const CapacityRequest& request, absl::Time from,
+                   absl::Time to) {
+  const CapacityRequestSpec& spec = request.spec;
   const Pool* pool = state.FindPool(spec.pool);
   if (pool == nullptr) return 0;
+  const bool burst = request.burst_until != absl::InfinitePast();
   int64_t total = 0;
-  for (const Placement& p : placements) {
+  for (const Placement& p : request.placements) {
     const Node* node = state.FindNode(p.node_id);
     if (node == nullptr) continue;
     for (int32_t g : p.gpu_indices) {
+      const std::string& model = node->gpus[g].model;
       const std::optional<int64_t> price =
-          PriceAt(state, node->gpus[g].model, pool->latency_class, from);
+          burst ? BurstPriceAt(state, model, PricedClass(*pool, spec), from)
+                : PriceAt(state, model, PricedClass(*pool, spec), from);
       if (price.has_value()) total += CostMicros(*price, p.gpu_milli, to - from);
     }
   }
@@ -52,7 +72,9 @@ int64_t PlacedCost(const State& state, const CapacityRequestSpec& spec,
 }
 
 absl::Time ProjectedEnd(const CapacityRequestSpec& spec, absl::Time now) {
-  return spec.duration > absl::ZeroDuration() ? now + spec.duration : NextMonthStart(now);
+  if (spec.duration > absl::ZeroDuration()) return now + spec.duration;
+  if (spec.burst_seconds > 0) return now + absl::Seconds(spec.burst_seconds);
+  return NextMonthStart(now);
 }
 
 int64_t CeilingCost(const State& state, const CapacityRequestSpec& spec, absl::Time now) {
@@ -60,7 +82,7 @@ int64_t CeilingCost(const State& state, const CapacityRequestSpec& spec, absl::T
   if (pool == nullptr) return 0;
   int64_t dearest = 0;
   auto consider = [&](const std::string& model) {
-    dearest = std::max(dearest, PriceAt(state, model, pool->latency_class, now).value_or(0));
+    dearest = std::max(dearest, PriceAt(state, model, PricedClass(*pool, spec), now).value_or(0));
   };
   if (spec.gpu_models.empty()) {
     for (const auto& [name, model] : state.gpu_models()) consider(name);

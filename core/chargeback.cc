@@ -10,7 +10,8 @@ namespace arbiter::core {
 namespace {
 
 using Wide = __int128;
-using LineKey = std::tuple<std::string, std::string, WorkloadClass>;  // Pool, model, class.
+// Pool, model, class, spot, burst.
+using LineKey = std::tuple<std::string, std::string, WorkloadClass, bool, bool>;
 
 int64_t MemberCost(const HeldMember& m, const ChargebackInputs& in, const PriceBook& book) {
   auto cls = in.pool_classes.find(m.pool);
@@ -18,7 +19,9 @@ int64_t MemberCost(const HeldMember& m, const ChargebackInputs& in, const PriceB
   const absl::Time from = std::max(m.from, in.from);
   const absl::Time to = std::min(m.until, in.to);
   if (to <= from) return 0;
-  const std::optional<int64_t> price = book.At(m.gpu_model, cls->second, from);
+  const LatencyClass priced = m.spot ? LatencyClass::kSpot : cls->second;
+  const std::optional<int64_t> price =
+      m.burst ? book.BurstAt(m.gpu_model, priced, from) : book.At(m.gpu_model, priced, from);
   if (!price.has_value()) return 0;
   return CostMicros(*price, m.gpu_milli * static_cast<int64_t>(m.gpu_indices.size()), to - from);
 }
@@ -39,10 +42,12 @@ std::map<std::string, std::map<LineKey, StatementLine>> LinesByTeam(const Charge
   for (const HeldMember& m : in.held) {
     const int64_t reserved = HeldMilliSeconds(m, in.from, in.to);
     if (reserved == 0) continue;
-    StatementLine& line = out[m.team][{m.pool, m.gpu_model, m.workload_class}];
+    StatementLine& line = out[m.team][{m.pool, m.gpu_model, m.workload_class, m.spot, m.burst}];
     line.pool = m.pool;
     line.gpu_model = m.gpu_model;
     line.workload_class = m.workload_class;
+    line.spot = m.spot;
+    line.burst = m.burst;
     line.reserved_milli_seconds += reserved;
     line.reserved_cost_micros += MemberCost(m, in, book);
     auto u = in.usage.find({m.request_id, m.member});
@@ -73,10 +78,10 @@ std::map<std::string, int64_t> Borrowed(const ChargebackInputs& in) {
     for (const auto& [key, milli] : in.nominal_milli) {
       if (key.first == pool) nominal[key.second] = milli;
     }
-    auto cls = in.pool_classes.find(pool);
-    const bool serving = cls != in.pool_classes.end() && cls->second == LatencyClass::kServing;
+    auto lent = in.lent_classes.find(pool);
+    const uint32_t lent_classes = lent == in.lent_classes.end() ? 0 : lent->second;
     for (const auto& [team, ms] :
-         BorrowedMilliSeconds(in.held, pool, serving, nominal, in.from, in.to)) {
+         BorrowedMilliSeconds(in.held, pool, lent_classes, nominal, in.from, in.to)) {
       out[team] += ms;
     }
   }
@@ -88,7 +93,18 @@ std::map<std::string, int64_t> Borrowed(const ChargebackInputs& in) {
 PriceBook::PriceBook(absl::Span<const Price> prices) {
   for (const Price& p : prices) {
     prices_[{p.gpu_model, p.latency_class}][p.effective_from] = p.micros_per_gpu_hour;
+    burst_prices_[{p.gpu_model, p.latency_class}][p.effective_from] =
+        p.burst_micros_per_gpu_hour > 0 ? p.burst_micros_per_gpu_hour : p.micros_per_gpu_hour;
   }
+}
+
+std::optional<int64_t> PriceBook::BurstAt(const std::string& model, LatencyClass latency_class,
+                                          absl::Time at) const {
+  auto it = burst_prices_.find({model, latency_class});
+  if (it == burst_prices_.end()) return std::nullopt;
+  auto version = it->second.upper_bound(at);
+  if (version == it->second.begin()) return std::nullopt;
+  return std::prev(version)->second;
 }
 
 std::optional<int64_t> PriceBook::At(const std::string& model, LatencyClass latency_class,

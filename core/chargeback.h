@@ -26,12 +26,16 @@ namespace arbiter::core {
 class PriceBook {
  public:
   explicit PriceBook(absl::Span<const Price> prices);
+  // The burst price of `model` in `latency_class` pools in force at `at`.
+  std::optional<int64_t> BurstAt(const std::string& model, LatencyClass latency_class,
+                                 absl::Time at) const;
   // The price of `model` in `latency_class` pools in force at `at`.
   std::optional<int64_t> At(const std::string& model, LatencyClass latency_class,
                             absl::Time at) const;
 
  private:
   std::map<std::pair<std::string, LatencyClass>, std::map<absl::Time, int64_t>> prices_;
+  std::map<std::pair<std::string, LatencyClass>, std::map<absl::Time, int64_t>> burst_prices_;
 };
 
 // One team's use of one GPU model in one pool by one workload class.
@@ -39,6 +43,8 @@ struct StatementLine {
   std::string pool;
   std::string gpu_model;
   WorkloadClass workload_class = WorkloadClass::kUnspecified;
+  bool spot = false;                   // Spot work, priced at the model's SPOT price.
+  bool burst = false;                  // Bursts above quota, at the burst price.
   int64_t reserved_milli_seconds = 0;  // Held, from the allocations.
   int64_t sampled_milli_seconds = 0;   // Of that, covered by telemetry.
   int64_t used_milli_seconds = 0;      // Busy, from telemetry.
@@ -83,6 +89,8 @@ struct ChargebackInputs {
   // rollups, so REQUIRES from and to on whole hours.
   std::map<std::pair<int64_t, int32_t>, MemberUsage> usage;
   std::map<std::string, LatencyClass> pool_classes;
+  // Per pool, the classes it takes only as borrowers (LentClasses).
+  std::map<std::string, uint32_t> lent_classes;
   std::vector<Price> prices;
   // Nominal quota per (pool, team), all GPU models.
   std::map<std::pair<std::string, std::string>, int64_t> nominal_milli;

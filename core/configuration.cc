@@ -2,6 +2,10 @@
 // request: clusters, pools, teams, role bindings, authority rules, prices and
 // budgets. (Those that admit waiting work, such as RegisterNode and SetQuota,
 // live in arbitration.cc.) Declared in core/arbitration.h.
+#include <map>
+#include <optional>
+#include <set>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -14,6 +18,54 @@ namespace {
 
 absl::Status NotFound(absl::string_view field, absl::string_view what, absl::string_view name) {
   return absl::NotFoundError(absl::StrCat(field, ": unknown ", what, " '", name, "'"));
+}
+
+constexpr LatencyClass kPricedClasses[] = {LatencyClass::kServing, LatencyClass::kBatch,
+                                           LatencyClass::kSpot, LatencyClass::kDev};
+
+// `model`'s prices by class with `price` added.
+std::map<LatencyClass, std::map<absl::Time, int64_t>> HistoriesWith(const State& state,
+                                                                    const Price& price) {
+  std::map<LatencyClass, std::map<absl::Time, int64_t>> out;
+  for (LatencyClass c : kPricedClasses) {
+    if (const auto* h = state.PriceHistory(price.gpu_model, c)) out[c] = *h;
+  }
+  out[price.latency_class][price.effective_from] = price.micros_per_gpu_hour;
+  return out;
+}
+
+std::optional<int64_t> InForce(const std::map<absl::Time, int64_t>& history, absl::Time at) {
+  auto it = history.upper_bound(at);
+  if (it == history.begin()) return std::nullopt;
+  return std::prev(it)->second;
+}
+
+// Spot capacity is priced lowest: from `price` on, at every change of the
+// model's prices, its SPOT price is at most each other class's price.
+// FAILED_PRECONDITION naming price.micros_per_gpu_hour otherwise.
+absl::Status CheckSpotLowest(const State& state, const Price& price) {
+  const auto histories = HistoriesWith(state, price);
+  auto spot = histories.find(LatencyClass::kSpot);
+  if (spot == histories.end()) return absl::OkStatus();
+  std::set<absl::Time> changes;
+  for (const auto& [c, h] : histories) {
+    for (auto it = h.lower_bound(price.effective_from); it != h.end(); ++it)
+      changes.insert(it->first);
+  }
+  for (absl::Time at : changes) {
+    const std::optional<int64_t> spot_price = InForce(spot->second, at);
+    if (!spot_price.has_value()) continue;
+    for (const auto& [c, h] : histories) {
+      const std::optional<int64_t> other = InForce(h, at);
+      if (c == LatencyClass::kSpot || !other.has_value() || *spot_price <= *other) continue;
+      return absl::FailedPreconditionError(
+          absl::StrCat("price.micros_per_gpu_hour: spot capacity is priced lowest, but from ",
+                       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", at, absl::UTCTimeZone()),
+                       " the spot price of ", price.gpu_model, " (", *spot_price,
+                       ") would exceed its ", LatencyClassName(c), " price (", *other, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -29,6 +81,7 @@ absl::Status SetPrice(State& state, const Price& price, ChangeSet& changes) {
         "price.effective_from: a price of this model and class starts then; prices are "
         "versioned, set a new one from another time");
   }
+  ARBITER_RETURN_IF_ERROR(CheckSpotLowest(state, price));
   ARBITER_RETURN_IF_ERROR(state.LoadPrice(price));
   changes.changes.emplace_back(price);
   return absl::OkStatus();
@@ -171,6 +224,12 @@ absl::Status CreatePool(State& state, const Pool& pool, ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidatePool(pool));
   if (state.FindPool(pool.name) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("pool.name: '", pool.name, "' exists"));
+  }
+  for (size_t i = 0; i < pool.headroom.size(); ++i) {
+    if (state.FindGpuModel(pool.headroom[i].gpu_model) == nullptr) {
+      return NotFound(absl::StrCat("pool.headroom[", i, "].gpu_model"), "GPU model",
+                      pool.headroom[i].gpu_model);
+    }
   }
   ARBITER_RETURN_IF_ERROR(state.LoadPool(pool));
   changes.changes.emplace_back(pool);

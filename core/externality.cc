@@ -100,7 +100,7 @@ void AddShares(Accumulator& acc, const std::map<std::string, int64_t>& weights, 
 }
 
 // What each team held in a pool at one instant: in all, and of that the part
-// lent by a serving pool to a class other than inference.
+// lent to a class the pool takes only as a borrower.
 struct Holding {
   int64_t milli = 0;
   int64_t lent_milli = 0;
@@ -108,14 +108,14 @@ struct Holding {
 
 // `active`: the members held at that instant.
 std::map<std::string, Holding> HeldByTeam(absl::Span<const HeldMember* const> active,
-                                          const std::string& pool, bool serving_pool) {
+                                          const std::string& pool, uint32_t lent_classes) {
   std::map<std::string, Holding> out;
   for (const HeldMember* held : active) {
     const HeldMember& m = *held;
     if (m.pool != pool) continue;
     Holding& h = out[m.team];
     h.milli += MilliOf(m);
-    if (serving_pool && m.workload_class != WorkloadClass::kInference) h.lent_milli += MilliOf(m);
+    if (lent_classes & (1u << static_cast<int>(m.workload_class))) h.lent_milli += MilliOf(m);
   }
   return out;
 }
@@ -151,7 +151,7 @@ struct Pressure {
 void AddSegment(const AttributionInputs& in, absl::Span<const HeldMember* const> active,
                 absl::Time a, int64_t micros, Pressure& p) {
   const std::string& victim = in.slo.team;
-  const std::map<std::string, Holding> held = HeldByTeam(active, in.slo.pool, in.serving_pool);
+  const std::map<std::string, Holding> held = HeldByTeam(active, in.slo.pool, in.lent_classes);
   auto nominal_it = in.nominal_milli.find(victim);
   const int64_t victim_nominal = nominal_it == in.nominal_milli.end() ? 0 : nominal_it->second;
   auto held_it = held.find(victim);
@@ -338,7 +338,7 @@ Attribution AttributeIncident(const AttributionInputs& in) {
 }
 
 std::map<std::string, int64_t> BorrowedMilliSeconds(
-    absl::Span<const HeldMember> held, const std::string& pool, bool serving_pool,
+    absl::Span<const HeldMember> held, const std::string& pool, uint32_t lent_classes,
     const std::map<std::string, int64_t>& nominal_milli, absl::Time from, absl::Time to) {
   Accumulator acc;
   const std::vector<absl::Time> at = Boundaries(held, {}, from, to);
@@ -346,7 +346,7 @@ std::map<std::string, int64_t> BorrowedMilliSeconds(
   for (size_t i = 0; i + 1 < at.size(); ++i) {
     const int64_t micros = absl::ToInt64Microseconds(at[i + 1] - at[i]);
     for (const auto& [team, over] :
-         Excess(HeldByTeam(sweep.At(at[i]), pool, serving_pool), nominal_milli, "")) {
+         Excess(HeldByTeam(sweep.At(at[i]), pool, lent_classes), nominal_milli, "")) {
       acc.Add(team, static_cast<Wide>(over) * micros);
     }
   }

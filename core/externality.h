@@ -109,8 +109,9 @@ struct AttributionInputs {
   std::vector<WaitingRequest> waiting;
   // Nominal quota in the SLO's pool per team (all GPU models).
   std::map<std::string, int64_t> nominal_milli;
-  // The SLO's pool is a serving pool: what it lends counts as borrowed.
-  bool serving_pool = false;
+  // The classes the SLO's pool takes only as borrowers (LentClasses): what
+  // it lends them counts as borrowed.
+  uint32_t lent_classes = 0;
   // Price per GPU-hour of each GPU model in the SLO's pool (the price in
   // force at the window's start); models without a price cost nothing.
   std::map<std::string, int64_t> micros_per_gpu_hour;
@@ -139,7 +140,7 @@ std::vector<int64_t> SplitProRata(int64_t total, absl::Span<const int64_t> weigh
 // Milli-GPU seconds of borrowed capacity (as for kBorrowed) each team held in
 // `pool` over [from, to), from `held` (members of any pool).
 std::map<std::string, int64_t> BorrowedMilliSeconds(
-    absl::Span<const HeldMember> held, const std::string& pool, bool serving_pool,
+    absl::Span<const HeldMember> held, const std::string& pool, uint32_t lent_classes,
     const std::map<std::string, int64_t>& nominal_milli, absl::Time from, absl::Time to);
 
 // Milli-GPU seconds `m` held in [from, to): milli x GPUs x whole microseconds

@@ -22,9 +22,15 @@ class Finances {
   // Adds a version of a price; false when the model and class already have
   // a price from that time.
   bool AddPrice(const Price& price) {
-    return prices_[{price.gpu_model, price.latency_class}]
-        .emplace(price.effective_from, price.micros_per_gpu_hour)
-        .second;
+    const bool added = prices_[{price.gpu_model, price.latency_class}]
+                           .emplace(price.effective_from, price.micros_per_gpu_hour)
+                           .second;
+    if (added) {
+      burst_prices_[{price.gpu_model, price.latency_class}][price.effective_from] =
+          price.burst_micros_per_gpu_hour > 0 ? price.burst_micros_per_gpu_hour
+                                              : price.micros_per_gpu_hour;
+    }
+    return added;
   }
   // Prices of `model` in `latency_class` pools by the time they take effect;
   // nullptr when none.
@@ -32,6 +38,13 @@ class Finances {
                                                     LatencyClass latency_class) const {
     auto it = prices_.find({model, latency_class});
     return it == prices_.end() ? nullptr : &it->second;
+  }
+  // As PriceHistory, the price of a burst above quota (the price itself
+  // where a version sets none).
+  const std::map<absl::Time, int64_t>* BurstPriceHistory(const std::string& model,
+                                                         LatencyClass latency_class) const {
+    auto it = burst_prices_.find({model, latency_class});
+    return it == burst_prices_.end() ? nullptr : &it->second;
   }
 
   // One budget per team, replaced when set again.
@@ -55,6 +68,7 @@ class Finances {
 
  private:
   std::map<std::pair<std::string, LatencyClass>, std::map<absl::Time, int64_t>> prices_;
+  std::map<std::pair<std::string, LatencyClass>, std::map<absl::Time, int64_t>> burst_prices_;
   std::map<std::string, Budget> budgets_;
   std::map<std::pair<std::string, absl::Time>, int64_t> spend_;
 };

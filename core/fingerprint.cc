@@ -71,6 +71,8 @@ uint64_t FingerprintRequestSpec(const CapacityRequestSpec& spec) {
   if (spec.duration != absl::ZeroDuration()) {
     AppendField(enc, absl::StrCat("duration=", absl::ToInt64Microseconds(spec.duration)));
   }
+  if (spec.spot) AppendField(enc, "spot");
+  if (spec.burst_seconds != 0) AppendField(enc, absl::StrCat("burst=", spec.burst_seconds));
   return Fnv1a64(enc);
 }
 

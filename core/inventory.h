@@ -40,6 +40,7 @@ class Inventory {
   // Lookups. Pointers are valid until the next mutation.
   const GpuModel* FindGpuModel(const std::string& name) const;
   const Pool* FindPool(const std::string& name) const;
+  const std::map<std::string, Pool>& pools() const { return pools_; }
   bool HasCluster(const std::string& name) const { return clusters_.contains(name); }
   const Node* FindNode(int64_t id) const;
   const Node* FindNode(const std::string& cluster, const std::string& name) const;

@@ -99,7 +99,56 @@ constexpr std::array<std::pair<NodeEvent, absl::string_view>, 8> kNodeEventNames
     {NodeEvent::kRemove, "remove"},
 }};
 
+constexpr std::array<std::pair<ClassAdmission, absl::string_view>, 3> kAdmissionNames = {{
+    {ClassAdmission::kAdmit, "admit"},
+    {ClassAdmission::kBorrow, "borrow"},
+    {ClassAdmission::kDeny, "deny"},
+}};
+
 }  // namespace
+
+absl::string_view ClassAdmissionName(ClassAdmission a) { return NameOf(kAdmissionNames, a); }
+ClassAdmission ClassAdmissionFromName(absl::string_view n) { return FromName(kAdmissionNames, n); }
+
+bool HasClassRule(const Pool& pool, WorkloadClass c) {
+  for (const PoolClassRule& r : pool.class_rules) {
+    if (r.workload_class == c) return true;
+  }
+  return std::find(pool.lends_to.begin(), pool.lends_to.end(), c) != pool.lends_to.end();
+}
+
+ClassAdmission AdmissionOf(const Pool& pool, WorkloadClass c) {
+  for (const PoolClassRule& r : pool.class_rules) {
+    if (r.workload_class == c) return r.admission;
+  }
+  if (std::find(pool.lends_to.begin(), pool.lends_to.end(), c) != pool.lends_to.end()) {
+    return ClassAdmission::kBorrow;
+  }
+  const bool serving_pool = pool.latency_class == LatencyClass::kServing;
+  const bool inference = c == WorkloadClass::kInference;
+  return serving_pool == inference ? ClassAdmission::kAdmit : ClassAdmission::kDeny;
+}
+
+uint32_t LentClasses(const Pool& pool) {
+  uint32_t mask = 0;
+  for (WorkloadClass c : {WorkloadClass::kTraining, WorkloadClass::kInference,
+                          WorkloadClass::kBatchAnalytics, WorkloadClass::kExperimentation}) {
+    if (AdmissionOf(pool, c) == ClassAdmission::kBorrow) mask |= 1u << static_cast<int>(c);
+  }
+  return mask;
+}
+
+int64_t HeadroomOf(const Pool& pool, const std::string& model) {
+  for (const Headroom& h : pool.headroom) {
+    if (h.gpu_model == model) return h.milli;
+  }
+  return 0;
+}
+
+int64_t VictimGraceSeconds(const Pool& pool, bool spot) {
+  if (spot && pool.spot_grace_seconds.has_value()) return *pool.spot_grace_seconds;
+  return pool.reclaim_grace_seconds;
+}
 
 absl::string_view NodeHealthName(NodeHealth h) { return NameOf(kHealthNames, h); }
 

@@ -122,16 +122,56 @@ absl::string_view QueueingPolicyName(QueueingPolicy p);  // "backfill", ...
 // kUnspecified for an unknown name.
 QueueingPolicy QueueingPolicyFromName(absl::string_view name);
 
+// How a pool takes the work of one workload class (docs/pools.md).
+enum class ClassAdmission {
+  kUnspecified = 0,
+  kAdmit = 1,   // As the pool's own work.
+  kBorrow = 2,  // Only as preemptible work that the pool's own classes take back.
+  kDeny = 3,
+};
+absl::string_view ClassAdmissionName(ClassAdmission a);  // "admit", "borrow", "deny".
+// kUnspecified for an unknown name.
+ClassAdmission ClassAdmissionFromName(absl::string_view name);
+
+// One entry of a pool's class-to-pool matrix.
+struct PoolClassRule {
+  WorkloadClass workload_class = WorkloadClass::kUnspecified;
+  ClassAdmission admission = ClassAdmission::kUnspecified;
+  bool operator==(const PoolClassRule&) const = default;
+};
+
+// Capacity of one GPU model that a SERVING pool keeps free for the classes
+// it admits (docs/pools.md): work of other classes, and spot work, may take
+// a GPU of the model only while the pool's free milli-GPU of it stays at
+// least `milli`. A MIG instance or fraction counts by its milli-GPU.
+struct Headroom {
+  std::string gpu_model;
+  int64_t milli = 0;
+  bool operator==(const Headroom&) const = default;
+};
+
 struct Pool {
   std::string name;
   LatencyClass latency_class = LatencyClass::kUnspecified;
   std::string description;
   // SERVING pools only: the other workload classes they lend to, always as
-  // preemptible capacity. Inference may always run on a serving pool; any
-  // other class needs to be listed here.
+  // preemptible capacity (the same as a kBorrow rule for each).
   std::vector<WorkloadClass> lends_to;
+  // The class-to-pool rules set for this pool, at most one per class; a
+  // class without one takes the default of the pool's latency class (see
+  // AdmissionOf).
+  std::vector<PoolClassRule> class_rules;
   // Least time a victim of preemption or reclaim gets to vacate.
   int64_t reclaim_grace_seconds = kDefaultReclaimGraceSeconds;
+  // The time spot work gets to vacate when preempted, 0..86400 (0: at
+  // once); unset: reclaim_grace_seconds. Spot work's checkpoint seconds are
+  // not added: spot capacity may go at this notice.
+  std::optional<int64_t> spot_grace_seconds;
+  // SERVING pools only: the burst headroom, at most one entry per model.
+  std::vector<Headroom> headroom;
+  // The longest burst above quota into the headroom a request may ask for
+  // (CapacityRequestSpec::burst_seconds); 0: bursting is not allowed.
+  int64_t max_burst_seconds = 0;
   QueueingPolicy queueing = QueueingPolicy::kBackfill;
   // kBackfill: a request queued for capacity longer than this becomes the
   // head; 0: never (the head is always the first in order).
@@ -144,6 +184,23 @@ struct Pool {
   // for this long ends LEASE_EXPIRED; 0: claims do not expire.
   int64_t lease_seconds = 0;
 };
+
+// How `pool` takes work of class `c`: its rule for `c` if it has one, else
+// kBorrow for a class in `lends_to`, else the default of its latency class:
+// a SERVING pool admits inference and denies the rest; every other pool
+// denies inference and admits the rest.
+ClassAdmission AdmissionOf(const Pool& pool, WorkloadClass c);
+// The headroom `pool` keeps of `model`, in milli-GPU; 0 when none.
+int64_t HeadroomOf(const Pool& pool, const std::string& model);
+// The classes `pool` takes only as borrowers (kBorrow): bit c for
+// WorkloadClass c. Their work counts as borrowed in chargeback and
+// attribution.
+uint32_t LentClasses(const Pool& pool);
+// Whether `c`'s admission on `pool` is its rule (true) or a default.
+bool HasClassRule(const Pool& pool, WorkloadClass c);
+// The time a victim of class `spot` gets in `pool`, before its own
+// checkpoint seconds (added to non-spot victims only).
+int64_t VictimGraceSeconds(const Pool& pool, bool spot);
 
 // A GPU as registered (its model), plus what is allocated on it.
 struct Gpu {
@@ -402,6 +459,15 @@ struct CapacityRequestSpec {
   int64_t checkpoint_interval_seconds = 0;
   // Executive-sponsored: never a victim of preemption.
   bool guaranteed = false;
+  // Spot capacity (docs/pools.md): preemptible (set with it), charged at
+  // the model's SPOT price, preempted before any other work of its pool by
+  // any work that is not spot, with the pool's spot grace; it never
+  // preempts anything itself: it waits. Every request on a SPOT pool is spot.
+  bool spot = false;
+  // Beyond its quota, the request may take the pool's headroom for at most
+  // this many seconds (docs/pools.md), charged at the burst price; 0: no
+  // burst. Only for a class the pool admits, never with `spot`.
+  int64_t burst_seconds = 0;
   // Advance reservation: when the work starts (InfinitePast: now).
   absl::Time start_at = absl::InfinitePast();
   // Declared run time; ZeroDuration: open-ended (until released). Work with
@@ -514,6 +580,9 @@ struct Price {
   LatencyClass latency_class = LatencyClass::kUnspecified;
   int64_t micros_per_gpu_hour = 0;
   absl::Time effective_from;
+  // The price of a GPU-hour taken by a burst above quota into a serving
+  // pool's headroom; 0: micros_per_gpu_hour.
+  int64_t burst_micros_per_gpu_hour = 0;
   bool operator==(const Price&) const = default;
 };
 
@@ -562,6 +631,17 @@ inline constexpr char kReasonNotPreemptible[] = "NOT_PREEMPTIBLE";
 inline constexpr char kReasonPoolLending[] = "POOL_DOES_NOT_LEND";
 inline constexpr char kReasonPreempting[] = "WAITING_FOR_PREEMPTION";
 inline constexpr char kReasonReclaimed[] = "RECLAIMED";
+inline constexpr char kReasonSpotReclaimed[] = "SPOT_RECLAIMED";
+inline constexpr char kReasonBurstEnded[] = "BURST_ENDED";
+// Queued: it would take a serving pool's headroom, which its class or spot
+// work may not. Never the backfill head (it waits for capacity beyond the
+// headroom, which no plan of the pool's ends can promise).
+inline constexpr char kReasonHeadroom[] = "SERVING_HEADROOM";
+// Queued: admitting it would exceed a watt budget (docs/power.md); the
+// reason names the budget and the shortfall in watts.
+inline constexpr char kReasonPower[] = "POWER";
+// Told to vacate because a lowered watt budget reclaims preemptible work.
+inline constexpr char kReasonPowerReclaim[] = "POWER_RECLAIM";
 inline constexpr char kReasonPreemptedByPriority[] = "PREEMPTED_BY_PRIORITY";
 inline constexpr char kReasonReservationConflict[] = "RESERVATION_CONFLICT";
 inline constexpr char kReasonReserved[] = "RESERVED";
@@ -626,6 +706,10 @@ struct CapacityRequest {
   // admission to release. InfinitePast both when none was reported.
   absl::Time run_started_at = absl::InfinitePast();
   absl::Time run_ended_at = absl::InfinitePast();
+  // Admitted above its quota into the pool's headroom: when the burst ends
+  // (the allocation is released BURST_ENDED then). InfinitePast when it is
+  // not a burst.
+  absl::Time burst_until = absl::InfinitePast();
   // The head of a backfill pool's queue (kQueued): when it is planned to
   // start, by the known ends of what holds the pool (InfiniteFuture: once
   // the GPUs in `holds`, held from now, drain of open-ended work), with

@@ -34,6 +34,7 @@ bool Eligible(const State& state, const CapacityRequest& request, const Flavor& 
   const CapacityRequestSpec& spec = request.spec;
   if (spec.start_at != absl::InfinitePast() && victim.declared_end() <= now) return true;
   if (!victim.spec.preemptible) return false;
+  if (victim.spec.spot) return true;  // Any work that is not spot takes spot capacity.
   if (victim.spec.team == spec.team && victim.spec.priority < spec.priority) return true;
   if (victim.spec.team != spec.team && victim.quota_model == flavor.quota->gpu_model &&
       state.CohortOf(victim.spec.team) == state.CohortOf(spec.team) && may_reclaim) {
@@ -43,13 +44,10 @@ bool Eligible(const State& state, const CapacityRequest& request, const Flavor& 
       return true;
     }
   }
+  // The pool's own classes take back what it lends to borrowing classes.
   const Pool* pool = state.FindPool(spec.pool);
-  if (pool != nullptr && pool->latency_class == LatencyClass::kServing &&
-      spec.workload_class == WorkloadClass::kInference &&
-      victim.spec.workload_class != WorkloadClass::kInference) {
-    return true;
-  }
-  return false;
+  return pool != nullptr && AdmissionOf(*pool, spec.workload_class) == ClassAdmission::kAdmit &&
+         AdmissionOf(*pool, victim.spec.workload_class) == ClassAdmission::kBorrow;
 }
 
 // Frees `victims` in `trial`.
@@ -77,7 +75,7 @@ void Restore(State& trial, const State& state, const std::vector<int64_t>& victi
   }
 }
 
-// Whether `request` fits `flavor` and `window` in `trial`; the GPUs it would
+// Whether `request` fits `flavor`, `window` and the watt budgets in `trial`; the GPUs it would
 // take are added to `claim` when given. `trial`'s charges are as they were
 // on return (a MIG layout the trial placement chose on an empty GPU stays:
 // the GPU is empty, so it may change again).
@@ -90,13 +88,19 @@ bool Fits(State& trial, const CapacityRequest& request, const Flavor& flavor, co
   narrowed.gpu_models = flavor.gpu_models;
   GangPlacement placed = PlaceGang(trial, narrowed, window);
   if (placed.result != FitResult::kPlaced) return false;
+  // Freeing GPUs must free the watts too (docs/power.md).
+  int64_t short_mw = 0;
+  const bool over_power =
+      !trial.power().empty() &&
+      trial.power().Exceeded(trial.PowerDraws(request.spec.pool, placed.placements), &short_mw) !=
+          nullptr;
   for (const Placement& p : placed.placements) {
-    if (claim != nullptr) {
+    if (claim != nullptr && !over_power) {
       for (int32_t g : p.gpu_indices) claim->push_back(GpuHold{p.node_id, g});
     }
     trial.ApplyPlacement(p, -1);
   }
-  return true;
+  return !over_power;
 }
 
 bool FitsWithout(const State& state, const std::vector<int64_t>& victims,
@@ -107,15 +111,16 @@ bool FitsWithout(const State& state, const std::vector<int64_t>& victims,
   return Fits(trial, request, flavor, window, claim);
 }
 
-// Candidates as (lost work, priority, -id), cheapest first.
-using Candidates = std::vector<std::tuple<int64_t, int32_t, int64_t>>;
+// Candidates as (not spot, lost work, priority, -id): spot first, then
+// cheapest first.
+using Candidates = std::vector<std::tuple<bool, int64_t, int32_t, int64_t>>;
 
 // Whether MIG instances are in play: the request asks for one, or a
 // candidate holds one.
 bool InvolvesMig(const State& state, const CapacityRequest& request, const Candidates& candidates) {
   if (request.spec.shape.is_mig()) return true;
   for (const auto& c : candidates) {
-    for (const Placement& p : state.FindLiveRequest(-std::get<2>(c))->placements) {
+    for (const Placement& p : state.FindLiveRequest(-std::get<3>(c))->placements) {
       if (!p.mig_profile.empty()) return true;
     }
   }
@@ -134,7 +139,7 @@ std::vector<int64_t> ChooseInPlace(const State& state, const Candidates& candida
   std::vector<int64_t> chosen;
   bool fits = false;
   for (const auto& c : candidates) {
-    chosen.push_back(-std::get<2>(c));
+    chosen.push_back(-std::get<3>(c));
     Remove(trial, {chosen.back()});
     if (Fits(trial, request, flavor, window)) {
       fits = true;
@@ -160,7 +165,7 @@ std::vector<int64_t> ChooseByCopies(const State& state, const Candidates& candid
   std::vector<int64_t> chosen;
   bool fits = false;
   for (const auto& c : candidates) {
-    chosen.push_back(-std::get<2>(c));
+    chosen.push_back(-std::get<3>(c));
     if (FitsWithout(state, chosen, request, flavor, window)) {
       fits = true;
       break;
@@ -186,18 +191,19 @@ int64_t LostWork(const CapacityRequest& victim, absl::Time now) {
 
 PreemptionPlan ChooseVictims(const State& state, const CapacityRequest& request,
                              const Flavor& flavor, const Window& window, absl::Time now) {
+  if (request.spec.spot) return PreemptionPlan();  // Spot waits; it never preempts.
   Candidates candidates;
   const bool may_reclaim = MayReclaim(state, request, flavor);
   for (int64_t id : state.HoldingIn(request.spec.pool)) {
     const CapacityRequest& victim = *state.FindLiveRequest(id);
     if (!Eligible(state, request, flavor, may_reclaim, victim, now)) continue;
-    candidates.emplace_back(LostWork(victim, now), victim.spec.priority, -id);
+    candidates.emplace_back(!victim.spec.spot, LostWork(victim, now), victim.spec.priority, -id);
   }
   if (candidates.empty()) return PreemptionPlan();
   std::sort(candidates.begin(), candidates.end());
   // Hopeless unless it fits with every candidate gone (one trial, not many).
   std::vector<int64_t> all;
-  for (const auto& c : candidates) all.push_back(-std::get<2>(c));
+  for (const auto& c : candidates) all.push_back(-std::get<3>(c));
   if (!FitsWithout(state, all, request, flavor, window)) return PreemptionPlan();
 
   const std::vector<int64_t> chosen =

@@ -6,10 +6,13 @@
 //   - reclaim: work of another team of T's cohort charged to the same quota
 //     flavor while that team is beyond its nominal quota, when R stays within
 //     T's nominal quota;
-//   - on a SERVING pool, inference takes back capacity lent to other classes;
+//   - spot work, of any team, when R is not spot;
+//   - the pool's own classes (ADMIT in its class rules) take back capacity
+//     lent to borrowing classes (BORROW), e.g. inference on a SERVING pool;
 //   - a reservation that starts takes back GPUs from work past its declared
 //     end (backfilled work that overran), preemptible or not.
-// Victims are taken cheapest first by lost work (GPU milli x (seconds since
+// A spot R preempts nothing. Spot victims are taken first, then the rest
+// cheapest first by lost work (GPU milli x (seconds since
 // the last checkpoint + checkpoint/restore seconds)) until R fits, then any
 // victim R can do without is put back, so that no more is freed than needed.
 //

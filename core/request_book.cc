@@ -57,6 +57,8 @@ std::string AdmissionKey(const CapacityRequest& request) {
   AppendField(key, spec.checkpoint_seconds);
   AppendField(key, spec.checkpoint_interval_seconds);
   AppendField(key, spec.guaranteed ? 1 : 0);
+  AppendField(key, spec.spot ? 1 : 0);
+  AppendField(key, spec.burst_seconds);
   AppendField(key, absl::ToUnixMicros(spec.start_at));
   AppendField(key, absl::ToInt64Microseconds(spec.duration));
   AppendField(key, static_cast<int64_t>(request.approvals.size()));

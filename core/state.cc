@@ -83,6 +83,52 @@ absl::Status State::LoadPrice(const Price& price) {
   return absl::OkStatus();
 }
 
+void State::LoadPowerBudget(PowerBudget budget) {
+  const bool first = power_.empty();
+  power_.PutBudget(std::move(budget));
+  if (first) RecountPowerDraws();
+}
+
+void State::RecountPowerDraws() {
+  PowerBook recounted;
+  for (const auto& [key, budget] : power_.budgets()) recounted.PutBudget(budget);
+  for (const auto& [id, request] : requests_.live()) {
+    if (HoldsCapacity(request.state)) {
+      recounted.Charge(PowerDraws(request.spec.pool, request.placements), +1);
+    }
+  }
+  power_ = std::move(recounted);
+}
+
+std::vector<ScopeDraw> State::PowerDraws(const std::string& pool,
+                                         const std::vector<Placement>& placements) const {
+  std::vector<ScopeDraw> out;
+  for (const Placement& p : placements) {
+    const Node* node = FindNode(p.node_id);
+    if (node == nullptr) continue;
+    int64_t mw = 0;
+    for (int32_t g : p.gpu_indices) {
+      const GpuModel* model = FindGpuModel(node->gpus[g].model);
+      if (model != nullptr) mw += GpuDrawMilliwatts(*model, p.gpu_milli, p.mig_profile);
+    }
+    if (mw == 0) continue;
+    out.push_back({PowerScope::kPool, pool, mw});
+    if (!node->topology_domain.empty()) {
+      out.push_back({PowerScope::kRack, node->topology_domain, mw});
+    }
+    out.push_back({PowerScope::kSite, node->cluster, mw});
+  }
+  return out;
+}
+
+void State::PutGpuModel(GpuModel model) {
+  const GpuModel* old = FindGpuModel(model.name);
+  const bool draws_change = old != nullptr && (old->tdp_watts != model.tdp_watts ||
+                                               old->mig_profiles != model.mig_profiles);
+  inventory_.PutGpuModel(std::move(model));
+  if (draws_change && !power_.empty()) RecountPowerDraws();
+}
+
 absl::Status State::LoadBudget(Budget budget) {
   if (FindTeam(budget.team) == nullptr) {
     return Conflict(absl::StrCat("budget of unknown team ", budget.team));
@@ -220,8 +266,10 @@ absl::Time State::EnforceAt(const CapacityRequest& request) const {
     return at;
   }
   if (request.state != RequestState::kAdmitted) return absl::InfiniteFuture();
-  if (pool == nullptr) return absl::InfiniteFuture();
-  absl::Time at = absl::InfiniteFuture();
+  // A burst ends when its time is up.
+  absl::Time at =
+      request.burst_until == absl::InfinitePast() ? absl::InfiniteFuture() : request.burst_until;
+  if (pool == nullptr) return at;
   if (pool->claim_deadline_seconds > 0 && request.admitted_at != absl::InfinitePast() &&
       request.claims.size() < static_cast<size_t>(request.spec.members)) {
     at = request.admitted_at + absl::Seconds(pool->claim_deadline_seconds);
@@ -246,6 +294,7 @@ void State::Charge(const CapacityRequest& request, int sign) {
   if (HoldsCapacity(request.state)) {
     quotas_.Charge(request.spec.team, request.spec.pool, request.quota_model,
                    sign * request.spec.total_gpu_milli());
+    if (!power_.empty()) power_.Charge(PowerDraws(request.spec.pool, request.placements), sign);
   }
   inventory_.SetHolds(request.holds, HoldWindow(request), sign);
 }

@@ -45,6 +45,7 @@
 #include "core/inventory_index.h"
 #include "core/model.h"
 #include "core/packing_model.h"
+#include "core/power.h"
 #include "core/quota_book.h"
 #include "core/request_book.h"
 #include "core/share_prices.h"
@@ -56,11 +57,11 @@ namespace arbiter::core {
 // GpuModel is an upsert; NodeWrite an update of a node;
 // Cluster, Pool, Node, Team, Price, IncidentWrite,
 // ExternalityCharge and PeriodClose are inserts; Quota, ClassRule, Budget,
-// Slo and IdlePolicy are upserts.
+// Slo, IdlePolicy and PowerBudget are upserts.
 using Change =
     std::variant<GpuModel, Cluster, Pool, Node, NodeWrite, Team, Quota, RequestWrite, ClassRule,
                  RoleBindingWrite, AuthorityRuleWrite, Price, Budget, DelegationWrite, Slo,
-                 IncidentWrite, ExternalityCharge, PeriodClose, IdlePolicy>;
+                 IncidentWrite, ExternalityCharge, PeriodClose, IdlePolicy, PowerBudget>;
 
 // The changes of one or more arbitration calls, in order.
 struct ChangeSet {
@@ -124,6 +125,19 @@ class State {
                                                     LatencyClass latency_class) const {
     return finances_.PriceHistory(model, latency_class);
   }
+  const std::map<absl::Time, int64_t>* BurstPriceHistory(const std::string& model,
+                                                         LatencyClass latency_class) const {
+    return finances_.BurstPriceHistory(model, latency_class);
+  }
+  // Watt budgets per pool, rack and site (core/power.h), one per scope and
+  // name, replaced when set again. The first one starts the running draws,
+  // from every allocation that holds capacity.
+  void LoadPowerBudget(PowerBudget budget);
+  const PowerBook& power() const { return power_; }
+  // What `placements` of work in `pool` draw, by scope: the pool, each
+  // node's rack (topology domain, when it has one) and site (cluster).
+  std::vector<ScopeDraw> PowerDraws(const std::string& pool,
+                                    const std::vector<Placement>& placements) const;
   // Budgets, one per team (replaced when set again).
   [[nodiscard]] absl::Status LoadBudget(Budget budget);
   const Budget* FindBudget(const std::string& team) const { return finances_.FindBudget(team); }
@@ -239,6 +253,7 @@ class State {
     return inventory_.FindGpuModel(name);
   }
   const Pool* FindPool(const std::string& name) const { return inventory_.FindPool(name); }
+  const std::map<std::string, Pool>& pools() const { return inventory_.pools(); }
   const Team* FindTeam(const std::string& name) const { return quotas_.FindTeam(name); }
   bool HasCluster(const std::string& name) const { return inventory_.HasCluster(name); }
   const Node* FindNode(int64_t id) const { return inventory_.FindNode(id); }
@@ -352,7 +367,8 @@ class State {
   // names. Freeing capacity is not among them: a node that turns
   // schedulable again has its pool's queue re-decided by the caller.
   void SetNodeLifecycle(const Node& node) { inventory_.SetLifecycle(node); }
-  void PutGpuModel(GpuModel model) { inventory_.PutGpuModel(std::move(model)); }
+  // Replaces a model; running power draws follow a changed TDP or MIG table.
+  void PutGpuModel(GpuModel model);
   void UpdateNodeFacts(const Node& node) { inventory_.UpdateFacts(node); }
   void RemoveNode(int64_t id) { inventory_.RemoveNode(id); }
   // Nodes whose agent heartbeats turn unreachable after this long without
@@ -392,9 +408,11 @@ class State {
 
  private:
   State(const State&) = default;
-  // Charges (`sign` +1) or frees (-1) what `request` holds: its quota usage
-  // and its holds on GPUs.
+  // Charges (`sign` +1) or frees (-1) what `request` holds: its quota usage,
+  // its holds on GPUs and, while any watt budget is set, its power draw.
   void Charge(const CapacityRequest& request, int sign);
+  // Recounts every power draw from the allocations that hold capacity.
+  void RecountPowerDraws();
 
   Inventory inventory_;
   QuotaBook quotas_;
@@ -403,6 +421,7 @@ class State {
   AuthorityBook authority_;
   Finances finances_;
   ChargebackRecords chargeback_;
+  PowerBook power_;
   absl::Duration approval_timeout_ = absl::Hours(24);
   absl::Duration idempotency_window_ = kDefaultIdempotencyWindow;
   absl::Duration ended_key_memory_ = absl::InfiniteDuration();

@@ -59,6 +59,8 @@ struct HeldMember {
   bool exclusive = false;
   bool preemptible = false;
   bool guaranteed = false;
+  bool spot = false;   // Priced at the model's SPOT price.
+  bool burst = false;  // A burst above quota, priced at the burst price.
   int32_t priority = 0;
   absl::Time from;                            // Admitted at.
   absl::Time until = absl::InfiniteFuture();  // Released at; infinite while held.

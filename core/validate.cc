@@ -150,6 +150,65 @@ absl::Status ValidateCluster(const Cluster& cluster) {
   return ValidateDescription("cluster.description", cluster.description);
 }
 
+namespace {
+
+// A pool's class-to-pool matrix: known classes and admissions, one rule a
+// class, none contradicting `lends_to`.
+absl::Status ValidateClassRules(const Pool& pool) {
+  for (size_t i = 0; i < pool.class_rules.size(); ++i) {
+    const PoolClassRule& rule = pool.class_rules[i];
+    const std::string field = absl::StrCat("pool.class_rules[", i, "]");
+    if (rule.workload_class == WorkloadClass::kUnspecified) {
+      return Invalid(field + ".workload_class",
+                     "must be TRAINING, INFERENCE, BATCH_ANALYTICS or EXPERIMENTATION");
+    }
+    if (rule.admission == ClassAdmission::kUnspecified) {
+      return Invalid(field + ".admission", "must be ADMIT, BORROW or DENY");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (pool.class_rules[j].workload_class == rule.workload_class) {
+        return Invalid(field,
+                       absl::StrCat("a second rule for ", WorkloadClassName(rule.workload_class),
+                                    " work (the first is class_rules[", j, "])"));
+      }
+    }
+    const bool lent = std::count(pool.lends_to.begin(), pool.lends_to.end(), rule.workload_class);
+    if (lent && rule.admission != ClassAdmission::kBorrow) {
+      return Invalid(field, absl::StrCat(WorkloadClassName(rule.workload_class),
+                                         " is also in pool.lends_to, which means BORROW"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A SERVING pool's headroom: one entry per model, a positive amount; a
+// burst limit only with headroom to burst into.
+absl::Status ValidateHeadroom(const Pool& pool) {
+  for (size_t i = 0; i < pool.headroom.size(); ++i) {
+    const Headroom& h = pool.headroom[i];
+    const std::string field = absl::StrCat("pool.headroom[", i, "]");
+    if (pool.latency_class != LatencyClass::kServing) {
+      return Invalid(field, "only SERVING pools keep headroom for their serving classes");
+    }
+    ARBITER_RETURN_IF_ERROR(ValidateName(field + ".gpu_model", h.gpu_model));
+    ARBITER_RETURN_IF_ERROR(ValidateRange(field + ".milli_gpus", h.milli, 1, kMaxQuotaMilli));
+    for (size_t j = 0; j < i; ++j) {
+      if (pool.headroom[j].gpu_model == h.gpu_model) {
+        return Invalid(field, absl::StrCat("a second headroom for ", h.gpu_model,
+                                           " (the first is headroom[", j, "])"));
+      }
+    }
+  }
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("pool.max_burst_seconds", pool.max_burst_seconds, 0, kMaxBurstSeconds));
+  if (pool.max_burst_seconds > 0 && pool.headroom.empty()) {
+    return Invalid("pool.max_burst_seconds", "bursts go into the headroom; set pool.headroom");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidatePool(const Pool& pool) {
   ARBITER_RETURN_IF_ERROR(ValidateName("pool.name", pool.name));
   if (pool.latency_class == LatencyClass::kUnspecified) {
@@ -170,8 +229,14 @@ absl::Status ValidatePool(const Pool& pool) {
       return Invalid(field, absl::StrCat("lists ", WorkloadClassName(c), " twice"));
     }
   }
+  ARBITER_RETURN_IF_ERROR(ValidateClassRules(pool));
+  ARBITER_RETURN_IF_ERROR(ValidateHeadroom(pool));
   ARBITER_RETURN_IF_ERROR(
       ValidateRange("pool.reclaim_grace_seconds", pool.reclaim_grace_seconds, 0, kMaxGraceSeconds));
+  if (pool.spot_grace_seconds.has_value()) {
+    ARBITER_RETURN_IF_ERROR(
+        ValidateRange("pool.spot_grace_seconds", *pool.spot_grace_seconds, 0, kMaxGraceSeconds));
+  }
   if (pool.queueing == QueueingPolicy::kUnspecified) {
     return Invalid("pool.queueing", "must be BACKFILL, BEST_EFFORT or STRICT");
   }
@@ -248,6 +313,27 @@ absl::Status ValidateQuota(const Quota& quota) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A burst's terms: bounded, never spot, never a reservation, and no longer
+// than the burst.
+absl::Status ValidateBurst(const CapacityRequestSpec& spec) {
+  ARBITER_RETURN_IF_ERROR(ValidateRange("burst_seconds", spec.burst_seconds, 0, kMaxBurstSeconds));
+  if (spec.burst_seconds == 0) return absl::OkStatus();
+  if (spec.spot) return Invalid("burst_seconds", "spot work never takes a pool's headroom");
+  if (spec.start_at != absl::InfinitePast()) {
+    return Invalid("burst_seconds", "a reservation cannot burst; ask when the work starts");
+  }
+  if (spec.duration > absl::Seconds(spec.burst_seconds)) {
+    return Invalid("duration_seconds",
+                   absl::StrCat("a burst ends after burst_seconds (", spec.burst_seconds,
+                                "); ask for no longer, got ", absl::ToInt64Seconds(spec.duration)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 // Priority, preemption and time terms of a request.
 absl::Status ValidateScheduling(const CapacityRequestSpec& spec) {
   ARBITER_RETURN_IF_ERROR(ValidateRange("priority", spec.priority, -kMaxPriority, kMaxPriority));
@@ -258,6 +344,10 @@ absl::Status ValidateScheduling(const CapacityRequestSpec& spec) {
   if (spec.guaranteed && spec.preemptible) {
     return Invalid("preemptible", "guaranteed work is never preempted; do not set both");
   }
+  if (spec.guaranteed && spec.spot) {
+    return Invalid("spot", "spot work is preempted first; it cannot be guaranteed");
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateBurst(spec));
   const int64_t duration_s = absl::ToInt64Seconds(spec.duration);
   if (spec.duration < absl::ZeroDuration() || duration_s > kMaxDurationSeconds ||
       spec.duration != absl::Seconds(duration_s)) {
@@ -411,11 +501,27 @@ absl::Status ValidatePrice(const Price& price) {
   }
   ARBITER_RETURN_IF_ERROR(
       ValidateRange("price.micros_per_gpu_hour", price.micros_per_gpu_hour, 0, kMaxMicros));
+  if (price.burst_micros_per_gpu_hour != 0) {
+    if (price.latency_class == LatencyClass::kSpot) {
+      return Invalid("price.burst_micros_per_gpu_hour", "spot work never bursts");
+    }
+    ARBITER_RETURN_IF_ERROR(ValidateRange("price.burst_micros_per_gpu_hour",
+                                          price.burst_micros_per_gpu_hour,
+                                          price.micros_per_gpu_hour, kMaxMicros));
+  }
   const int64_t from = absl::ToUnixSeconds(price.effective_from);
   if (price.effective_from == absl::InfinitePast() || from < 0 || from > kMaxUnixSeconds) {
     return Invalid("price.effective_from", "must be a time between 1970 and 2100");
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidatePowerBudget(const PowerBudget& budget) {
+  if (budget.scope == PowerScope::kUnspecified) {
+    return Invalid("power_budget.scope", "must be POOL, RACK or SITE");
+  }
+  ARBITER_RETURN_IF_ERROR(ValidateName("power_budget.name", budget.name));
+  return ValidateRange("power_budget.watts", budget.watts, 0, kMaxBudgetWatts);
 }
 
 absl::Status ValidateBudget(const Budget& budget) {

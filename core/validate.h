@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 
 #include "core/model.h"
+#include "core/power.h"
 
 namespace arbiter::core {
 
@@ -25,6 +26,8 @@ inline constexpr int64_t kMaxHostQuantity = int64_t{1} << 40;  // milli-CPU or M
 inline constexpr int64_t kMaxQuotaMilli = int64_t{1} << 50;
 inline constexpr int32_t kMaxPriority = 1000;
 inline constexpr int64_t kMaxGraceSeconds = 86'400;
+// The longest burst above quota a pool may allow.
+inline constexpr int64_t kMaxBurstSeconds = 86'400;
 // A week: a starvation limit longer than that is a pool without one (0).
 inline constexpr int64_t kMaxStarvationSeconds = 7 * 86'400;
 inline constexpr int64_t kMaxDurationSeconds = 366 * 86'400;
@@ -75,5 +78,7 @@ inline constexpr int64_t kMaxMicros = int64_t{1} << 53;
 // Fields under "price." and "budget.".
 [[nodiscard]] absl::Status ValidatePrice(const Price& price);
 [[nodiscard]] absl::Status ValidateBudget(const Budget& budget);
+// A watt budget: a scope, a name, 0..kMaxBudgetWatts watts.
+[[nodiscard]] absl::Status ValidatePowerBudget(const PowerBudget& budget);
 
 }  // namespace arbiter::core

@@ -142,6 +142,11 @@ struct EntryOf {
                 {"reason_code", r.reason_code},
                 {"placements", PlacementsField(r.placements)}};
     if (r.spec.guaranteed) f.emplace_back("guaranteed", "true");
+    if (r.spec.spot) f.emplace_back("spot", "true");
+    if (r.burst_until != absl::InfinitePast()) {
+      // A burst above quota into the pool's headroom, charged at the burst price.
+      f.emplace_back("burst_until_us", absl::StrCat(absl::ToUnixMicros(r.burst_until)));
+    }
     if (!r.approvals.empty()) f.emplace_back("approvals", absl::StrJoin(r.approvals, ","));
     if (!r.approvers.empty()) f.emplace_back("approvers", absl::StrJoin(r.approvers, ","));
     if (!r.reason.empty()) f.emplace_back("reason", r.reason);
@@ -180,6 +185,11 @@ struct EntryOf {
                 absl::StrCat("price/", p.gpu_model, "/", core::LatencyClassName(p.latency_class)),
                 {{"micros_per_gpu_hour", absl::StrCat(p.micros_per_gpu_hour)},
                  {"effective_from_us", absl::StrCat(absl::ToUnixMicros(p.effective_from))}});
+  }
+  Entry operator()(const core::PowerBudget& b) const {
+    return Make("power_budget.set",
+                absl::StrCat("power_budget/", core::PowerScopeName(b.scope), "/", b.name),
+                {{"watts", absl::StrCat(b.watts)}, {"reclaim", b.reclaim ? "true" : "false"}});
   }
   Entry operator()(const core::Budget& b) const {
     return Make("budget.set", absl::StrCat("budget/", b.team),
@@ -306,6 +316,10 @@ absl::StatusOr<core::CapacityRequest> RequestAsOf(const core::CapacityRequest& s
   } else {
     r.run_started_at = r.run_ended_at = absl::InfinitePast();
   }
+  int64_t burst_until_us = 0;
+  r.burst_until = absl::SimpleAtoi(field("burst_until_us"), &burst_until_us)
+                      ? absl::FromUnixMicros(burst_until_us)
+                      : absl::InfinitePast();
   int64_t deadline_us = 0;
   if (absl::SimpleAtoi(field("deadline_us"), &deadline_us) &&
       absl::SimpleAtoi(field("preempted_by"), &r.preempted_by)) {

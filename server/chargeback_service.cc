@@ -105,6 +105,8 @@ void ToProto(const core::Statement& s, v1::Statement* out) {
     p->set_reserved_cost_micros(l.reserved_cost_micros);
     p->set_idle_cost_micros(l.idle_cost_micros);
     p->set_energy_mwh(l.energy_mwh);
+    p->set_spot(l.spot);
+    p->set_burst(l.burst);
   }
   out->set_reserved_milli_seconds(s.reserved_milli_seconds);
   out->set_sampled_milli_seconds(s.sampled_milli_seconds);

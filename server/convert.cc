@@ -79,6 +79,8 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
   spec.checkpoint_seconds = req.checkpoint_seconds();
   spec.checkpoint_interval_seconds = req.checkpoint_interval_seconds();
   spec.guaranteed = req.guaranteed();
+  spec.spot = req.spot();
+  spec.burst_seconds = req.burst_seconds();
   if (req.has_start_time()) {
     const google::protobuf::Timestamp& t = req.start_time();
     if (t.nanos() < 0 || t.nanos() > 999'999'999) {
@@ -109,7 +111,23 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
     }
     pool.lends_to.push_back(static_cast<core::WorkloadClass>(p.lends_to(i)));
   }
+  for (int i = 0; i < p.class_rules_size(); ++i) {
+    const v1::PoolClassRule& r = p.class_rules(i);
+    const std::string field = absl::StrCat("pool.class_rules[", i, "]");
+    if (!v1::WorkloadClass_IsValid(r.workload_class())) {
+      return UnknownEnum(field + ".workload_class", r.workload_class());
+    }
+    if (!v1::ClassAdmission_IsValid(r.admission())) {
+      return UnknownEnum(field + ".admission", r.admission());
+    }
+    pool.class_rules.push_back({static_cast<core::WorkloadClass>(r.workload_class()),
+                                static_cast<core::ClassAdmission>(r.admission())});
+  }
   if (p.has_reclaim_grace_seconds()) pool.reclaim_grace_seconds = p.reclaim_grace_seconds();
+  if (p.has_spot_grace_seconds()) pool.spot_grace_seconds = p.spot_grace_seconds();
+  for (const v1::Headroom& h : p.headroom())
+    pool.headroom.push_back({h.gpu_model(), h.milli_gpus()});
+  pool.max_burst_seconds = p.max_burst_seconds();
   if (!v1::QueueingPolicy_IsValid(p.queueing())) {
     return UnknownEnum("pool.queueing", p.queueing());
   }
@@ -327,7 +345,7 @@ absl::StatusOr<core::Price> PriceFromProto(const v1::Price& p) {
       TimeFromProto(p.has_effective_from(), p.effective_from(), "price.effective_from");
   if (!from.ok()) return from.status();
   return core::Price{p.gpu_model(), static_cast<core::LatencyClass>(p.latency_class()),
-                     p.micros_per_gpu_hour(), *from};
+                     p.micros_per_gpu_hour(), *from, p.burst_micros_per_gpu_hour()};
 }
 
 void ToProto(const core::Price& p, v1::Price* out) {
@@ -335,6 +353,20 @@ void ToProto(const core::Price& p, v1::Price* out) {
   out->set_latency_class(static_cast<v1::LatencyClass>(p.latency_class));
   out->set_micros_per_gpu_hour(p.micros_per_gpu_hour);
   *out->mutable_effective_from() = TimestampOf(p.effective_from);
+  out->set_burst_micros_per_gpu_hour(p.burst_micros_per_gpu_hour);
+}
+
+absl::StatusOr<core::PowerBudget> PowerBudgetFromProto(const v1::PowerBudget& b) {
+  if (!v1::PowerScope_IsValid(b.scope())) return UnknownEnum("power_budget.scope", b.scope());
+  return core::PowerBudget{static_cast<core::PowerScope>(b.scope()), b.name(), b.watts(),
+                           b.reclaim()};
+}
+
+void ToProto(const core::PowerBudget& b, v1::PowerBudget* out) {
+  out->set_scope(static_cast<v1::PowerScope>(b.scope));
+  out->set_name(b.name);
+  out->set_watts(b.watts);
+  out->set_reclaim(b.reclaim);
 }
 
 absl::StatusOr<core::Budget> BudgetFromProto(const v1::Budget& b) {
@@ -374,7 +406,26 @@ void ToProto(const core::Pool& p, v1::Pool* out) {
   out->set_latency_class(static_cast<v1::LatencyClass>(p.latency_class));
   out->set_description(p.description);
   for (core::WorkloadClass c : p.lends_to) out->add_lends_to(static_cast<v1::WorkloadClass>(c));
+  for (const core::PoolClassRule& r : p.class_rules) {
+    v1::PoolClassRule* rule = out->add_class_rules();
+    rule->set_workload_class(static_cast<v1::WorkloadClass>(r.workload_class));
+    rule->set_admission(static_cast<v1::ClassAdmission>(r.admission));
+  }
+  for (core::WorkloadClass c :
+       {core::WorkloadClass::kTraining, core::WorkloadClass::kInference,
+        core::WorkloadClass::kBatchAnalytics, core::WorkloadClass::kExperimentation}) {
+    v1::PoolClassRule* rule = out->add_effective_class_rules();
+    rule->set_workload_class(static_cast<v1::WorkloadClass>(c));
+    rule->set_admission(static_cast<v1::ClassAdmission>(core::AdmissionOf(p, c)));
+  }
   out->set_reclaim_grace_seconds(p.reclaim_grace_seconds);
+  if (p.spot_grace_seconds.has_value()) out->set_spot_grace_seconds(*p.spot_grace_seconds);
+  for (const core::Headroom& h : p.headroom) {
+    v1::Headroom* headroom = out->add_headroom();
+    headroom->set_gpu_model(h.gpu_model);
+    headroom->set_milli_gpus(h.milli);
+  }
+  out->set_max_burst_seconds(p.max_burst_seconds);
   out->set_queueing(static_cast<v1::QueueingPolicy>(p.queueing));
   out->set_starvation_limit_seconds(p.starvation_limit_seconds);
   out->set_claim_deadline_seconds(p.claim_deadline_seconds);
@@ -497,6 +548,10 @@ void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
   out->set_preemptible(r.spec.preemptible);
   out->set_checkpoint_seconds(r.spec.checkpoint_seconds);
   out->set_checkpoint_interval_seconds(r.spec.checkpoint_interval_seconds);
+  out->set_spot(r.spec.spot);
+  out->set_burst_seconds(r.spec.burst_seconds);
+  if (r.burst_until != absl::InfinitePast())
+    *out->mutable_burst_until() = TimestampOf(r.burst_until);
   out->set_guaranteed(r.spec.guaranteed);
   if (r.spec.start_at != absl::InfinitePast()) {
     *out->mutable_start_time() = TimestampOf(r.spec.start_at);

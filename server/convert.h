@@ -54,6 +54,8 @@ absl::StatusOr<core::Price> PriceFromProto(const v1::Price& p);
 void ToProto(const core::Price& p, v1::Price* out);
 // INVALID_ARGUMENT (budget.over) for an unknown enum.
 absl::StatusOr<core::Budget> BudgetFromProto(const v1::Budget& b);
+absl::StatusOr<core::PowerBudget> PowerBudgetFromProto(const v1::PowerBudget& b);
+void ToProto(const core::PowerBudget& b, v1::PowerBudget* out);
 void ToProto(const core::Budget& b, v1::Budget* out);
 // INVALID_ARGUMENT "delegation.expires_at" when it is unset.
 absl::StatusOr<core::Delegation> DelegationFromProto(const v1::Delegation& d);

@@ -221,6 +221,29 @@ grpc::ServerUnaryReactor* GovernanceService::SetBudget(grpc::CallbackServerConte
   return reactor;
 }
 
+grpc::ServerUnaryReactor* GovernanceService::SetPowerBudget(grpc::CallbackServerContext* ctx,
+                                                            const v1::SetPowerBudgetRequest* req,
+                                                            v1::SetPowerBudgetResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<core::PowerBudget> budget = PowerBudgetFromProto(req->power_budget());
+  ctx_.app->governance().SetPowerBudget(
+      CallerOf(*ctx, ctx_.insecure), budget,
+      Echo(reactor, "SetPowerBudget", budget, resp->mutable_power_budget()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GovernanceService::ListPowerBudgets(
+    grpc::CallbackServerContext* ctx, const v1::ListPowerBudgetsRequest* req,
+    v1::ListPowerBudgetsResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  ctx_.app->governance().ListPowerBudgets(
+      CallerOf(*ctx, ctx_.insecure),
+      Answer<std::vector<core::PowerBudget>>(
+          reactor, "ListPowerBudgets",
+          ListFiller<core::PowerBudget>([resp] { return resp->add_power_budgets(); })));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* GovernanceService::ListBudgets(grpc::CallbackServerContext* ctx,
                                                          const v1::ListBudgetsRequest* req,
                                                          v1::ListBudgetsResponse* resp) {

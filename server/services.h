@@ -134,6 +134,12 @@ class GovernanceService final : public v1::GovernanceService::CallbackService {
   grpc::ServerUnaryReactor* ListBudgets(grpc::CallbackServerContext* ctx,
                                         const v1::ListBudgetsRequest* req,
                                         v1::ListBudgetsResponse* resp) override;
+  grpc::ServerUnaryReactor* SetPowerBudget(grpc::CallbackServerContext* ctx,
+                                           const v1::SetPowerBudgetRequest* req,
+                                           v1::SetPowerBudgetResponse* resp) override;
+  grpc::ServerUnaryReactor* ListPowerBudgets(grpc::CallbackServerContext* ctx,
+                                             const v1::ListPowerBudgetsRequest* req,
+                                             v1::ListPowerBudgetsResponse* resp) override;
   grpc::ServerUnaryReactor* Delegate(grpc::CallbackServerContext* ctx,
                                      const v1::DelegateRequest* req,
                                      v1::DelegateResponse* resp) override;

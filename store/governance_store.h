@@ -51,6 +51,8 @@ class GovernanceReads {
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::Price>> ListPrices() = 0;
   // By team.
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::Budget>> ListBudgets() = 0;
+  // Watt budgets by scope, then name.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<core::PowerBudget>> ListPowerBudgets() = 0;
   // By from, to.
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::Delegation>> ListDelegations() = 0;
   // Costs charged per team to requests admitted in [from, to).

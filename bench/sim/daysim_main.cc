@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
 
   std::vector<Result> results;
   int status = 0;
+  const auto start = std::chrono::steady_clock::now();
   for (const std::string& name : policies) {
     const Policy policy = name == "static"       ? Policy::kStatic
                           : name == "quota-only" ? Policy::kQuotaOnly
@@ -86,6 +87,9 @@ int main(int argc, char** argv) {
       status = 1;
     }
   }
+  std::cerr << absl::StrFormat(
+      "daysim: all policies in %.1f s\n",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   std::cout << "scenario " << scenario->name << " (seed " << scenario->seed << ")\n\n"
             << ComparisonTable(*scenario, results);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -32,13 +33,34 @@ std::string Duration(int64_t seconds) {
 
 const char* kColours[] = {"#c0392b", "#e67e22", "#2471a3"};
 
-// The hour's worst minute of service `i`.
-int32_t HourP99(const ServiceResult& s, size_t hour) {
+// The worst of `p99_ms`'s minutes in `hour`.
+int32_t HourWorst(const std::vector<int32_t>& p99_ms, size_t hour) {
   int32_t worst = 0;
-  for (size_t m = hour * 60; m < std::min(s.p99_ms_by_minute.size(), hour * 60 + 60); ++m) {
-    worst = std::max(worst, s.p99_ms_by_minute[m]);
+  for (size_t m = hour * 60; m < std::min(p99_ms.size(), hour * 60 + 60); ++m) {
+    worst = std::max(worst, p99_ms[m]);
   }
   return worst;
+}
+
+// The breach causes any result has, sorted.
+std::vector<std::string> Causes(const std::vector<Result>& results) {
+  std::set<std::string> causes;
+  for (const Result& r : results) {
+    for (const ServiceResult& s : r.services) {
+      for (const auto& [cause, minutes] : s.breach_minutes_by_cause) causes.insert(cause);
+    }
+  }
+  return {causes.begin(), causes.end()};
+}
+
+// Breach minutes of `cause`, all services.
+int64_t CauseMinutes(const Result& r, const std::string& cause) {
+  int64_t minutes = 0;
+  for (const ServiceResult& s : r.services) {
+    auto it = s.breach_minutes_by_cause.find(cause);
+    if (it != s.breach_minutes_by_cause.end()) minutes += it->second;
+  }
+  return minutes;
 }
 
 struct Row {
@@ -72,13 +94,19 @@ std::string ComparisonTable(const Scenario& scenario, const std::vector<Result>&
   };
   for (size_t i = 0; i < scenario.services.size(); ++i) {
     const std::string name = scenario.services[i].name;
-    rows.push_back({absl::StrCat(name, ": breach minutes (contention)"), [i](const Result& r) {
+    rows.push_back({absl::StrCat(name, ": breach minutes (formula)"), [i](const Result& r) {
                       return absl::StrCat(r.services[i].breach_minutes, " (",
-                                          r.services[i].contention_breach_minutes, ")");
+                                          r.services[i].formula_breach_minutes, ")");
                     }});
-    rows.push_back({absl::StrCat(name, ": worst morning p99 / baseline"), [i](const Result& r) {
-                      return absl::StrFormat("%.1fx", r.services[i].morning_p99_permille / 1000.0);
-                    }});
+    rows.push_back(
+        {absl::StrCat(name, ": worst morning p99 / baseline (formula)"), [i](const Result& r) {
+           return absl::StrFormat("%.1fx (%.1fx)", r.services[i].morning_p99_permille / 1000.0,
+                                  r.services[i].formula_morning_p99_permille / 1000.0);
+         }});
+  }
+  for (const std::string& cause : Causes(results)) {
+    rows.push_back({absl::StrCat("breach minutes, cause ", cause),
+                    [cause](const Result& r) { return absl::StrCat(CauseMinutes(r, cause)); }});
   }
   for (const auto& [cls, unused] : results[0].delay_by_class) {
     rows.push_back({absl::StrCat("queueing ", cls, " p50 / p95"), [cls = cls](const Result& r) {
@@ -91,8 +119,9 @@ std::string ComparisonTable(const Scenario& scenario, const std::vector<Result>&
                               : "");
                     }});
   }
-  rows.push_back({"preemptions (GPU-hours lost)", [](const Result& r) {
-                    return absl::StrCat(r.preemptions, " (", Hours(r.lost_milli_seconds), ")");
+  rows.push_back({"preemptions (GPU-h lost: progress / all)", [](const Result& r) {
+                    return absl::StrCat(r.preemptions, " (", Hours(r.lost_progress_milli_seconds),
+                                        " / ", Hours(r.lost_milli_seconds), ")");
                   }});
   rows.push_back({"idle reclaims", [](const Result& r) { return absl::StrCat(r.idle_reclaims); }});
   rows.push_back({"SLO incidents (externalities charged)", [](const Result& r) {
@@ -107,6 +136,10 @@ std::string ComparisonTable(const Scenario& scenario, const std::vector<Result>&
                                           Money(tr.externality_credited_micros), ")");
                     }});
   }
+  rows.push_back({"energy kWh (of GPUs no one held)", [](const Result& r) {
+                    return absl::StrCat(r.energy_wh / 1000, " (", r.unallocated_energy_wh / 1000,
+                                        ")");
+                  }});
   rows.push_back({"core calls (refused)", [](const Result& r) {
                     return absl::StrCat(r.core_calls, " (", r.core_errors, ")");
                   }});
@@ -138,9 +171,14 @@ std::string SummaryCsv(const std::vector<Result>& results) {
     add("held_by_inventory_milli_gpu_seconds", r.held_by_inventory_milli_seconds);
     for (const ServiceResult& s : r.services) {
       add(absl::StrCat(s.name, ".breach_minutes"), s.breach_minutes);
-      add(absl::StrCat(s.name, ".contention_breach_minutes"), s.contention_breach_minutes);
+      for (const auto& [cause, minutes] : s.breach_minutes_by_cause) {
+        add(absl::StrCat(s.name, ".breach_minutes.", cause), minutes);
+      }
       add(absl::StrCat(s.name, ".morning_p99_permille_of_baseline"), s.morning_p99_permille);
       add(absl::StrCat(s.name, ".incidents"), s.incidents);
+      add(absl::StrCat(s.name, ".formula_breach_minutes"), s.formula_breach_minutes);
+      add(absl::StrCat(s.name, ".formula_morning_p99_permille_of_baseline"),
+          s.formula_morning_p99_permille);
     }
     for (const auto& [cls, d] : r.delay_by_class) {
       add(absl::StrCat("queue_delay.", cls, ".p50_seconds"), d.p50_seconds);
@@ -150,6 +188,9 @@ std::string SummaryCsv(const std::vector<Result>& results) {
     }
     add("preemptions", r.preemptions);
     add("lost_milli_gpu_seconds", r.lost_milli_seconds);
+    add("lost_progress_milli_gpu_seconds", r.lost_progress_milli_seconds);
+    add("energy_wh", r.energy_wh);
+    add("unallocated_energy_wh", r.unallocated_energy_wh);
     add("idle_reclaims", r.idle_reclaims);
     add("incidents", r.incidents);
     add("externality_micros", r.externality_micros);
@@ -164,6 +205,9 @@ std::string SummaryCsv(const std::vector<Result>& results) {
 std::string HourlyCsv(const Scenario& scenario, const std::vector<Result>& results) {
   std::string out = "policy,hour,allocated_permille,used_permille";
   for (const ServiceSpec& s : scenario.services) absl::StrAppend(&out, ",", s.name, "_p99_ms");
+  for (const ServiceSpec& s : scenario.services) {
+    absl::StrAppend(&out, ",", s.name, "_formula_p99_ms");
+  }
   absl::StrAppend(&out, "\n");
   const int64_t per_hour =
       int64_t{scenario.cluster.nodes} * scenario.cluster.gpus_per_node * 1000 * 3600;
@@ -172,7 +216,12 @@ std::string HourlyCsv(const Scenario& scenario, const std::vector<Result>& resul
       absl::StrAppend(&out, PolicyName(r.policy), ",", h, ",",
                       r.allocated_by_hour[h] * 1000 / per_hour, ",",
                       r.used_by_hour[h] * 1000 / per_hour);
-      for (const ServiceResult& s : r.services) absl::StrAppend(&out, ",", HourP99(s, h));
+      for (const ServiceResult& s : r.services) {
+        absl::StrAppend(&out, ",", HourWorst(s.p99_ms_by_minute, h));
+      }
+      for (const ServiceResult& s : r.services) {
+        absl::StrAppend(&out, ",", HourWorst(s.formula_p99_ms_by_minute, h));
+      }
       absl::StrAppend(&out, "\n");
     }
   }
@@ -182,13 +231,13 @@ std::string HourlyCsv(const Scenario& scenario, const std::vector<Result>& resul
 std::string TeamsCsv(const std::vector<Result>& results) {
   std::string out =
       "policy,team,allocated_gpu_hours,used_gpu_hours,reserved_cost_micros,"
-      "externality_charged_micros,externality_credited_micros\n";
+      "externality_charged_micros,externality_credited_micros,energy_wh\n";
   for (const Result& r : results) {
     for (const TeamResult& t : r.teams) {
-      absl::StrAppend(&out, PolicyName(r.policy), ",", t.name, ",",
-                      t.allocated_milli_seconds / kMilliGpuHour, ",",
-                      t.used_milli_seconds / kMilliGpuHour, ",", t.reserved_cost_micros, ",",
-                      t.externality_charged_micros, ",", t.externality_credited_micros, "\n");
+      absl::StrAppend(
+          &out, PolicyName(r.policy), ",", t.name, ",", t.allocated_milli_seconds / kMilliGpuHour,
+          ",", t.used_milli_seconds / kMilliGpuHour, ",", t.reserved_cost_micros, ",",
+          t.externality_charged_micros, ",", t.externality_credited_micros, ",", t.energy_wh, "\n");
     }
   }
   return out;
@@ -311,7 +360,8 @@ std::string P99Svg(const Scenario& scenario, const std::vector<Result>& results)
     std::vector<double> ratio(c.hours, 1.0);
     for (size_t h = 0; h < c.hours; ++h) {
       for (const ServiceResult& s : results[i].services) {
-        ratio[h] = std::max(ratio[h], HourP99(s, h) / static_cast<double>(s.base_p99_ms));
+        ratio[h] = std::max(ratio[h],
+                            HourWorst(s.p99_ms_by_minute, h) / static_cast<double>(s.base_p99_ms));
       }
       ratio[h] = y(ratio[h]);
     }

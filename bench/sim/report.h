@@ -15,11 +15,12 @@ std::string ComparisonTable(const Scenario& scenario, const std::vector<Result>&
 
 // summary.csv: one row per policy and metric (policy,metric,value).
 std::string SummaryCsv(const std::vector<Result>& results);
-// hourly.csv: policy,hour,allocated_permille,used_permille,worst_p99_ms,...
-// (per hour; p99 per service: the hour's worst minute).
+// hourly.csv: policy,hour,allocated_permille,used_permille, then per service
+// <name>_p99_ms, then per service <name>_formula_p99_ms (per hour; p99: the
+// hour's worst minute, by the queueing model and by the formula).
 std::string HourlyCsv(const Scenario& scenario, const std::vector<Result>& results);
 // teams.csv: policy,team,allocated_gpu_hours,used_gpu_hours,reserved_cost,
-// externality_charged,externality_credited (money in micros).
+// externality_charged,externality_credited (money in micros),energy_wh.
 std::string TeamsCsv(const std::vector<Result>& results);
 
 // utilization.svg: the share of capacity used (solid) and allocated

@@ -49,6 +49,8 @@ absl::Status ReadCluster(const YAML::Node& n, ClusterSpec& c) {
   ARBITER_RETURN_IF_ERROR(Read(n, "gpu_model", p, c.gpu_model));
   ARBITER_RETURN_IF_ERROR(Read(n, "gpu_memory_mib", p, c.gpu_memory_mib));
   ARBITER_RETURN_IF_ERROR(Read(n, "cpu_milli_per_node", p, c.cpu_milli_per_node));
+  ARBITER_RETURN_IF_ERROR(Read(n, "gpu_tdp_watts", p, c.gpu_tdp_watts));
+  ARBITER_RETURN_IF_ERROR(Read(n, "gpu_idle_watts", p, c.gpu_idle_watts));
   return Read(n, "memory_mib_per_node", p, c.memory_mib_per_node);
 }
 
@@ -69,6 +71,10 @@ absl::Status ReadService(const YAML::Node& n, const std::string& p, ServiceSpec&
   ARBITER_RETURN_IF_ERROR(Read(n, "scale_down_delay_seconds", p, s.scale_down_delay_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "base_p99_ms", p, s.base_p99_ms));
   ARBITER_RETURN_IF_ERROR(Read(n, "slo_p99_ms", p, s.slo_p99_ms));
+  ARBITER_RETURN_IF_ERROR(Read(n, "replica_concurrency", p, s.replica_concurrency));
+  ARBITER_RETURN_IF_ERROR(Read(n, "service_cv_permille", p, s.service_cv_permille));
+  ARBITER_RETURN_IF_ERROR(Read(n, "routing", p, s.routing));
+  ARBITER_RETURN_IF_ERROR(Read(n, "timeout_ms", p, s.timeout_ms));
   ARBITER_RETURN_IF_ERROR(Read(n, "slo_window_seconds", p, s.slo_window_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "penalty_micros_per_minute", p, s.penalty_micros_per_minute));
   ARBITER_RETURN_IF_ERROR(Read(n, "spikes_per_week", p, s.spikes_per_week));
@@ -96,6 +102,7 @@ absl::Status ReadStream(const YAML::Node& n, const std::string& p, StreamSpec& s
   ARBITER_RETURN_IF_ERROR(Read(n, "preemptible", p, s.preemptible));
   ARBITER_RETURN_IF_ERROR(Read(n, "checkpoint_seconds", p, s.checkpoint_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "checkpoint_interval_seconds", p, s.checkpoint_interval_seconds));
+  ARBITER_RETURN_IF_ERROR(Read(n, "checkpoint_on_notice", p, s.checkpoint_on_notice));
   ARBITER_RETURN_IF_ERROR(Read(n, "busy_permille", p, s.busy_permille));
   ARBITER_RETURN_IF_ERROR(Read(n, "min_idle_tail_seconds", p, s.min_idle_tail_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "max_idle_tail_seconds", p, s.max_idle_tail_seconds));
@@ -116,6 +123,8 @@ absl::Status ReadTop(const YAML::Node& root, Scenario& s) {
   }
   ARBITER_RETURN_IF_ERROR(Read(root, "price_micros_per_gpu_hour", "", s.price_micros_per_gpu_hour));
   ARBITER_RETURN_IF_ERROR(Read(root, "autoscale_seconds", "", s.autoscale_seconds));
+  ARBITER_RETURN_IF_ERROR(
+      Read(root, "latency_samples_per_minute", "", s.latency_samples_per_minute));
   ARBITER_RETURN_IF_ERROR(
       Read(root, "co_tenancy_slowdown_permille", "", s.co_tenancy_slowdown_permille));
   ARBITER_RETURN_IF_ERROR(Read(root, "inference_neighbour_slowdown_permille", "",
@@ -160,6 +169,16 @@ absl::Status ValidateService(const Scenario& s, const ServiceSpec& v, const std:
     return Invalid(p + "slo_window_seconds", "whole minutes, >= 60");
   }
   if (v.spike_factor < 1) return Invalid(p + "spike_factor", "must be >= 1");
+  if (v.replica_concurrency < 1 || v.replica_concurrency > 256) {
+    return Invalid(p + "replica_concurrency", "must be in 1..256");
+  }
+  if (v.service_cv_permille < 0 || v.service_cv_permille > 4000) {
+    return Invalid(p + "service_cv_permille", "must be in 0..4000");
+  }
+  if (v.routing != "round_robin" && v.routing != "random") {
+    return Invalid(p + "routing", "round_robin or random");
+  }
+  if (v.timeout_ms < 0) return Invalid(p + "timeout_ms", "must be >= 0");
   return absl::OkStatus();
 }
 
@@ -207,6 +226,13 @@ absl::Status ValidateScenario(const Scenario& s) {
   }
   if (s.autoscale_seconds < 1 || 60 % s.autoscale_seconds != 0) {
     return Invalid("autoscale_seconds", "must divide 60");
+  }
+  if (s.latency_samples_per_minute < 60 || s.latency_samples_per_minute > 1'000'000) {
+    return Invalid("latency_samples_per_minute", "must be in 60..1000000");
+  }
+  if (s.cluster.gpu_tdp_watts < 1 || s.cluster.gpu_idle_watts < 0 ||
+      s.cluster.gpu_idle_watts > s.cluster.gpu_tdp_watts) {
+    return Invalid("cluster.gpu_idle_watts", "need 0 <= gpu_idle_watts <= gpu_tdp_watts");
   }
   std::set<std::string> teams;
   int64_t partitioned = 0;

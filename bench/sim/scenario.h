@@ -24,6 +24,11 @@ struct ClusterSpec {
   int64_t gpu_memory_mib = 81920;
   int64_t cpu_milli_per_node = 192'000;
   int64_t memory_mib_per_node = 2'097'152;
+  // A GPU draws gpu_idle_watts when nothing on it is busy, rising linearly
+  // with its busy share to gpu_tdp_watts; every GPU is powered all week.
+  // Default: an H100 SXM, 700 W TDP, 100 W idle.
+  int32_t gpu_tdp_watts = 700;
+  int32_t gpu_idle_watts = 100;
 };
 
 // A team and its static partition (whole nodes, in GPUs). The partition is
@@ -39,7 +44,9 @@ struct TeamSpec {
 // An inference service whose replicas an autoscaler requests and releases.
 // Load follows a diurnal curve (trough at trough_hour, peak at peak_hour,
 // lower at weekends) with spikes: the load rises to spike_factor x within
-// spike_ramp_seconds and stays there for spike_minutes.
+// spike_ramp_seconds and stays there for spike_minutes. Requests arrive as a
+// Poisson stream at that rate; each ready replica is a FIFO queue
+// (docs/economics.md, "The latency model").
 struct ServiceSpec {
   std::string name;
   std::string team;
@@ -56,8 +63,25 @@ struct ServiceSpec {
   int32_t min_replicas = 2;
   int64_t cold_start_seconds = 60;  // Admission to serving (weights, warm-up).
   int64_t scale_down_delay_seconds = 600;
-  int64_t base_p99_ms = 100;  // p99 at the target utilization, alone on its GPUs.
+  // p99 at the target utilization, alone on its GPUs: the anchor of the
+  // p99 formula kept as a cross-check, and the unit of the p99 figures.
+  int64_t base_p99_ms = 100;
   int64_t slo_p99_ms = 300;
+  // Requests a replica serves at once, each slot a server; a request's
+  // service time at full speed is gamma distributed with mean
+  // replica_concurrency / replica_rps and this coefficient of variation
+  // (permille; 1000: exponential). Co-tenancy stretches it by the
+  // replica's slowdown. Default: 1 server, CV 500.
+  int32_t replica_concurrency = 1;
+  int32_t service_cv_permille = 500;
+  // How the balancer spreads requests over the ready replicas:
+  // "round_robin" (each gets every c-th request of the c ready replicas) or
+  // "random" (each request to a replica drawn uniformly). Default:
+  // round_robin.
+  std::string routing = "round_robin";
+  // A request that would wait longer than this is refused at once and counts
+  // as a response of this length. Default: 0, meaning 10 x slo_p99_ms.
+  int64_t timeout_ms = 0;
   int64_t slo_window_seconds = 300;
   int64_t penalty_micros_per_minute = 0;  // 0: the team's reserved cost.
   int32_t spikes_per_week = 0;
@@ -89,6 +113,11 @@ struct StreamSpec {
   bool preemptible = true;
   int64_t checkpoint_seconds = 0;  // Write (and restore) time; 0: no checkpoints.
   int64_t checkpoint_interval_seconds = 0;
+  // Told to vacate, the job writes a checkpoint before its deadline (the
+  // core grants at least checkpoint_seconds) and loses no progress; when
+  // false only its periodic checkpoints count, and the work since the last
+  // one is lost. Default: true.
+  bool checkpoint_on_notice = true;
   int32_t busy_permille = 900;  // GPU busy while working.
   // Interactive sessions: the GPUs are held this much longer, idle, after
   // the work ends (a notebook left open). Drawn uniformly.
@@ -120,6 +149,10 @@ struct Scenario {
   std::vector<StreamSpec> streams;
   int64_t price_micros_per_gpu_hour = 2'500'000;
   int64_t autoscale_seconds = 15;  // Autoscaler and latency step.
+  // Requests the latency model simulates per service and minute: the
+  // requests of a sample of the ready replicas (docs/economics.md).
+  // Default: 1000.
+  int32_t latency_samples_per_minute = 1000;
   // Interference of soft-shared neighbours: a fractional replica's speed is
   // divided by 1 + this / 1000 x (neighbours' milli on its GPU) / 1000;
   // the first when any other class shares its GPU, the second when only

@@ -33,7 +33,7 @@ namespace internal {
 
 int32_t BusyPermille(const Job& job, const StreamSpec* stream, int64_t t) {
   if (job.phase != Phase::kHeld || t < job.progress_from || t >= job.work_end) return 0;
-  if (job.deadline != kNever && stream != nullptr &&
+  if (job.deadline != kNever && stream != nullptr && stream->checkpoint_on_notice &&
       t >= job.deadline - stream->checkpoint_seconds) {
     return 0;  // Writing its last checkpoint.
   }
@@ -86,7 +86,8 @@ void Simulator::Check(const absl::Status& status) {
 }
 
 void Simulator::Setup() {
-  (void)state_.LoadGpuModel({s_.cluster.gpu_model, s_.cluster.gpu_memory_mib, 132, 700, true});
+  (void)state_.LoadGpuModel(
+      {s_.cluster.gpu_model, s_.cluster.gpu_memory_mib, 132, s_.cluster.gpu_tdp_watts, true});
   core::ChangeSet ignored;
   Check(core::CreateCluster(state_, {kCluster, ""}, ignored));
   CreatePools(ignored);
@@ -113,6 +114,9 @@ void Simulator::CreatePools(core::ChangeSet& ch) {
   } else if (policy_ == Policy::kQuotaOnly) {
     core::Pool shared{"shared", core::LatencyClass::kBatch, ""};
     shared.reclaim_grace_seconds = 86'400;
+    for (int c = 1; c <= 4; ++c) {  // No latency classes: it admits every class.
+      shared.class_rules.push_back({static_cast<WorkloadClass>(c), core::ClassAdmission::kAdmit});
+    }
     Check(core::CreatePool(state_, shared, ch));
   } else {
     for (const char* name : {"serving", "batch", "dev"}) {
@@ -205,6 +209,9 @@ void Simulator::Schedule() {
   }
   if (policy_ != Policy::kArbiter) HoldStandingReservations();
   services_.resize(s_.services.size());
+  for (size_t i = 0; i < services_.size(); ++i) {
+    services_[i].rng = Rng(s_.seed * 1'000'003 + 104'729 * (i + 1));
+  }
   for (const ServiceSpec& v : s_.services) {
     ServiceResult& r = result_.services.emplace_back();
     r.name = v.name;
@@ -488,6 +495,7 @@ void Simulator::Admitted(int32_t id, const core::CapacityRequest& request) {
   LeaveQueue(id);
   Job& job = jobs_[id];
   job.phase = Phase::kHeld;
+  job.pool = request.spec.pool;
   job.held_since = now_;
   job.deadline = kNever;
   job.first_admitted = std::min(job.first_admitted, now_);
@@ -589,21 +597,37 @@ void Simulator::Preempted(int32_t id) {
     ++result_.jobs_completed;
     return;
   }
-  if (Measuring()) ++result_.preemptions;
-  const StreamSpec& st = s_.streams[job.stream];
-  int64_t kept = 0;
-  if (st.checkpoint_seconds > 0) {
-    const int64_t worked = std::max<int64_t>(0, now_ - st.checkpoint_seconds - job.progress_from);
-    kept = std::min(job.work - job.done_at_start, worked * RatePermille(job) / 1000);
-    job.done = job.done_at_start + kept;
-    job.resumed = job.done > 0;
-  } else {
-    job.done = 0;
+  const auto [progress, kept] = ProgressKept(job);
+  job.done = job.done_at_start + kept;
+  job.resumed = job.done > 0;
+  if (Measuring()) {
+    ++result_.preemptions;
+    const int64_t useful = kept * 1000 / RatePermille(job);
+    result_.lost_milli_seconds += milli * std::max<int64_t>(0, held - useful);
+    result_.lost_progress_milli_seconds += milli * (progress - kept);
   }
-  const int64_t useful = kept * 1000 / RatePermille(job);
-  if (Measuring()) result_.lost_milli_seconds += milli * std::max<int64_t>(0, held - useful);
   job.phase = Phase::kWaiting;
   Push(now_, EventType::kArrive, id);
+}
+
+std::pair<int64_t, int64_t> Simulator::ProgressKept(const Job& job) const {
+  const StreamSpec& st = s_.streams[job.stream];
+  const int64_t left = job.work - job.done_at_start;
+  if (st.checkpoint_seconds == 0) {  // No checkpoints: all is lost.
+    return {std::min(left, std::max<int64_t>(0, now_ - job.progress_from)), 0};
+  }
+  if (st.checkpoint_on_notice) {  // Its final checkpoint keeps all it did.
+    const int64_t worked = std::max<int64_t>(0, now_ - st.checkpoint_seconds - job.progress_from);
+    const int64_t kept = std::min(left, worked * RatePermille(job) / 1000);
+    return {kept, kept};
+  }
+  // Periodic checkpoints only: each interval is work, then a checkpoint.
+  const int64_t worked = std::max<int64_t>(0, now_ - job.progress_from);
+  const int64_t interval = st.checkpoint_interval_seconds;
+  const int64_t per_interval = interval - st.checkpoint_seconds;
+  const int64_t kept = std::min(left, worked / interval * per_interval);
+  const int64_t progress = std::min(left, kept + std::min(worked % interval, per_interval));
+  return {progress, kept};
 }
 
 void Simulator::Finish() {
@@ -614,6 +638,7 @@ void Simulator::Finish() {
       int64_t{s_.cluster.nodes} * s_.cluster.gpus_per_node * 1000 * (horizon_ - measure_from_);
   Delays();
   Morning();
+  Energy();
   for (const TeamSpec& t : s_.teams) {
     TeamResult& r = result_.teams.emplace_back();
     r.name = t.name;
@@ -623,6 +648,15 @@ void Simulator::Finish() {
                                                   s_.price_micros_per_gpu_hour / (1000 * kHour));
     r.externality_charged_micros = team_charged_[t.name];
     r.externality_credited_micros = team_credited_[t.name];
+    r.energy_wh = team_microjoules_[t.name] / kMicrojoulesPerWh;
+  }
+}
+
+void Simulator::Energy() {
+  result_.unallocated_energy_wh = unallocated_microjoules_ / kMicrojoulesPerWh;
+  result_.energy_wh = result_.unallocated_energy_wh;
+  for (const TeamSpec& t : s_.teams) {
+    result_.energy_wh += team_microjoules_[t.name] / kMicrojoulesPerWh;
   }
 }
 
@@ -650,19 +684,24 @@ void Simulator::Delays() {
 
 void Simulator::Morning() {
   for (ServiceResult& r : result_.services) {
-    const int64_t first_day = measure_from_ / 86'400;
-    for (int64_t day = 0; day + first_day < s_.days; ++day) {
-      if (IsWeekend(s_, day + first_day)) continue;
-      const size_t from = static_cast<size_t>(day * 1440 + 7 * 60);
-      const size_t to =
-          std::min(r.p99_ms_by_minute.size(), static_cast<size_t>(day * 1440 + 11 * 60));
-      if (to <= from) continue;
-      std::vector<int32_t> m(r.p99_ms_by_minute.begin() + from, r.p99_ms_by_minute.begin() + to);
-      std::nth_element(m.begin(), m.begin() + m.size() / 2, m.end());
-      r.morning_p99_permille =
-          std::max(r.morning_p99_permille, int64_t{m[m.size() / 2]} * 1000 / r.base_p99_ms);
-    }
+    r.morning_p99_permille = WorstMorning(r.p99_ms_by_minute, r.base_p99_ms);
+    r.formula_morning_p99_permille = WorstMorning(r.formula_p99_ms_by_minute, r.base_p99_ms);
   }
+}
+
+int64_t Simulator::WorstMorning(const std::vector<int32_t>& p99_ms, int64_t base_ms) const {
+  int64_t worst = 0;
+  const int64_t first_day = measure_from_ / 86'400;
+  for (int64_t day = 0; day + first_day < s_.days; ++day) {
+    if (IsWeekend(s_, day + first_day)) continue;
+    const size_t from = static_cast<size_t>(day * 1440 + 7 * 60);
+    const size_t to = std::min(p99_ms.size(), static_cast<size_t>(day * 1440 + 11 * 60));
+    if (to <= from) continue;
+    std::vector<int32_t> m(p99_ms.begin() + from, p99_ms.begin() + to);
+    std::nth_element(m.begin(), m.begin() + m.size() / 2, m.end());
+    worst = std::max(worst, int64_t{m[m.size() / 2]} * 1000 / base_ms);
+  }
+  return worst;
 }
 
 }  // namespace internal

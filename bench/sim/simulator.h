@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 
 #include "bench/sim/scenario.h"
+#include "bench/sim/workload.h"
 
 namespace arbiter::daysim {
 
@@ -45,16 +46,28 @@ struct ServiceResult {
   std::string team;
   int64_t base_p99_ms = 0;
   int64_t slo_p99_ms = 0;
-  int64_t breach_minutes = 0;  // Minutes whose p99 was over the SLO.
-  // Breach minutes while a replica the autoscaler asked for was waiting for
-  // admission, or a replica ran next to another tenant: contention, as
-  // opposed to the service's own load outrunning its cold start.
-  int64_t contention_breach_minutes = 0;
+  // Minutes whose p99, by the queueing model, was over the SLO.
+  int64_t breach_minutes = 0;
+  // The breach minutes by cause; they add up to breach_minutes. Keys:
+  // "held:<class>": a replica waited for capacity that work of that class
+  // held in the service's pool (the class holding most of it);
+  // "quota": a replica waited and only serving work held the pool (the
+  // team's own quota or partition was full); "cold_start": replicas were
+  // starting; "co_tenancy": a ready replica was slowed by a tenant of another
+  // class on its GPU; "load": none of these. A minute that continues a
+  // breach keeps the previous minute's cause unless a replica waits, since
+  // the backlog outlives its cause.
+  std::map<std::string, int64_t> breach_minutes_by_cause;
   // The worst weekday morning: the median of the minutes' p99 over 07:00 to
   // 11:00, over base_p99_ms, in permille.
   int64_t morning_p99_permille = 0;
   std::vector<int32_t> p99_ms_by_minute;  // One per simulated minute.
   int64_t incidents = 0;                  // Breached SLO windows.
+  // The former p99 formula, kept as a cross-check on the same replicas:
+  // base_p99_ms x max(0.5, (1 - target) / (1 - utilization)).
+  int64_t formula_breach_minutes = 0;
+  int64_t formula_morning_p99_permille = 0;
+  std::vector<int32_t> formula_p99_ms_by_minute;
 };
 
 struct TeamResult {
@@ -64,6 +77,9 @@ struct TeamResult {
   int64_t reserved_cost_micros = 0;  // Allocated GPU-hours at the scenario's price.
   int64_t externality_charged_micros = 0;
   int64_t externality_credited_micros = 0;
+  // Energy of the GPUs it held, at their busy share (ClusterSpec's power
+  // model), watt-hours.
+  int64_t energy_wh = 0;
 };
 
 struct Result {
@@ -81,11 +97,18 @@ struct Result {
   std::vector<ServiceResult> services;
   std::map<std::string, DelayStats> delay_by_class;  // By workload class name.
   int64_t preemptions = 0;
-  int64_t lost_milli_seconds = 0;  // Work lost to preemptions (and restore time).
+  // GPU time that preemptions made worthless: the progress lost since each
+  // job's last checkpoint, and the restores and final checkpoints.
+  int64_t lost_milli_seconds = 0;
+  int64_t lost_progress_milli_seconds = 0;  // Of lost_milli_seconds: progress.
   int64_t idle_reclaims = 0;
   int64_t incidents = 0;
   int64_t externality_micros = 0;  // Charged to causing teams, all incidents.
   std::vector<TeamResult> teams;
+  // Energy of all GPUs over the measured days, watt-hours: the teams' plus
+  // the idle power of what no one held.
+  int64_t energy_wh = 0;
+  int64_t unallocated_energy_wh = 0;
   int64_t jobs_completed = 0;
   int64_t jobs_denied = 0;
   int64_t core_calls = 0;
@@ -94,5 +117,52 @@ struct Result {
 
 // Runs `scenario` under `policy`. REQUIRES: ValidateScenario(scenario).ok().
 Result Simulate(const Scenario& scenario, Policy policy);
+
+// The latency model's queue: one replica, `servers` FIFO servers fed by one
+// stream of requests. A request takes the server that frees first and waits
+// for it while all are busy (M/G/c for exponential gaps). The state carries
+// from one interval to the next: each server's backlog and the time to the
+// next arrival. Seconds throughout. Thread-compatible.
+class ReplicaQueue {
+ public:
+  struct Interval {
+    double seconds = 0;
+    double arrivals_per_second = 0;  // At this replica.
+    // Gaps between arrivals are gamma distributed with this shape: 1 for a
+    // Poisson stream, c for every c-th arrival of one (round robin over c).
+    int32_t gap_shape = 1;
+    // Service times at full speed: gamma, this mean and coefficient of
+    // variation (1: exponential; 0: constant), stretched by `slowdown`.
+    double mean_service_seconds = 0;
+    double service_cv = 0;
+    double slowdown = 1;
+    // A request that would wait longer is refused and served by no one.
+    double timeout_seconds = 1e9;
+  };
+
+  explicit ReplicaQueue(int32_t servers = 1) : free_at_(static_cast<size_t>(servers), 0.0) {}
+
+  // Serves the requests arriving within `in`: appends each one's response
+  // time (its wait plus its service; a refused one's: timeout_seconds) to
+  // `responses`, and returns how many were refused.
+  int64_t Run(const Interval& in, Rng& rng, std::vector<double>& responses);
+  // How long a request arriving now would wait.
+  double WaitSeconds() const;
+
+ private:
+  std::vector<double> free_at_;  // Per server: seconds from now until it is free.
+  double next_arrival_ = -1;     // Seconds from now; negative: none drawn yet.
+};
+
+// A sampled response and the number of requests it stands for.
+struct WeightedSample {
+  double seconds = 0;
+  double weight = 0;
+};
+
+// The weighted quantile: the smallest response with at least `q` of the
+// samples' weight at or below it; 0 without samples. Reorders `samples`.
+// REQUIRES: 0 < q < 1, weights > 0.
+double WeightedQuantile(std::vector<WeightedSample>& samples, double q);
 
 }  // namespace arbiter::daysim

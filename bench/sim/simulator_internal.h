@@ -30,7 +30,9 @@ constexpr int64_t kHour = 3600;
 constexpr int64_t kNever = INT64_MAX;
 constexpr char kCluster[] = "sim";
 constexpr int32_t kReplicaPriority = 100;
-// p99 when a service has no ready capacity or is saturated, in base p99s.
+constexpr int64_t kMicrojoulesPerWh = 3'600'000'000;
+// The p99 formula's value when a service has no ready capacity or is
+// saturated, in base p99s.
 constexpr double kSaturatedP99 = 50.0;
 
 enum class Phase { kWaiting, kQueued, kHeld, kDone };
@@ -60,6 +62,7 @@ struct Job {
   bool denied = false;
   int64_t wait_end = kNever;  // Cancelled before it was ever admitted.
   int64_t done = 0;           // Work done and kept, seconds.
+  std::string pool;           // Of the current or last hold.
 };
 
 enum class EventType { kArrive, kFinish, kRelease, kIdleCheck, kStep, kPump };
@@ -73,12 +76,28 @@ struct Event {
   bool operator>(const Event& o) const { return std::tie(at, seq) > std::tie(o.at, o.seq); }
 };
 
+// A replica that serves, and how much slower than alone on its GPU.
+struct ReadyReplica {
+  int32_t id = 0;
+  double slowdown = 1;
+};
+
 struct ServiceState {
   std::vector<int32_t> replicas;  // Live replica jobs (queued or held).
   int64_t below_since = kNever;   // Since when fewer replicas would do.
   double ready_capacity = 0;      // Requests/s its ready replicas serve, as of the last step.
-  double minute_p99 = 0;
-  bool minute_contention = false;
+  // The latency model: the queues of the replicas sampled (by job id), the
+  // service's own generator, and the minute's sampled responses.
+  absl::flat_hash_map<int32_t, ReplicaQueue> queues;
+  Rng rng;
+  std::vector<WeightedSample> minute_samples;
+  std::vector<double> responses;  // Scratch: one queue's responses of a step.
+  double minute_formula_p99 = 0;
+  // What the minute saw, for a breach's cause.
+  bool minute_waiting = false;   // A replica waited for admission.
+  bool minute_starting = false;  // A replica was starting.
+  bool minute_slowed = false;    // A ready replica shared its GPU with another class.
+  std::string breach_cause;      // The previous minute's, if it breached.
   std::vector<core::WaitingRequest> waits;
   absl::flat_hash_map<int64_t, size_t> wait_index;  // Request id -> waits index.
 };
@@ -176,36 +195,71 @@ class Simulator {
   // The core took `id`'s capacity back at its deadline: what was
   // checkpointed is kept, the rest is lost, and unfinished work asks again.
   void Preempted(int32_t id);
+  // Of a job preempted now: the work it did in this hold and the part of it
+  // its checkpoints keep, in seconds at full speed.
+  std::pair<int64_t, int64_t> ProgressKept(const Job& job) const;
 
-  // --- Serving: every step the autoscaler sizes each service to its load
-  // and each service's latency follows its load per ready replica.
+  // --- Serving: every step the autoscaler sizes each service to its load,
+  // and the requests of the step queue at its ready replicas.
   double Diurnal(const ServiceSpec& v, int64_t t) const;
   double Load(int32_t i, int64_t t) const;
   void Step();
   void Autoscale(int32_t i);
+
+  // The replicas service `i` asks for now. Reactive: sized to the load at
+  // this step. A policy that acts ahead of predicted demand (headroom,
+  // proactive reclaim) would size to a forecast here.
+  int64_t WantedReplicas(int32_t i) const;
   void AddReplica(int32_t i);
 
   // Removes the replica that serves least: a queued one, else the newest.
   void RemoveReplica(int32_t i);
 
-  // Requests/s a ready replica serves, slowed by soft-shared neighbours:
-  // lightly by other inference, heavily when any other class shares the GPU
-  // (then `contended` is set).
-  double ReplicaCapacity(const Job& job, bool& contended) const;
+  // How much slower a ready replica serves than alone, from its soft-shared
+  // neighbours: lightly for other inference, heavily when any other class
+  // shares the GPU (then `other_class` is set). 1 for whole GPUs.
+  double ReplicaSlowdown(const Job& job, bool& other_class) const;
+  // The service's ready replicas; notes waiting, starting and slowed
+  // replicas in the minute's flags.
+  std::vector<ReadyReplica> ReadyReplicas(int32_t i);
   void MeasureLatency(int32_t i);
+
+  // The step's requests at a sample of the ready replicas, stratified by
+  // slowdown, into the minute's samples (docs/economics.md).
+  void SimulateRequests(int32_t i, const std::vector<ReadyReplica>& ready);
+  // The replicas of `stratum` (ids, ascending) whose queues to simulate:
+  // those already simulated first, then the lowest ids. A replica new to
+  // the sample starts empty if it just became ready, else with a copy of a
+  // sampled peer's queue.
+  std::vector<int32_t> Sample(int32_t i, const std::vector<int32_t>& stratum, size_t n,
+                              absl::flat_hash_map<int32_t, ReplicaQueue>& sampled);
+  ReplicaQueue::Interval IntervalOf(int32_t i, double load, size_t ready, double slowdown) const;
+  double FormulaP99(int32_t i, double capacity) const;
   void CloseMinute(int32_t i);
+  std::string BreachCause(int32_t i) const;
+  // The class, other than inference, that holds the most of `pool`; empty
+  // when none does.
+  std::string HoldingClass(const std::string& pool) const;
 
   // A breached SLO window is an incident, attributed by the core's method.
   void CloseSloWindow(int32_t i);
 
-  // Allocated and busy milli-GPU over the last minute, per team and hour.
+  // Allocated and busy milli-GPU over the last minute, per team and hour,
+  // and the energy the GPUs drew.
   void SampleMinute();
   bool StandingBusy(const std::string& team) const;
+  // Microjoules a minute of `milli` GPU draws at `busy_permille`.
+  int64_t MinuteMicrojoules(int64_t milli, int64_t busy_permille) const;
 
   // --- The week is over: what stays held counts up to the end.
   void Finish();
   void Delays();
   void Morning();
+  // The median p99 of 07:00-11:00 of the worst weekday, permille of `base_ms`.
+  int64_t WorstMorning(const std::vector<int32_t>& p99_ms, int64_t base_ms) const;
+  // Watt-hours from the minutes' microjoules: the total is the teams' plus
+  // the unallocated GPUs', each rounded down.
+  void Energy();
   const Scenario s_;  // Starts with the warm-up.
   const Policy policy_;
   const Workload workload_;
@@ -226,6 +280,8 @@ class Simulator {
   std::vector<core::HeldMember> held_;
   absl::flat_hash_map<int64_t, std::vector<size_t>> held_index_;
   std::map<std::string, int64_t> team_allocated_, team_used_, team_charged_, team_credited_;
+  std::map<std::string, int64_t> team_microjoules_;
+  int64_t unallocated_microjoules_ = 0;
 };
 
 }  // namespace arbiter::daysim::internal

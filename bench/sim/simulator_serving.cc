@@ -1,14 +1,80 @@
 // daysim: serving. Every step the autoscaler sizes each service to its load;
-// the latency model turns the capacity its ready replicas have into a p99,
-// minute by minute, and the SLO windows into incidents.
+// the latency model queues the step's requests at the ready replicas and
+// turns each minute's responses into a p99, and the SLO windows into
+// incidents. docs/economics.md describes the model.
 #include <algorithm>
 #include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
 
 #include "bench/sim/simulator_internal.h"
 #include "core/externality.h"
 #include "core/telemetry.h"
 
-namespace arbiter::daysim::internal {
+namespace arbiter::daysim {
+
+int64_t ReplicaQueue::Run(const Interval& in, Rng& rng, std::vector<double>& responses) {
+  int64_t refused = 0;
+  if (in.arrivals_per_second <= 0) {
+    next_arrival_ = -1;
+  } else {
+    const double gap_scale = 1.0 / (in.gap_shape * in.arrivals_per_second);
+    const double shape = in.service_cv > 0 ? 1.0 / (in.service_cv * in.service_cv) : 0;
+    const double service_scale = in.mean_service_seconds * in.slowdown / std::max(shape, 1.0);
+    if (next_arrival_ < 0) next_arrival_ = rng.Gamma(in.gap_shape) * gap_scale;
+    while (next_arrival_ < in.seconds) {
+      const double t = next_arrival_;
+      next_arrival_ += rng.Gamma(in.gap_shape) * gap_scale;
+      const auto server = std::min_element(free_at_.begin(), free_at_.end());
+      const double wait = std::max(0.0, *server - t);
+      if (wait > in.timeout_seconds) {
+        responses.push_back(in.timeout_seconds);
+        ++refused;
+        continue;
+      }
+      const double service =
+          shape > 0 ? rng.Gamma(shape) * service_scale : in.mean_service_seconds * in.slowdown;
+      *server = t + wait + service;
+      responses.push_back(wait + service);
+    }
+    next_arrival_ -= in.seconds;
+  }
+  for (double& f : free_at_) f = std::max(0.0, f - in.seconds);
+  return refused;
+}
+
+double ReplicaQueue::WaitSeconds() const {
+  return *std::min_element(free_at_.begin(), free_at_.end());
+}
+
+double WeightedQuantile(std::vector<WeightedSample>& samples, double q) {
+  if (samples.empty()) return 0;
+  double total = 0, lightest = samples.front().weight;
+  for (const WeightedSample& s : samples) {
+    total += s.weight;
+    lightest = std::min(lightest, s.weight);
+  }
+  // Only the heaviest responses matter: any k samples weigh at least
+  // k x lightest, so the top `k` cover the tail's weight.
+  const double tail = (1.0 - q) * total;
+  const size_t n = samples.size();
+  const size_t k = std::min(n, static_cast<size_t>(tail / lightest) + 1);
+  const auto by_seconds = [](const WeightedSample& a, const WeightedSample& b) {
+    return a.seconds < b.seconds;
+  };
+  const auto first = samples.end() - static_cast<std::ptrdiff_t>(k);
+  std::nth_element(samples.begin(), first, samples.end(), by_seconds);
+  std::sort(first, samples.end(), by_seconds);
+  double above = 0;
+  for (size_t j = n; j-- > n - k;) {
+    if (above + samples[j].weight > tail) return samples[j].seconds;
+    above += samples[j].weight;
+  }
+  return samples[n - k].seconds;
+}
+
+namespace internal {
 
 double Simulator::Diurnal(const ServiceSpec& v, int64_t t) const {
   const double hour = static_cast<double>(t % 86'400) / 3600.0;
@@ -46,13 +112,18 @@ void Simulator::Step() {
   if (now_ % kMinute == 0 && Measuring()) SampleMinute();
 }
 
+int64_t Simulator::WantedReplicas(int32_t i) const {
+  const ServiceSpec& v = s_.services[i];
+  const double per_replica = v.replica_rps * v.target_utilization_permille / 1000.0;
+  return std::max<int64_t>(v.min_replicas,
+                           static_cast<int64_t>(std::ceil(Load(i, now_) / per_replica)));
+}
+
 void Simulator::Autoscale(int32_t i) {
   const ServiceSpec& v = s_.services[i];
   ServiceState& sv = services_[i];
   std::erase_if(sv.replicas, [&](int32_t id) { return jobs_[id].phase == Phase::kDone; });
-  const double per_replica = v.replica_rps * v.target_utilization_permille / 1000.0;
-  const int64_t want = std::max<int64_t>(
-      v.min_replicas, static_cast<int64_t>(std::ceil(Load(i, now_) / per_replica)));
+  const int64_t want = WantedReplicas(i);
   const int64_t have = static_cast<int64_t>(sv.replicas.size());
   if (want >= have) sv.below_since = kNever;
   for (int64_t k = have; k < want; ++k) AddReplica(i);
@@ -102,63 +173,187 @@ void Simulator::RemoveReplica(int32_t i) {
   }
 }
 
-double Simulator::ReplicaCapacity(const Job& job, bool& contended) const {
+double Simulator::ReplicaSlowdown(const Job& job, bool& other_class) const {
   const ServiceSpec& v = s_.services[job.service];
   const core::CapacityRequest* r = state_.FindLiveRequest(job.request_id);
-  if (r == nullptr || r->placements.empty() || v.replica_milli >= 1000) return v.replica_rps;
+  if (r == nullptr || r->placements.empty() || v.replica_milli >= 1000) return 1.0;
   const core::Placement& p = r->placements.front();
   const core::Gpu& gpu = state_.FindNode(p.node_id)->gpus[p.gpu_indices.front()];
   const int64_t others = gpu.allocated_milli - p.gpu_milli;
   const bool other_classes =
       gpu.class_mask() & ~(uint32_t{1} << static_cast<int>(WorkloadClass::kInference));
-  if (other_classes) contended = true;
+  if (other_classes) other_class = true;
   const int32_t permille =
       other_classes ? s_.co_tenancy_slowdown_permille : s_.inference_neighbour_slowdown_permille;
-  return v.replica_rps / (1.0 + permille / 1000.0 * static_cast<double>(others) / 1000.0);
+  return 1.0 + permille / 1000.0 * static_cast<double>(others) / 1000.0;
+}
+
+std::vector<ReadyReplica> Simulator::ReadyReplicas(int32_t i) {
+  ServiceState& sv = services_[i];
+  std::vector<ReadyReplica> ready;
+  sv.ready_capacity = 0;
+  for (int32_t id : sv.replicas) {
+    const Job& job = jobs_[id];
+    if (job.phase == Phase::kQueued) sv.minute_waiting = true;
+    if (job.phase != Phase::kHeld) continue;
+    if (now_ < job.progress_from) {
+      sv.minute_starting = true;
+      continue;
+    }
+    const double slowdown = ReplicaSlowdown(job, sv.minute_slowed);
+    ready.push_back({id, slowdown});
+    sv.ready_capacity += static_cast<double>(s_.services[i].replica_rps) / slowdown;
+  }
+  return ready;
 }
 
 void Simulator::MeasureLatency(int32_t i) {
-  const ServiceSpec& v = s_.services[i];
   ServiceState& sv = services_[i];
-  double capacity = 0;
-  bool contention = false;
-  for (int32_t id : sv.replicas) {
-    const Job& job = jobs_[id];
-    if (job.phase == Phase::kQueued) contention = true;
-    if (job.phase == Phase::kHeld && now_ >= job.progress_from) {
-      capacity += ReplicaCapacity(job, contention);
+  const std::vector<ReadyReplica> ready = ReadyReplicas(i);
+  sv.minute_formula_p99 = std::max(sv.minute_formula_p99, FormulaP99(i, sv.ready_capacity));
+  // The queues start an hour before the measured days, so that the first
+  // measured minutes inherit a backlog, as every later one does.
+  if (now_ >= measure_from_ - kHour) SimulateRequests(i, ready);
+  if ((now_ + s_.autoscale_seconds) % kMinute == 0) CloseMinute(i);
+}
+
+namespace {
+
+double TimeoutSeconds(const ServiceSpec& v) {
+  return static_cast<double>(v.timeout_ms > 0 ? v.timeout_ms : 10 * v.slo_p99_ms) / 1000.0;
+}
+
+}  // namespace
+
+void Simulator::SimulateRequests(int32_t i, const std::vector<ReadyReplica>& ready) {
+  ServiceState& sv = services_[i];
+  const double load = Load(i, now_);
+  const double step = static_cast<double>(s_.autoscale_seconds);
+  if (ready.empty()) {  // No one serves: every request of the step times out.
+    sv.queues.clear();
+    sv.minute_samples.push_back({TimeoutSeconds(s_.services[i]), load * step});
+    return;
+  }
+  std::vector<std::pair<double, std::vector<int32_t>>> strata;  // By slowdown.
+  for (const ReadyReplica& r : ready) {
+    auto it = std::find_if(strata.begin(), strata.end(),
+                           [&](const auto& s) { return s.first == r.slowdown; });
+    if (it == strata.end()) it = strata.insert(strata.end(), {r.slowdown, {}});
+    it->second.push_back(r.id);
+  }
+  // Enough replicas that about latency_samples_per_minute requests a minute
+  // are simulated, at least one per stratum.
+  const double per_replica = std::max(1e-9, load * step / static_cast<double>(ready.size()));
+  const double budget = s_.latency_samples_per_minute * step / kMinute;
+  const double share = std::min(1.0, std::ceil(budget / per_replica) / ready.size());
+  absl::flat_hash_map<int32_t, ReplicaQueue> sampled;
+  for (const auto& [slowdown, ids] : strata) {
+    const size_t n = std::clamp<size_t>(std::lround(share * ids.size()), 1, ids.size());
+    const double weight = static_cast<double>(ids.size()) / static_cast<double>(n);
+    const ReplicaQueue::Interval in = IntervalOf(i, load, ready.size(), slowdown);
+    for (int32_t id : Sample(i, ids, n, sampled)) {
+      sv.responses.clear();
+      sampled[id].Run(in, sv.rng, sv.responses);
+      for (double r : sv.responses) sv.minute_samples.push_back({r, weight});
     }
   }
-  sv.ready_capacity = capacity;
+  sv.queues = std::move(sampled);
+}
+
+std::vector<int32_t> Simulator::Sample(int32_t i, const std::vector<int32_t>& stratum, size_t n,
+                                       absl::flat_hash_map<int32_t, ReplicaQueue>& sampled) {
+  ServiceState& sv = services_[i];
+  std::vector<int32_t> chosen;
+  std::optional<ReplicaQueue> peer;
+  for (int32_t id : stratum) {
+    auto it = sv.queues.find(id);
+    if (it == sv.queues.end() || chosen.size() == n) continue;
+    peer = it->second;
+    sampled.emplace(id, std::move(it->second));
+    chosen.push_back(id);
+  }
+  for (int32_t id : stratum) {
+    if (chosen.size() == n) break;
+    if (sampled.contains(id)) continue;
+    const bool fresh = !peer || now_ - jobs_[id].progress_from < s_.autoscale_seconds;
+    sampled.emplace(id, fresh ? ReplicaQueue(s_.services[i].replica_concurrency) : *peer);
+    chosen.push_back(id);
+  }
+  return chosen;
+}
+
+ReplicaQueue::Interval Simulator::IntervalOf(int32_t i, double load, size_t ready,
+                                             double slowdown) const {
+  const ServiceSpec& v = s_.services[i];
+  ReplicaQueue::Interval in;
+  in.seconds = static_cast<double>(s_.autoscale_seconds);
+  in.arrivals_per_second = load / static_cast<double>(ready);
+  in.gap_shape = v.routing == "random" ? 1 : static_cast<int32_t>(ready);
+  in.mean_service_seconds = static_cast<double>(v.replica_concurrency) / v.replica_rps;
+  in.service_cv = v.service_cv_permille / 1000.0;
+  in.slowdown = slowdown;
+  in.timeout_seconds = TimeoutSeconds(v);
+  return in;
+}
+
+double Simulator::FormulaP99(int32_t i, double capacity) const {
+  const ServiceSpec& v = s_.services[i];
   const double rho = capacity > 0 ? Load(i, now_) / capacity : 2.0;
   const double target = v.target_utilization_permille / 1000.0;
   const double p99 = rho >= 0.98 ? kSaturatedP99 * v.base_p99_ms
                                  : v.base_p99_ms * std::max(0.5, (1.0 - target) / (1.0 - rho));
-  sv.minute_p99 = std::max(sv.minute_p99, std::min(p99, kSaturatedP99 * v.base_p99_ms));
-  sv.minute_contention = sv.minute_contention || contention;
-  if ((now_ + s_.autoscale_seconds) % kMinute == 0) CloseMinute(i);
+  return std::min(p99, kSaturatedP99 * v.base_p99_ms);
 }
 
 void Simulator::CloseMinute(int32_t i) {
   const ServiceSpec& v = s_.services[i];
   ServiceState& sv = services_[i];
   ServiceResult& r = result_.services[i];
-  if (!Measuring()) {
-    sv.minute_p99 = 0;
-    sv.minute_contention = false;
-    return;
+  if (Measuring()) {
+    const double p99 = 1000.0 * WeightedQuantile(sv.minute_samples, 0.99);
+    r.p99_ms_by_minute.push_back(static_cast<int32_t>(std::lround(p99)));
+    r.formula_p99_ms_by_minute.push_back(static_cast<int32_t>(std::lround(sv.minute_formula_p99)));
+    if (r.formula_p99_ms_by_minute.back() > v.slo_p99_ms) ++r.formula_breach_minutes;
+    std::string cause;
+    if (r.p99_ms_by_minute.back() > v.slo_p99_ms) {
+      cause = BreachCause(i);
+      ++r.breach_minutes;
+      ++r.breach_minutes_by_cause[cause];
+    }
+    sv.breach_cause = cause;
   }
-  r.p99_ms_by_minute.push_back(static_cast<int32_t>(std::lround(sv.minute_p99)));
-  if (sv.minute_p99 > v.slo_p99_ms) {
-    ++r.breach_minutes;
-    if (sv.minute_contention) ++r.contention_breach_minutes;
-  }
-  sv.minute_p99 = 0;
-  sv.minute_contention = false;
+  sv.minute_samples.clear();
+  sv.minute_formula_p99 = 0;
+  sv.minute_waiting = sv.minute_starting = sv.minute_slowed = false;
   const int64_t minutes_per_window = v.slo_window_seconds / kMinute;
-  if (static_cast<int64_t>(r.p99_ms_by_minute.size()) % minutes_per_window == 0) {
-    CloseSloWindow(i);
+  const int64_t minutes = static_cast<int64_t>(r.p99_ms_by_minute.size());
+  if (Measuring() && minutes % minutes_per_window == 0) CloseSloWindow(i);
+}
+
+std::string Simulator::BreachCause(int32_t i) const {
+  const ServiceState& sv = services_[i];
+  if (sv.minute_waiting) {
+    const std::string holder = HoldingClass(HomePool(s_.services[i].team));
+    return holder.empty() ? "quota" : absl::StrCat("held:", holder);
   }
+  if (!sv.breach_cause.empty()) return sv.breach_cause;
+  if (sv.minute_starting) return "cold_start";
+  if (sv.minute_slowed) return "co_tenancy";
+  return "load";
+}
+
+std::string Simulator::HoldingClass(const std::string& pool) const {
+  std::map<WorkloadClass, int64_t> held;
+  for (const Job& job : jobs_) {
+    if (job.phase != Phase::kHeld || job.pool != pool ||
+        job.spec.workload_class == WorkloadClass::kInference) {
+      continue;
+    }
+    held[job.spec.workload_class] += job.spec.total_gpu_milli();
+  }
+  auto most = std::max_element(held.begin(), held.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  return most == held.end() ? "" : std::string(core::WorkloadClassName(most->first));
 }
 
 void Simulator::CloseSloWindow(int32_t i) {
@@ -189,7 +384,7 @@ void Simulator::CloseSloWindow(int32_t i) {
     const core::Quota* q = state_.FindQuota(t.name, in.slo.pool);
     if (q != nullptr) in.nominal_milli[t.name] = q->nominal_milli;
   }
-  in.serving_pool = state_.FindPool(in.slo.pool)->latency_class == core::LatencyClass::kServing;
+  in.lent_classes = core::LentClasses(*state_.FindPool(in.slo.pool));
   in.micros_per_gpu_hour[s_.cluster.gpu_model] = s_.price_micros_per_gpu_hour;
   const core::Attribution a = core::AttributeIncident(in);
   ++r.incidents;
@@ -210,6 +405,7 @@ void Simulator::SampleMinute() {
   const size_t hour = static_cast<size_t>((now_ - measure_from_) / kHour);
   result_.allocated_by_hour.resize(std::max(result_.allocated_by_hour.size(), hour + 1));
   result_.used_by_hour.resize(result_.allocated_by_hour.size());
+  int64_t unallocated = int64_t{s_.cluster.nodes} * s_.cluster.gpus_per_node * 1000;
   for (const Job& job : jobs_) {
     if (job.phase != Phase::kHeld) continue;
     const int64_t milli = job.spec.total_gpu_milli();
@@ -229,7 +425,16 @@ void Simulator::SampleMinute() {
     result_.used_by_hour[hour] += used;
     team_allocated_[job.team] += allocated;
     team_used_[job.team] += used;
+    team_microjoules_[job.team] += MinuteMicrojoules(milli, busy);
+    unallocated -= milli;
   }
+  unallocated_microjoules_ += MinuteMicrojoules(unallocated, 0);
+}
+
+int64_t Simulator::MinuteMicrojoules(int64_t milli, int64_t busy_permille) const {
+  const int64_t idle = s_.cluster.gpu_idle_watts;
+  const int64_t milliwatts = idle * 1000 + (s_.cluster.gpu_tdp_watts - idle) * busy_permille;
+  return milli * milliwatts * kMinute;  // milli-GPU x mW x s = microjoules.
 }
 
 bool Simulator::StandingBusy(const std::string& team) const {
@@ -241,4 +446,5 @@ bool Simulator::StandingBusy(const std::string& team) const {
   return false;
 }
 
-}  // namespace arbiter::daysim::internal
+}  // namespace internal
+}  // namespace arbiter::daysim

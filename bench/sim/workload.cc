@@ -25,6 +25,44 @@ int64_t Rng::Exponential(double mean) {
   return std::llround(-std::log1p(-u) * mean);
 }
 
+double Rng::Unit() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }
+
+double Rng::Normal() {
+  if (has_spare_normal_) {
+    has_spare_normal_ = false;
+    return spare_normal_;
+  }
+  double u, v, r2;  // Marsaglia's polar method: a point in the unit disc.
+  do {
+    u = 2.0 * Unit() - 1.0;
+    v = 2.0 * Unit() - 1.0;
+    r2 = u * u + v * v;
+  } while (r2 >= 1.0 || r2 == 0.0);
+  const double f = std::sqrt(-2.0 * std::log(r2) / r2);
+  spare_normal_ = v * f;
+  has_spare_normal_ = true;
+  return u * f;
+}
+
+double Rng::Gamma(double shape) {
+  if (shape < 1.0) return Gamma(shape + 1.0) * std::pow(Unit(), 1.0 / shape);
+  if (shape == 1.0) return -std::log(Unit());
+  const double d = shape - 1.0 / 3.0;
+  const double c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    double x, v;
+    do {
+      x = Normal();
+      v = 1.0 + c * x;
+    } while (v <= 0.0);
+    v = v * v * v;
+    const double u = Unit();
+    const double x2 = x * x;
+    if (u < 1.0 - 0.0331 * x2 * x2) return d * v;  // The squeeze: no logarithms.
+    if (std::log(u) < 0.5 * x2 + d * (1.0 - v + std::log(v))) return d * v;
+  }
+}
+
 bool IsWeekend(const Scenario& scenario, int64_t day) {
   const absl::CivilDay civil =
       absl::ToCivilDay(scenario.start + absl::Hours(24 * day), absl::UTCTimeZone());

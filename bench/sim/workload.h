@@ -12,19 +12,30 @@
 
 namespace arbiter::daysim {
 
-// A small deterministic generator (SplitMix64): the same seed gives the same
-// draws on every platform, unlike the standard distributions.
+// A small deterministic generator (SplitMix64) with its distributions
+// written out here: the same seed gives the same draws on every platform,
+// unlike the standard library's distributions.
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
+  explicit Rng(uint64_t seed = 0) : state_(seed) {}
   uint64_t Next();
   // Uniform in [lo, hi]. REQUIRES: lo <= hi.
   int64_t Uniform(int64_t lo, int64_t hi);
   // Exponentially distributed with mean `mean`, rounded to whole units.
   int64_t Exponential(double mean);
+  // Uniform in the open interval (0, 1).
+  double Unit();
+  // Standard normal (Marsaglia's polar method; the pair's second on the
+  // next call).
+  double Normal();
+  // Gamma with shape `shape` and scale 1, mean `shape` (Marsaglia-Tsang;
+  // shape < 1 by the boost U^(1/shape)). REQUIRES: shape > 0.
+  double Gamma(double shape);
 
  private:
   uint64_t state_;
+  double spare_normal_ = 0;
+  bool has_spare_normal_ = false;
 };
 
 struct JobDraw {

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
@@ -118,22 +119,38 @@ int Commands::CreateCluster(const std::string& name, const std::string& descript
   return 0;
 }
 
-int Commands::CreatePool(const std::string& name, const std::string& latency_class,
-                         const std::vector<std::string>& lends_to, const std::string& description,
-                         const std::string& queueing, int64_t starvation_limit_seconds,
-                         int64_t claim_deadline_seconds, int64_t lease_seconds) {
+namespace {
+
+// "inference=borrow" as a class rule; false for anything else.
+bool ParseClassRule(const std::string& text, v1::PoolClassRule* rule) {
+  const std::pair<std::string, std::string> parts = absl::StrSplit(text, absl::MaxSplits('=', 1));
+  v1::WorkloadClass c = v1::WORKLOAD_CLASS_UNSPECIFIED;
+  v1::ClassAdmission a = v1::CLASS_ADMISSION_UNSPECIFIED;
+  if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(parts.first), &c) ||
+      !v1::ClassAdmission_Parse("CLASS_ADMISSION_" + absl::AsciiStrToUpper(parts.second), &a) ||
+      c == v1::WORKLOAD_CLASS_UNSPECIFIED || a == v1::CLASS_ADMISSION_UNSPECIFIED) {
+    return false;
+  }
+  rule->set_workload_class(c);
+  rule->set_admission(a);
+  return true;
+}
+
+}  // namespace
+
+int Commands::CreatePool(const PoolOptions& o) {
   v1::CreatePoolRequest req;
   v1::Pool* pool = req.mutable_pool();
-  pool->set_name(name);
-  pool->set_description(description);
+  pool->set_name(o.name);
+  pool->set_description(o.description);
   v1::LatencyClass lc = v1::LATENCY_CLASS_UNSPECIFIED;
-  if (!v1::LatencyClass_Parse("LATENCY_CLASS_" + absl::AsciiStrToUpper(latency_class), &lc) ||
+  if (!v1::LatencyClass_Parse("LATENCY_CLASS_" + absl::AsciiStrToUpper(o.latency_class), &lc) ||
       lc == v1::LATENCY_CLASS_UNSPECIFIED) {
     std::cerr << "arbctl: --class must be serving, batch, spot or dev\n";
     return 2;
   }
   pool->set_latency_class(lc);
-  for (const std::string& c : lends_to) {
+  for (const std::string& c : o.lends_to) {
     v1::WorkloadClass wc = v1::WORKLOAD_CLASS_UNSPECIFIED;
     if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(c), &wc)) {
       std::cerr << "arbctl: --lends-to must name workload classes: training, inference, "
@@ -142,18 +159,41 @@ int Commands::CreatePool(const std::string& name, const std::string& latency_cla
     }
     pool->add_lends_to(wc);
   }
-  if (!queueing.empty()) {
+  for (const std::string& text : o.class_rules) {
+    if (!ParseClassRule(text, pool->add_class_rules())) {
+      std::cerr << "arbctl: --class-rule must be CLASS=ADMISSION, e.g. inference=borrow (classes: "
+                   "training, inference, batch_analytics, experimentation; admissions: admit, "
+                   "borrow, deny)\n";
+      return 2;
+    }
+  }
+  for (const std::string& text : o.headroom) {
+    const std::pair<std::string, std::string> parts = absl::StrSplit(text, absl::MaxSplits('=', 1));
+    int64_t milli = 0;
+    if (parts.first.empty() || !absl::SimpleAtoi(parts.second, &milli) || milli <= 0) {
+      std::cerr << "arbctl: --headroom must be MODEL=MILLI, e.g. H100-80GB=2000\n";
+      return 2;
+    }
+    v1::Headroom* h = pool->add_headroom();
+    h->set_gpu_model(parts.first);
+    h->set_milli_gpus(milli);
+  }
+  pool->set_max_burst_seconds(o.max_burst_seconds);
+  if (!o.queueing.empty()) {
     v1::QueueingPolicy q = v1::QUEUEING_POLICY_UNSPECIFIED;
-    if (!v1::QueueingPolicy_Parse("QUEUEING_POLICY_" + absl::AsciiStrToUpper(queueing), &q) ||
+    if (!v1::QueueingPolicy_Parse("QUEUEING_POLICY_" + absl::AsciiStrToUpper(o.queueing), &q) ||
         q == v1::QUEUEING_POLICY_UNSPECIFIED) {
       std::cerr << "arbctl: --queueing must be backfill, best_effort or strict\n";
       return 2;
     }
     pool->set_queueing(q);
   }
-  if (starvation_limit_seconds >= 0) pool->set_starvation_limit_seconds(starvation_limit_seconds);
-  pool->set_claim_deadline_seconds(claim_deadline_seconds);
-  pool->set_lease_seconds(lease_seconds);
+  if (o.starvation_limit_seconds >= 0) {
+    pool->set_starvation_limit_seconds(o.starvation_limit_seconds);
+  }
+  if (o.spot_grace_seconds >= 0) pool->set_spot_grace_seconds(o.spot_grace_seconds);
+  pool->set_claim_deadline_seconds(o.claim_deadline_seconds);
+  pool->set_lease_seconds(o.lease_seconds);
   v1::CreatePoolResponse resp;
   if (!Call(inventory_, &v1::InventoryService::Stub::CreatePool, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;

@@ -16,17 +16,6 @@ struct ClusterFlags {
   std::string description;
 };
 
-struct PoolFlags {
-  std::string name;
-  std::string latency_class;
-  std::vector<std::string> lends_to;
-  std::string description;
-  std::string queueing;
-  int64_t starvation_limit_seconds = -1;
-  int64_t claim_deadline_seconds = 0;
-  int64_t lease_seconds = 0;
-};
-
 void AddModels(CLI::App& root, CliContext& ctx) {
   CLI::App* models = root.add_subcommand("models", "the GPU catalog");
   models->add_subcommand("list", "list GPU models")->callback([&ctx] {
@@ -62,7 +51,7 @@ void AddPools(CLI::App& root, CliContext& ctx) {
   pools->add_subcommand("list", "list pools")->callback([&ctx] {
     ctx.exit_code = ctx.Connect().ListPools();
   });
-  auto f = std::make_shared<PoolFlags>();
+  auto f = std::make_shared<PoolOptions>();
   CLI::App* create = pools->add_subcommand("create",
                                            "create a pool\n  e.g. arbctl pools create serving "
                                            "--class serving --lends-to batch_analytics");
@@ -70,6 +59,20 @@ void AddPools(CLI::App& root, CliContext& ctx) {
   create->add_option("--class", f->latency_class, "serving, batch, spot or dev")->required();
   create->add_option("--lends-to", f->lends_to,
                      "serving pools: workload classes it lends to, preemptibly (repeatable)");
+  create->add_option("--class-rule", f->class_rules,
+                     "CLASS=admit|borrow|deny: how the pool takes a workload class (repeatable); "
+                     "default: serving pools admit only inference, other pools all but inference");
+  create
+      ->add_option("--spot-grace", f->spot_grace_seconds,
+                   "seconds of notice spot work gets when preempted (default: the reclaim grace)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400}));
+  create->add_option("--headroom", f->headroom,
+                     "MODEL=MILLI: serving pools: capacity of a model kept free for the classes "
+                     "the pool admits (repeatable)");
+  create
+      ->add_option("--max-burst", f->max_burst_seconds,
+                   "longest burst above quota into the headroom, seconds (default 0: none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400}));
   create->add_option("--description", f->description, "free-form description");
   create->add_option("--queueing", f->queueing,
                      "backfill (default), best_effort or strict: how the queue is admitted");
@@ -88,11 +91,7 @@ void AddPools(CLI::App& root, CliContext& ctx) {
                    "seconds a claim lives without a renewal before the allocation ends "
                    "LEASE_EXPIRED (default 0: claims do not expire)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400}));
-  create->callback([&ctx, f] {
-    ctx.exit_code = ctx.Connect().CreatePool(f->name, f->latency_class, f->lends_to, f->description,
-                                             f->queueing, f->starvation_limit_seconds,
-                                             f->claim_deadline_seconds, f->lease_seconds);
-  });
+  create->callback([&ctx, f] { ctx.exit_code = ctx.Connect().CreatePool(*f); });
   pools->require_subcommand(1);
 }
 

@@ -201,17 +201,22 @@ int Commands::ListPools() {
   if (!Call(inventory_, &v1::InventoryService::Stub::ListPools, v1::ListPoolsRequest(), &resp))
     return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
-  Table t(
-      {"POOL", "LATENCY_CLASS", "LENDS_TO", "GRACE_S", "QUEUEING", "STARVATION_S", "DESCRIPTION"});
+  Table t({"POOL", "LATENCY_CLASS", "ADMITS", "BORROWS", "GRACE_S", "SPOT_GRACE_S", "QUEUEING",
+           "STARVATION_S", "DESCRIPTION"});
   for (const auto& p : resp.pools()) {
-    std::vector<std::string> lends;
-    for (int c : p.lends_to()) {
-      lends.push_back(
-          Short(v1::WorkloadClass_Name(static_cast<v1::WorkloadClass>(c)), "WORKLOAD_CLASS_"));
+    std::vector<std::string> admits, borrows;
+    for (const v1::PoolClassRule& r : p.effective_class_rules()) {
+      const std::string c = absl::AsciiStrToLower(
+          Short(v1::WorkloadClass_Name(r.workload_class()), "WORKLOAD_CLASS_"));
+      if (r.admission() == v1::CLASS_ADMISSION_ADMIT) admits.push_back(c);
+      if (r.admission() == v1::CLASS_ADMISSION_BORROW) borrows.push_back(c);
     }
     t.AddRow(
         {p.name(), Short(v1::LatencyClass_Name(p.latency_class()), "LATENCY_CLASS_"),
-         lends.empty() ? "-" : absl::StrJoin(lends, ","), absl::StrCat(p.reclaim_grace_seconds()),
+         admits.empty() ? "-" : absl::StrJoin(admits, ","),
+         borrows.empty() ? "-" : absl::StrJoin(borrows, ","),
+         absl::StrCat(p.reclaim_grace_seconds()),
+         p.has_spot_grace_seconds() ? absl::StrCat(p.spot_grace_seconds()) : "-",
          absl::AsciiStrToLower(Short(v1::QueueingPolicy_Name(p.queueing()), "QUEUEING_POLICY_")),
          absl::StrCat(p.starvation_limit_seconds()), p.description()});
   }
@@ -385,6 +390,8 @@ int Commands::Request(const RequestOptions& r) {
   req.set_priority(r.priority);
   req.set_preemptible(r.preemptible);
   req.set_guaranteed(r.guaranteed);
+  req.set_spot(r.spot);
+  req.set_burst_seconds(r.burst_seconds);
   req.set_checkpoint_seconds(r.checkpoint_seconds);
   req.set_checkpoint_interval_seconds(r.checkpoint_every_seconds);
   if (!r.duration.empty()) {
@@ -420,6 +427,7 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
   if (r.priority() != 0 || r.preemptible() || r.guaranteed()) {
     std::cout << "  priority " << r.priority()
               << (r.guaranteed()    ? ", guaranteed (never preempted)"
+                  : r.spot()        ? ", spot (preempted first, at the spot price)"
                   : r.preemptible() ? ", preemptible"
                                     : "")
               << "\n";

@@ -65,6 +65,25 @@ struct WatchOptions {
   int64_t from_revision = 0;
 };
 
+// `arbctl pools create`'s flags. `queueing` "" and negative seconds: the
+// server's defaults.
+struct PoolOptions {
+  std::string name;
+  std::string latency_class;
+  std::vector<std::string> lends_to;
+  // "class=admission", e.g. "inference=borrow".
+  std::vector<std::string> class_rules;
+  std::string description;
+  std::string queueing;
+  int64_t starvation_limit_seconds = -1;
+  int64_t spot_grace_seconds = -1;
+  // "MODEL=MILLI", e.g. "H100-80GB=2000".
+  std::vector<std::string> headroom;
+  int64_t max_burst_seconds = 0;
+  int64_t claim_deadline_seconds = 0;
+  int64_t lease_seconds = 0;
+};
+
 struct RequestOptions {
   std::string key;  // Empty: a fresh random key.
   std::string team;
@@ -83,6 +102,8 @@ struct RequestOptions {
   int32_t priority = 0;
   bool preemptible = false;
   bool guaranteed = false;
+  bool spot = false;
+  int64_t burst_seconds = 0;
   int64_t checkpoint_seconds = 0;
   int64_t checkpoint_every_seconds = 0;
   // RFC 3339 time, or "+<duration>" from now (e.g. "+2h"); empty: now.
@@ -190,9 +211,15 @@ class Commands {
                    const AuthorityLimits& limits, bool remove);
   // Prices and budgets (clients/arbctl/money.cc). Money is in micros.
   int ListPrices(const std::string& at);
+  // `burst_micros_per_gpu_hour` 0: bursts pay the price itself.
   int SetPrice(const std::string& model, const std::string& latency_class,
-               int64_t micros_per_gpu_hour, const std::string& from);
+               int64_t micros_per_gpu_hour, const std::string& from,
+               int64_t burst_micros_per_gpu_hour = 0);
   int ListBudgets();
+  // Watt budgets (clients/arbctl/money.cc). `scope`: pool, rack or site.
+  int ListPowerBudgets();
+  int SetPowerBudget(const std::string& scope, const std::string& name, int64_t watts,
+                     bool reclaim);
   int SetBudget(const std::string& team, int64_t soft_micros, int64_t hard_micros,
                 const std::string& over);
   // Ledger (clients/arbctl/ledger.cc).
@@ -247,11 +274,7 @@ class Commands {
   int GrantRole(const std::string& subject, const std::string& role, const std::string& scope,
                 bool revoke);
   int CreateCluster(const std::string& name, const std::string& description);
-  // `queueing` "" and `starvation_limit_seconds` < 0: the server's defaults.
-  int CreatePool(const std::string& name, const std::string& latency_class,
-                 const std::vector<std::string>& lends_to, const std::string& description,
-                 const std::string& queueing, int64_t starvation_limit_seconds,
-                 int64_t claim_deadline_seconds, int64_t lease_seconds);
+  int CreatePool(const PoolOptions& options);
 
  private:
   void Deadline(grpc::ClientContext& ctx) const;

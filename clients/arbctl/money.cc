@@ -4,6 +4,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include <google/protobuf/util/time_util.h>
 
@@ -56,7 +57,8 @@ int Commands::ListPrices(const std::string& at) {
 }
 
 int Commands::SetPrice(const std::string& model, const std::string& latency_class,
-                       int64_t micros_per_gpu_hour, const std::string& from) {
+                       int64_t micros_per_gpu_hour, const std::string& from,
+                       int64_t burst_micros_per_gpu_hour) {
   v1::SetPriceRequest req;
   v1::LatencyClass lc = v1::LATENCY_CLASS_UNSPECIFIED;
   if (!v1::LatencyClass_Parse("LATENCY_CLASS_" + absl::AsciiStrToUpper(latency_class), &lc)) {
@@ -71,6 +73,7 @@ int Commands::SetPrice(const std::string& model, const std::string& latency_clas
   req.mutable_price()->set_gpu_model(model);
   req.mutable_price()->set_latency_class(lc);
   req.mutable_price()->set_micros_per_gpu_hour(micros_per_gpu_hour);
+  req.mutable_price()->set_burst_micros_per_gpu_hour(burst_micros_per_gpu_hour);
   req.mutable_price()->mutable_effective_from()->set_seconds(absl::ToUnixSeconds(when));
   v1::SetPriceResponse resp;
   if (!Call(governance_, &v1::GovernanceService::Stub::SetPrice, req, &resp)) return 1;
@@ -96,6 +99,44 @@ int Commands::ListBudgets() {
               b.over() == v1::OVER_BUDGET_APPROVAL ? "approval" : "deny"});
   }
   PrintTable(t);
+  return 0;
+}
+
+int Commands::ListPowerBudgets() {
+  v1::ListPowerBudgetsResponse resp;
+  if (!Call(governance_, &v1::GovernanceService::Stub::ListPowerBudgets,
+            v1::ListPowerBudgetsRequest(), &resp)) {
+    return 1;
+  }
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  Table t({"SCOPE", "NAME", "WATTS", "RECLAIM"});
+  for (const v1::PowerBudget& b : resp.power_budgets()) {
+    std::string scope = v1::PowerScope_Name(b.scope());
+    scope = absl::AsciiStrToLower(absl::StripPrefix(scope, "POWER_SCOPE_"));
+    t.AddRow({scope, b.name(), absl::StrCat(b.watts()), b.reclaim() ? "yes" : "no"});
+  }
+  PrintTable(t);
+  return 0;
+}
+
+int Commands::SetPowerBudget(const std::string& scope, const std::string& name, int64_t watts,
+                             bool reclaim) {
+  v1::SetPowerBudgetRequest req;
+  v1::PowerScope s = v1::POWER_SCOPE_UNSPECIFIED;
+  if (!v1::PowerScope_Parse("POWER_SCOPE_" + absl::AsciiStrToUpper(scope), &s) ||
+      s == v1::POWER_SCOPE_UNSPECIFIED) {
+    std::cerr << "arbctl: the scope is pool, rack or site\n";
+    return 2;
+  }
+  req.mutable_power_budget()->set_scope(s);
+  req.mutable_power_budget()->set_name(name);
+  req.mutable_power_budget()->set_watts(watts);
+  req.mutable_power_budget()->set_reclaim(reclaim);
+  v1::SetPowerBudgetResponse resp;
+  if (!Call(governance_, &v1::GovernanceService::Stub::SetPowerBudget, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  std::cout << "power budget of " << scope << " " << name << ": " << watts << " W"
+            << (reclaim ? ", reclaiming preemptible work beyond it" : "") << "\n";
   return 0;
 }
 

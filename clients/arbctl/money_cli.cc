@@ -15,6 +15,7 @@ struct PriceFlags {
   std::string model;
   std::string latency_class;
   int64_t micros_per_gpu_hour = 0;
+  int64_t burst_micros_per_gpu_hour = 0;
   std::string from;
 };
 
@@ -39,9 +40,12 @@ void AddPrices(CLI::App& root, CliContext& ctx) {
       ->check(CLI::NonNegativeNumber)
       ->required();
   set->add_option("--from", f->from, "RFC 3339 time or +<duration>");
+  set->add_option("--burst", f->burst_micros_per_gpu_hour,
+                  "price of a GPU-hour taken by a burst above quota (default: the price)")
+      ->check(CLI::NonNegativeNumber);
   set->callback([&ctx, f] {
-    ctx.exit_code =
-        ctx.Connect().SetPrice(f->model, f->latency_class, f->micros_per_gpu_hour, f->from);
+    ctx.exit_code = ctx.Connect().SetPrice(f->model, f->latency_class, f->micros_per_gpu_hour,
+                                           f->from, f->burst_micros_per_gpu_hour);
   });
 }
 
@@ -65,11 +69,41 @@ void AddBudgets(CLI::App& root, CliContext& ctx) {
   });
 }
 
+struct PowerFlags {
+  std::string scope;
+  std::string name;
+  int64_t watts = 0;
+  bool reclaim = false;
+};
+
+void AddPower(CLI::App& root, CliContext& ctx) {
+  CLI::App* power = root.add_subcommand("power", "watt budgets of pools, racks and sites");
+  power->add_subcommand("list", "list watt budgets")->callback([&ctx] {
+    ctx.exit_code = ctx.Connect().ListPowerBudgets();
+  });
+  auto f = std::make_shared<PowerFlags>();
+  CLI::App* set = power->add_subcommand(
+      "set", "set a watt budget\n  e.g. arbctl power set rack r1 6500 --reclaim");
+  set->add_option("scope", f->scope, "pool, rack (a topology domain) or site (a cluster)")
+      ->required();
+  set->add_option("name", f->name, "the pool, rack or site")->required();
+  set->add_option("watts", f->watts, "the budget in watts")
+      ->check(CLI::NonNegativeNumber)
+      ->required();
+  set->add_flag("--reclaim", f->reclaim,
+                "when lowered below what runs, preemptible work there vacates (spot first)");
+  set->callback([&ctx, f] {
+    ctx.exit_code = ctx.Connect().SetPowerBudget(f->scope, f->name, f->watts, f->reclaim);
+  });
+  power->require_subcommand(1);
+}
+
 }  // namespace
 
 void RegisterMoneyCommands(CLI::App& root, CliContext& ctx) {
   AddPrices(root, ctx);
   AddBudgets(root, ctx);
+  AddPower(root, ctx);
 }
 
 }  // namespace arbiter::arbctl

@@ -58,6 +58,12 @@ void AddRequest(CLI::App& root, CliContext& ctx) {
       "may be preempted (needed to borrow, or to use a serving pool as non-inference)");
   request->add_flag("--guaranteed", req->guaranteed, "executive-sponsored: never preempted");
   request
+      ->add_option("--burst", req->burst_seconds,
+                   "beyond quota, take the serving pool's headroom for at most this many seconds")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  request->add_flag("--spot", req->spot,
+                    "spot capacity: the spot price, preempted first, never preempts (waits)");
+  request
       ->add_option("--checkpoint-seconds", req->checkpoint_seconds,
                    "seconds to checkpoint and restore")
       ->check(CLI::Range(int64_t{0}, int64_t{86400}));

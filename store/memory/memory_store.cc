@@ -91,6 +91,8 @@ core::CapacityRequest Persisted(const core::CapacityRequest& in) {
   r.spec.checkpoint_seconds = in.spec.checkpoint_seconds;
   r.spec.checkpoint_interval_seconds = in.spec.checkpoint_interval_seconds;
   r.spec.guaranteed = in.spec.guaranteed;
+  r.spec.spot = in.spec.spot;
+  r.spec.burst_seconds = in.spec.burst_seconds;
   r.spec.start_at = Micros(in.spec.start_at);
   r.spec.duration = absl::Seconds(absl::ToInt64Seconds(in.spec.duration));
   r.state = in.state;
@@ -109,6 +111,7 @@ core::CapacityRequest Persisted(const core::CapacityRequest& in) {
   r.cost_micros = in.cost_micros;
   r.run_started_at = Micros(in.run_started_at);
   r.run_ended_at = Micros(in.run_ended_at);
+  r.burst_until = Micros(in.burst_until);
   for (const core::Claim& c : in.claims) {
     // As the row keeps it: renewals are not stored (core::GraceLeases).
     r.claims.push_back(core::Claim{c.member, c.holder, Micros(c.claimed_at), Micros(c.claimed_at)});
@@ -198,6 +201,7 @@ struct MemoryStore::Tables {
       authority_rules;
   std::map<std::tuple<std::string, std::string, absl::Time>, core::Price> prices;
   std::map<std::string, core::Budget> budgets;
+  std::map<std::pair<core::PowerScope, std::string>, core::PowerBudget> power_budgets;
   std::map<std::pair<std::string, std::string>, core::Delegation> delegations;
   std::map<std::pair<std::string, std::string>, core::Slo> slos;
   std::map<int64_t, core::Incident> incidents;
@@ -283,6 +287,10 @@ struct Applier {
     row.starvation_limit_seconds = p.starvation_limit_seconds;
     row.claim_deadline_seconds = p.claim_deadline_seconds;
     row.lease_seconds = p.lease_seconds;
+    row.class_rules = p.class_rules;
+    row.spot_grace_seconds = p.spot_grace_seconds;
+    row.headroom = p.headroom;
+    row.max_burst_seconds = p.max_burst_seconds;
     t.pools[p.name] = std::move(row);
     return absl::OkStatus();
   }
@@ -425,8 +433,8 @@ struct Applier {
     if (t.prices.contains(key)) return Duplicate(absl::StrCat("price ", p.gpu_model));
     if (!t.gpu_models.contains(p.gpu_model))
       return Missing(absl::StrCat("gpu model ", p.gpu_model));
-    t.prices[key] =
-        core::Price{p.gpu_model, p.latency_class, p.micros_per_gpu_hour, Micros(p.effective_from)};
+    t.prices[key] = core::Price{p.gpu_model, p.latency_class, p.micros_per_gpu_hour,
+                                Micros(p.effective_from), p.burst_micros_per_gpu_hour};
     return absl::OkStatus();
   }
   absl::Status operator()(const core::Budget& b) {
@@ -435,6 +443,10 @@ struct Applier {
     row.over = b.over == core::OverBudget::kApproval ? core::OverBudget::kApproval
                                                      : core::OverBudget::kDeny;
     t.budgets[b.team] = row;
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const core::PowerBudget& b) {
+    t.power_budgets[{b.scope, b.name}] = b;
     return absl::OkStatus();
   }
   absl::Status operator()(const core::DelegationWrite& w) {
@@ -684,6 +696,7 @@ absl::Status LoadGovernanceAndRequests(const Tables& t, const LoadScope& scope,
   for (const auto& [key, p] : t.prices) ARBITER_RETURN_IF_ERROR(state.LoadPrice(p));
   for (const auto& [key, d] : t.delegations) state.LoadDelegation(d);
   for (const auto& [team, b] : t.budgets) ARBITER_RETURN_IF_ERROR(state.LoadBudget(b));
+  for (const auto& [key, b] : t.power_budgets) state.LoadPowerBudget(b);
   for (const auto& [key, s] : t.slos) ARBITER_RETURN_IF_ERROR(state.LoadSlo(s));
   for (const auto& [key, id] : t.incident_keys) {
     state.LoadIncident(std::get<0>(key), std::get<1>(key), std::get<2>(key), id);
@@ -990,6 +1003,13 @@ absl::StatusOr<std::vector<core::Budget>> MemoryStore::ListBudgets() {
   return out;
 }
 
+absl::StatusOr<std::vector<core::PowerBudget>> MemoryStore::ListPowerBudgets() {
+  absl::MutexLock lock(&mu_);
+  std::vector<core::PowerBudget> out;
+  for (const auto& [key, b] : tables_->power_budgets) out.push_back(b);
+  return out;
+}
+
 absl::StatusOr<std::vector<core::Delegation>> MemoryStore::ListDelegations() {
   absl::MutexLock lock(&mu_);
   std::vector<core::Delegation> out;
@@ -1185,6 +1205,8 @@ std::vector<core::HeldMember> HeldMembers(const Tables& t, Held held) {
       m.exclusive = p.exclusive;
       m.preemptible = r.spec.preemptible;
       m.guaranteed = r.spec.guaranteed;
+      m.spot = r.spec.spot;
+      m.burst = r.burst_until != absl::InfinitePast();
       m.from = ChargedFrom(r);
       m.until = Holds(r.state) ? absl::InfiniteFuture() : ChargedUntil(r);
       m.priority = r.spec.priority;

@@ -105,6 +105,7 @@ class MemoryStore final : public Store {
   [[nodiscard]] absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() override;
   [[nodiscard]] absl::StatusOr<std::vector<core::Price>> ListPrices() override;
   [[nodiscard]] absl::StatusOr<std::vector<core::Budget>> ListBudgets() override;
+  [[nodiscard]] absl::StatusOr<std::vector<core::PowerBudget>> ListPowerBudgets() override;
   [[nodiscard]] absl::StatusOr<std::vector<core::Delegation>> ListDelegations() override;
   [[nodiscard]] absl::StatusOr<std::map<std::string, int64_t>> SpendBetween(absl::Time from,
                                                                             absl::Time to) override;

@@ -80,10 +80,10 @@ void BatchWriter::Flush(pqxx::transaction_base& tx, int64_t fencing_epoch) {
 }
 
 void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
-  // Inserts: 50 columns (statements.cc: the request columns), one array each.
-  std::vector<ArrayLiteral> ins(50);
-  // Updates: 17 columns after the id.
-  std::vector<ArrayLiteral> upd(18);
+  // Inserts: 53 columns (statements.cc: the request columns), one array each.
+  std::vector<ArrayLiteral> ins(53);
+  // Updates: 18 columns after the id.
+  std::vector<ArrayLiteral> upd(19);
   for (int64_t id : order_) {
     const Request& w = requests_.at(id);
     const core::CapacityRequest& r = *w.last;
@@ -107,6 +107,7 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
       upd[c++].Add(rows::FormatClaims(r.claims));
       upd[c++].Add(rows::ToMicrosOrMin(r.run_started_at));
       upd[c++].Add(rows::ToMicrosOrMin(r.run_ended_at));
+      upd[c++].Add(rows::ToMicrosOrMin(r.burst_until));
       upd[c++].Add(EndedAtMicros(r));
       continue;
     }
@@ -162,6 +163,9 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
     ins[c++].Add(rows::FormatClaims(r.claims));
     ins[c++].Add(rows::ToMicrosOrMin(r.run_started_at));
     ins[c++].Add(rows::ToMicrosOrMin(r.run_ended_at));
+    ins[c++].AddBool(r.spec.spot);
+    ins[c++].Add(r.spec.burst_seconds);
+    ins[c++].Add(rows::ToMicrosOrMin(r.burst_until));
     ins[c++].Add(EndedAtMicros(r));
   }
   for (const ArrayLiteral& a : ins) params.push_back(a.Done());

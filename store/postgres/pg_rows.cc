@@ -102,6 +102,9 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   r.claims = std::move(*claims);
   r.run_started_at = FromMicrosOrMin(row[47].as<int64_t>());
   r.run_ended_at = FromMicrosOrMin(row[48].as<int64_t>());
+  r.spec.spot = row[49].as<bool>();
+  r.spec.burst_seconds = row[50].as<int64_t>();
+  r.burst_until = FromMicrosOrMin(row[51].as<int64_t>());
   if (r.state == core::RequestState::kUnspecified ||
       r.spec.workload_class == core::WorkloadClass::kUnspecified) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": unknown state or class"));
@@ -306,6 +309,31 @@ std::string ClassesLiteral(const std::vector<core::WorkloadClass>& classes) {
   return TextArrayLiteral(names);
 }
 
+std::string ClassRulesLiteral(const std::vector<core::PoolClassRule>& rules) {
+  std::vector<std::string> items;
+  for (const core::PoolClassRule& r : rules) {
+    items.push_back(absl::StrCat(core::WorkloadClassName(r.workload_class), "=",
+                                 core::ClassAdmissionName(r.admission)));
+  }
+  return TextArrayLiteral(items);
+}
+
+std::string HeadroomLiteral(const std::vector<core::Headroom>& headroom) {
+  std::vector<std::string> items;
+  for (const core::Headroom& h : headroom) items.push_back(absl::StrCat(h.gpu_model, "=", h.milli));
+  return TextArrayLiteral(items);
+}
+
+std::vector<core::PoolClassRule> ClassRulesFromField(const pqxx::field& field) {
+  std::vector<core::PoolClassRule> out;
+  for (const std::string& item : ArrayElements(field)) {
+    const std::pair<std::string, std::string> parts = absl::StrSplit(item, '=');
+    out.push_back(
+        {core::WorkloadClassFromName(parts.first), core::ClassAdmissionFromName(parts.second)});
+  }
+  return out;
+}
+
 std::vector<core::WorkloadClass> ClassesFromField(const pqxx::field& field) {
   std::vector<core::WorkloadClass> out;
   for (const std::string& name : ArrayElements(field)) {
@@ -325,6 +353,17 @@ core::Pool PoolFromRow(const pqxx::row& row) {
   p.starvation_limit_seconds = row[6].as<int64_t>();
   p.claim_deadline_seconds = row[7].as<int64_t>();
   p.lease_seconds = row[8].as<int64_t>();
+  p.class_rules = ClassRulesFromField(row[9]);
+  if (const int64_t spot_grace = row[10].as<int64_t>(); spot_grace >= 0) {
+    p.spot_grace_seconds = spot_grace;
+  }
+  for (const std::string& item : ArrayElements(row[11])) {
+    const std::pair<std::string, std::string> parts = absl::StrSplit(item, '=');
+    core::Headroom h{parts.first, 0};
+    if (!absl::SimpleAtoi(parts.second, &h.milli)) h.milli = 0;
+    p.headroom.push_back(std::move(h));
+  }
+  p.max_burst_seconds = row[12].as<int64_t>();
   return p;
 }
 

@@ -45,7 +45,9 @@ struct ChangeWriter {
     tx.exec_prepared(sql::kInsertPool, p.name, std::string(core::LatencyClassName(p.latency_class)),
                      p.description, rows::ClassesLiteral(p.lends_to), p.reclaim_grace_seconds,
                      std::string(core::QueueingPolicyName(p.queueing)), p.starvation_limit_seconds,
-                     p.claim_deadline_seconds, p.lease_seconds);
+                     p.claim_deadline_seconds, p.lease_seconds,
+                     rows::ClassRulesLiteral(p.class_rules), p.spot_grace_seconds.value_or(-1),
+                     rows::HeadroomLiteral(p.headroom), p.max_burst_seconds);
   }
   void operator()(const core::Node& n) const {
     tx.exec_prepared(sql::kInsertNode, n.id, n.cluster, n.name, n.pool, n.topology_domain,
@@ -99,7 +101,11 @@ struct ChangeWriter {
   void operator()(const core::Price& p) const {
     tx.exec_prepared(sql::kInsertPrice, p.gpu_model,
                      std::string(core::LatencyClassName(p.latency_class)), p.micros_per_gpu_hour,
-                     rows::ToMicros(p.effective_from));
+                     rows::ToMicros(p.effective_from), p.burst_micros_per_gpu_hour);
+  }
+  void operator()(const core::PowerBudget& b) const {
+    tx.exec_prepared(sql::kUpsertPowerBudget, std::string(core::PowerScopeName(b.scope)), b.name,
+                     b.watts, b.reclaim);
   }
   void operator()(const core::Budget& b) const {
     tx.exec_prepared(sql::kUpsertBudget, b.team, b.soft_limit_micros, b.hard_limit_micros,
@@ -262,9 +268,19 @@ std::vector<core::Delegation> DelegationsFrom(pqxx::transaction_base& tx) {
 std::vector<core::Price> PricesFrom(pqxx::transaction_base& tx) {
   std::vector<core::Price> out;
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPrices)) {
-    out.push_back(core::Price{row[0].as<std::string>(),
-                              core::LatencyClassFromName(row[1].as<std::string>()),
-                              row[2].as<int64_t>(), absl::FromUnixMicros(row[3].as<int64_t>())});
+    out.push_back(core::Price{
+        row[0].as<std::string>(), core::LatencyClassFromName(row[1].as<std::string>()),
+        row[2].as<int64_t>(), absl::FromUnixMicros(row[3].as<int64_t>()), row[4].as<int64_t>()});
+  }
+  return out;
+}
+
+std::vector<core::PowerBudget> PowerBudgetsFrom(pqxx::transaction_base& tx) {
+  std::vector<core::PowerBudget> out;
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPowerBudgets)) {
+    out.push_back(core::PowerBudget{core::PowerScopeFromName(row[0].as<std::string>()),
+                                    row[1].as<std::string>(), row[2].as<int64_t>(),
+                                    row[3].as<bool>()});
   }
   return out;
 }
@@ -322,6 +338,7 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, const store::
   for (const core::Price& p : PricesFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadPrice(p));
   for (const core::Delegation& d : DelegationsFrom(tx)) state.LoadDelegation(d);
   for (core::Budget& b : BudgetsFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadBudget(std::move(b)));
+  for (core::PowerBudget& b : PowerBudgetsFrom(tx)) state.LoadPowerBudget(std::move(b));
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectSlos, std::string())) {
     core::Slo slo;
     slo.team = row[0].as<std::string>();
@@ -769,6 +786,14 @@ absl::StatusOr<std::vector<core::Price>> PgStore::ListPrices() {
                         [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::Price>> {
                           pqxx::read_transaction tx(c);
                           return PricesFrom(tx);
+                        });
+}
+
+absl::StatusOr<std::vector<core::PowerBudget>> PgStore::ListPowerBudgets() {
+  return WithConnection("list power budgets",
+                        [](pqxx::connection& c) -> absl::StatusOr<std::vector<core::PowerBudget>> {
+                          pqxx::read_transaction tx(c);
+                          return PowerBudgetsFrom(tx);
                         });
 }
 

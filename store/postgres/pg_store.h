@@ -69,6 +69,7 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::AuthorityRule>> ListAuthorityRules() override;
   absl::StatusOr<std::vector<core::Price>> ListPrices() override;
   absl::StatusOr<std::vector<core::Budget>> ListBudgets() override;
+  absl::StatusOr<std::vector<core::PowerBudget>> ListPowerBudgets() override;
   absl::StatusOr<std::vector<core::Delegation>> ListDelegations() override;
   absl::StatusOr<std::map<std::string, int64_t>> SpendBetween(absl::Time from,
                                                               absl::Time to) override;

@@ -142,6 +142,8 @@ core::HeldMember HeldMemberFromRow(const pqxx::row& row) {
   const absl::Time until = rows::FromMicrosOrMin(row[15].as<int64_t>());
   m.until = until == absl::InfinitePast() ? absl::InfiniteFuture() : until;
   m.priority = row[16].as<int32_t>();
+  m.spot = row[17].as<bool>();
+  m.burst = row[18].as<bool>();
   return m;
 }
 

@@ -34,8 +34,10 @@ constexpr Statement kStatements[] = {
     {kInsertCluster, "INSERT INTO clusters (name, description) VALUES ($1, $2)"},
     {kInsertPool,
      "INSERT INTO pools (name, latency_class, description, lends_to, reclaim_grace_seconds, "
-     "queueing, starvation_limit_seconds, claim_deadline_seconds, lease_seconds) "
-     "VALUES ($1, $2, $3, $4::text[], $5, $6, $7, $8, $9)"},
+     "queueing, starvation_limit_seconds, claim_deadline_seconds, lease_seconds, class_rules, "
+     "spot_grace_seconds, headroom, max_burst_seconds) "
+     "VALUES ($1, $2, $3, $4::text[], $5, $6, $7, $8, $9, $10::text[], NULLIF($11, -1), "
+     "$12::text[], $13)"},
     {kInsertNode,
      "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
      "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
@@ -62,7 +64,8 @@ constexpr Statement kStatements[] = {
     {kSelectClusters, "SELECT name, description FROM clusters ORDER BY name"},
     {kSelectPools,
      "SELECT name, latency_class, description, lends_to, reclaim_grace_seconds, queueing, "
-     "starvation_limit_seconds, claim_deadline_seconds, lease_seconds FROM pools ORDER BY name"},
+     "starvation_limit_seconds, claim_deadline_seconds, lease_seconds, class_rules, "
+     "COALESCE(spot_grace_seconds, -1), headroom, max_burst_seconds FROM pools ORDER BY name"},
     // $1 cluster, $2 pool ('' = any).
     {kSelectNodes,
      "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib, cordoned, "
@@ -181,12 +184,19 @@ constexpr Statement kStatements[] = {
      " limit_seconds, limit_micros FROM authority_rules"
      " ORDER BY pool, action, approver"},
     {kInsertPrice,
-     "INSERT INTO prices (gpu_model, latency_class, micros_per_gpu_hour, effective_from)"
-     " VALUES ($1, $2, $3, " TS(4) ")"},
+     "INSERT INTO prices (gpu_model, latency_class, micros_per_gpu_hour, effective_from, "
+     "burst_micros_per_gpu_hour) VALUES ($1, $2, $3, " TS(4) ", $5)"},
     {kSelectPrices,
      "SELECT gpu_model, latency_class, micros_per_gpu_hour,"
-     " (extract(epoch FROM effective_from) * 1000000)::bigint FROM prices"
+     " (extract(epoch FROM effective_from) * 1000000)::bigint, burst_micros_per_gpu_hour"
+     " FROM prices"
      " ORDER BY gpu_model, latency_class, effective_from"},
+    {kUpsertPowerBudget,
+     "INSERT INTO power_budgets (scope, name, watts, reclaim) VALUES ($1, $2, $3, $4) "
+     "ON CONFLICT (scope, name) DO UPDATE SET watts = EXCLUDED.watts, "
+     "reclaim = EXCLUDED.reclaim, updated_at = now()"},
+    {kSelectPowerBudgets,
+     "SELECT scope, name, watts, reclaim FROM power_budgets ORDER BY scope, name"},
     {kUpsertBudget,
      "INSERT INTO budgets (team, soft_limit_micros, hard_limit_micros, over) VALUES ($1, $2, $3, "
      "$4)"
@@ -210,7 +220,7 @@ constexpr Statement kStatements[] = {
   "(extract(epoch FROM COALESCE(r.run_started_at, r.admitted_at)) * 1000000)::bigint, "  \
   "CASE WHEN r.state IN ('admitted', 'preempting') THEN -9223372036854775808 "           \
   "ELSE (extract(epoch FROM COALESCE(r.run_ended_at, r.updated_at)) * 1000000)::bigint " \
-  "END, r.priority "                                                                     \
+  "END, r.priority, r.spot, r.burst_until IS NOT NULL "                                  \
   "FROM requests r JOIN placements p ON p.request_id = r.id "
     // Members held at some time in [$1, $2): admitted, and not ended before
     // $1 (a request's last update is when it ended).
@@ -581,6 +591,9 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                        {"claims", T},
                                        {"run_started_at", B, Value::kTimeOrNull},
                                        {"run_ended_at", B, Value::kTimeOrNull},
+                                       {"spot", O},
+                                       {"burst_seconds", B},
+                                       {"burst_until", B, Value::kTimeOrNull},
                                        // The partition key (migration 0033).
                                        {"ended_at", B, Value::kTimeOrInfinity}};
   // The columns a decision changes, after the id; typed as in `request`.
@@ -588,7 +601,7 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
   for (absl::string_view name :
        {"id", "state", "reason_code", "reason", "updated_at", "admitted_at", "quota_model",
         "preempt_deadline", "preempted_by", "holds", "approvals", "approvers", "approval_deadline",
-        "cost_micros", "claims", "run_started_at", "run_ended_at", "ended_at"}) {
+        "cost_micros", "claims", "run_started_at", "run_ended_at", "burst_until", "ended_at"}) {
     for (const Column& c : request) {
       if (name == c.name) request_update.push_back(c);
     }

@@ -27,7 +27,8 @@ namespace arbiter::store::sql {
   "duration_seconds, " ARBITER_MICROS_OR_MIN("admitted_at") ", quota_model, "                  \
   ARBITER_MICROS_OR_MIN("preempt_deadline") ", preempted_by, holds, approvals, approvers, "     \
   ARBITER_MICROS_OR_MIN("approval_deadline") ", cost_micros, claims, "                         \
-  ARBITER_MICROS_OR_MIN("run_started_at") ", " ARBITER_MICROS_OR_MIN("run_ended_at")
+  ARBITER_MICROS_OR_MIN("run_started_at") ", " ARBITER_MICROS_OR_MIN("run_ended_at") ", spot, burst_seconds, " \
+  ARBITER_MICROS_OR_MIN("burst_until")
 #define ARBITER_PLACEMENT_COLUMNS                                                                \
   "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, " \
   "exclusive, mig_profile, mig_start, mig_new_layout, mig_layout_cleared"
@@ -79,6 +80,8 @@ inline constexpr const char* kInsertPrice = "insert_price";
 inline constexpr const char* kSelectPrices = "select_prices";
 inline constexpr const char* kUpsertBudget = "upsert_budget";
 inline constexpr const char* kSelectBudgets = "select_budgets";
+inline constexpr const char* kUpsertPowerBudget = "upsert_power_budget";
+inline constexpr const char* kSelectPowerBudgets = "select_power_budgets";
 inline constexpr const char* kSelectSpend = "select_spend";
 inline constexpr const char* kSelectMonthSpend = "select_month_spend";
 inline constexpr const char* kUpsertDelegation = "upsert_delegation";

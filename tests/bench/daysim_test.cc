@@ -1,8 +1,13 @@
-// daysim's contract: the same seed gives the same week; every milli-GPU
-// second the jobs held is one the core's inventory held; a small scenario
-// gives, under each policy, the figures worked out by hand below; and a bad
-// scenario is refused naming its field.
+// daysim's contract: the latency model's queue matches queueing theory
+// where it has closed forms; the same seed gives the same week; every
+// milli-GPU second the jobs held is one the core's inventory held; the
+// report's columns add up; a small scenario gives, under each policy, the
+// figures worked out by hand below; and a bad scenario is refused naming
+// its field.
+#include <cmath>
+#include <numeric>
 #include <string>
+#include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -17,6 +22,154 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr int64_t kGpuSecond = 1000;  // Milli-GPU seconds of one GPU for one second.
+constexpr uint64_t kSeed = 20261102;
+
+// Mean and p99 of the responses of `intervals` 15-second intervals of one
+// queue, from a fresh queue and generator.
+struct Responses {
+  double mean = 0;
+  double p99 = 0;
+  size_t count = 0;
+};
+
+Responses RunQueue(const ReplicaQueue::Interval& in, int32_t servers, int intervals) {
+  ReplicaQueue queue(servers);
+  Rng rng(kSeed);
+  std::vector<double> all;
+  for (int k = 0; k < intervals; ++k) queue.Run(in, rng, all);
+  Responses r;
+  r.count = all.size();
+  r.mean = std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
+  std::vector<WeightedSample> samples;
+  for (double x : all) samples.push_back({x, 1.0});
+  r.p99 = WeightedQuantile(samples, 0.99);
+  return r;
+}
+
+ReplicaQueue::Interval Exponential(double arrivals_per_second, double mean_service_seconds) {
+  ReplicaQueue::Interval in;
+  in.seconds = 15;
+  in.arrivals_per_second = arrivals_per_second;
+  in.mean_service_seconds = mean_service_seconds;
+  in.service_cv = 1.0;
+  return in;
+}
+
+// M/M/1: the response time is exponential with rate mu - lambda, so its mean
+// is 1 / (mu - lambda) and its p99 ln(100) / (mu - lambda). Over 20 seeds,
+// with 1.6 million requests, the p99's standard deviation is 0.5% at rho
+// 0.5 and 1.3% at rho 0.8 (the queue is strongly autocorrelated); the
+// tolerances are over 3 of them.
+TEST(ReplicaQueueTest, MM1MatchesClosedForm) {
+  const double mu = 10;
+  for (const auto& [lambda, requests, tolerance] :
+       {std::tuple{5.0, 1'600'000, 0.03}, std::tuple{8.0, 1'600'000, 0.05}}) {
+    SCOPED_TRACE(lambda);
+    const Responses r =
+        RunQueue(Exponential(lambda, 1 / mu), 1, static_cast<int>(requests / (lambda * 15)));
+    EXPECT_GT(r.count, requests * 0.98);
+    EXPECT_NEAR(r.mean, 1 / (mu - lambda), tolerance / (mu - lambda));
+    EXPECT_NEAR(r.p99, std::log(100.0) / (mu - lambda),
+                tolerance * std::log(100.0) / (mu - lambda));
+  }
+}
+
+// M/M/4 at rho 0.75: Erlang C gives the probability of waiting; the mean
+// wait is C / (c mu - lambda). The mean's standard deviation over 20 seeds
+// is 0.008 s.
+TEST(ReplicaQueueTest, MMcMatchesErlangC) {
+  const double mu = 1, lambda = 3, a = lambda / mu;
+  const int c = 4;
+  double sum = 0, term = 1;
+  for (int k = 0; k < c; ++k) {
+    sum += term;
+    term *= a / (k + 1);
+  }
+  const double tail = term * c / (c - a);  // a^c / c! x c / (c - a)
+  const double erlang_c = tail / (sum + tail);
+  EXPECT_NEAR(erlang_c, 0.5094, 0.0001);
+  const Responses r = RunQueue(Exponential(lambda, 1 / mu), c, 10'000);
+  EXPECT_NEAR(r.mean, 1 / mu + erlang_c / (c * mu - lambda), 0.03);
+}
+
+// Round robin over k replicas: each sees Erlang-k gaps. For GI/M/1 the
+// response is exponential with rate mu (1 - sigma), where sigma solves
+// sigma = A*(mu (1 - sigma)) and A*(s) = (k lambda / (k lambda + s))^k.
+// 1.44 million requests: the p99's standard deviation is about 1.3%.
+TEST(ReplicaQueueTest, RoundRobinMatchesGIM1) {
+  const double mu = 10, lambda = 8;
+  const int k = 4;
+  double sigma = 0.5;
+  for (int it = 0; it < 200; ++it)
+    sigma = std::pow(k * lambda / (k * lambda + mu * (1 - sigma)), k);
+  const double rate = mu * (1 - sigma);
+  ReplicaQueue::Interval in = Exponential(lambda, 1 / mu);
+  in.gap_shape = k;
+  const Responses r = RunQueue(in, 1, 12'000);
+  EXPECT_NEAR(r.mean, 1 / rate, 0.04 / rate);
+  EXPECT_NEAR(r.p99, std::log(100.0) / rate, 0.05 * std::log(100.0) / rate);
+  // Smoother arrivals wait less than Poisson ones at the same load.
+  EXPECT_LT(r.mean, 1 / (mu - lambda) * 0.8);
+}
+
+// Twice the arrivals it can serve: the backlog grows by about one second
+// per second and carries into the next interval, where a light load still
+// waits behind it; with a timeout, the backlog stops at the timeout.
+TEST(ReplicaQueueTest, SaturatedBacklogGrowsAndCarriesOver) {
+  ReplicaQueue queue(1);
+  Rng rng(kSeed);
+  std::vector<double> responses;
+  double last = 0;
+  for (int k = 1; k <= 4; ++k) {
+    queue.Run(Exponential(20, 0.1), rng, responses);
+    EXPECT_GT(queue.WaitSeconds(), last);
+    last = queue.WaitSeconds();
+  }
+  EXPECT_NEAR(last, 60, 8);
+  responses.clear();
+  queue.Run(Exponential(1, 0.1), rng, responses);
+  ASSERT_FALSE(responses.empty());
+  EXPECT_GT(responses.front(), 40);  // Behind the backlog, not the 0.1 s of an idle queue.
+
+  ReplicaQueue bounded(1);
+  ReplicaQueue::Interval in = Exponential(20, 0.1);
+  in.timeout_seconds = 5;
+  int64_t refused = 0;
+  for (int k = 0; k < 4; ++k) refused += bounded.Run(in, rng, responses);
+  EXPECT_LT(bounded.WaitSeconds(), 5 + 2);
+  EXPECT_GT(refused, 400);
+}
+
+TEST(ReplicaQueueTest, SameSeedSameResponses) {
+  ReplicaQueue::Interval in = Exponential(30, 0.02);
+  in.service_cv = 0.6;
+  in.gap_shape = 7;
+  in.slowdown = 1.5;
+  std::vector<double> a, b, c;
+  ReplicaQueue qa(2), qb(2), qc(2);
+  Rng ra(1), rb(1), rc(2);
+  for (int k = 0; k < 10; ++k) {
+    qa.Run(in, ra, a);
+    qb.Run(in, rb, b);
+    qc.Run(in, rc, c);
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+// The weighted p99 is the smallest response with 99% of the weight at or
+// below it.
+TEST(WeightedQuantileTest, HandWorkedCases) {
+  std::vector<WeightedSample> equal;
+  for (int k = 100; k >= 1; --k) equal.push_back({static_cast<double>(k), 1});
+  EXPECT_EQ(WeightedQuantile(equal, 0.99), 99);
+  std::vector<WeightedSample> light_tail = {{100, 1}, {1, 98}, {10, 1}};
+  EXPECT_EQ(WeightedQuantile(light_tail, 0.99), 10);
+  std::vector<WeightedSample> heavy_tail = {{10, 0.5}, {100, 1.5}, {1, 98}};
+  EXPECT_EQ(WeightedQuantile(heavy_tail, 0.99), 100);
+  std::vector<WeightedSample> none;
+  EXPECT_EQ(WeightedQuantile(none, 0.99), 0);
+}
 
 Scenario DefaultScenario(int32_t days) {
   auto s = LoadScenario(ARBITER_SOURCE_DIR "/bench/scenarios/mixed-week.yaml");
@@ -59,6 +212,59 @@ TEST(DaysimTest, GpuSecondsInEqualGpuSecondsOut) {
   }
 }
 
+// The default services, alone at their target utilization with their peak
+// replica count (round robin over them), have the p99 their base_p99_ms
+// states: the scenario's service-time CVs are calibrated to it.
+TEST(DaysimTest, ServiceTimesCalibratedToBaseP99) {
+  const Scenario s = DefaultScenario(1);
+  for (const ServiceSpec& v : s.services) {
+    SCOPED_TRACE(v.name);
+    const double per_replica = v.replica_rps * v.target_utilization_permille / 1000.0;
+    ReplicaQueue::Interval in;
+    in.seconds = 15;
+    in.arrivals_per_second = per_replica;
+    in.gap_shape = static_cast<int32_t>(std::ceil(v.peak_rps / per_replica));
+    in.mean_service_seconds = static_cast<double>(v.replica_concurrency) / v.replica_rps;
+    in.service_cv = v.service_cv_permille / 1000.0;
+    const Responses r = RunQueue(in, v.replica_concurrency, 200'000 / (per_replica * 15));
+    EXPECT_NEAR(r.p99 * 1000, v.base_p99_ms, 0.1 * v.base_p99_ms);
+  }
+}
+
+// The report's new columns are there and consistent: breach minutes by
+// cause add up, the formula's minutes are measured on the same minutes,
+// the teams' energy and the unallocated GPUs' add up to the total within
+// its physical bounds, and lost progress is part of lost GPU time.
+TEST(DaysimTest, ReportColumnsAddUp) {
+  const Scenario s = DefaultScenario(2);
+  std::vector<Result> results;
+  for (Policy p : {Policy::kStatic, Policy::kQuotaOnly, Policy::kArbiter}) {
+    results.push_back(Simulate(s, p));
+    const Result& r = results.back();
+    SCOPED_TRACE(PolicyName(p));
+    for (const ServiceResult& v : r.services) {
+      int64_t by_cause = 0;
+      for (const auto& [cause, minutes] : v.breach_minutes_by_cause) by_cause += minutes;
+      EXPECT_EQ(by_cause, v.breach_minutes) << v.name;
+      EXPECT_EQ(v.p99_ms_by_minute.size(), 2u * 1440);
+      EXPECT_EQ(v.formula_p99_ms_by_minute.size(), v.p99_ms_by_minute.size());
+    }
+    int64_t teams = 0;
+    for (const TeamResult& t : r.teams) teams += t.energy_wh;
+    EXPECT_EQ(teams + r.unallocated_energy_wh, r.energy_wh);
+    const int64_t gpu_hours = r.capacity_milli_seconds / (1000 * 3600);
+    EXPECT_GE(r.energy_wh, gpu_hours * s.cluster.gpu_idle_watts);
+    EXPECT_LE(r.energy_wh, gpu_hours * s.cluster.gpu_tdp_watts);
+    EXPECT_LE(r.lost_progress_milli_seconds, r.lost_milli_seconds);
+  }
+  EXPECT_THAT(SummaryCsv(results), HasSubstr("arbiter,chat.formula_breach_minutes,"));
+  EXPECT_THAT(SummaryCsv(results), HasSubstr("arbiter,energy_wh,"));
+  EXPECT_THAT(SummaryCsv(results), HasSubstr("arbiter,lost_progress_milli_gpu_seconds,"));
+  EXPECT_THAT(TeamsCsv(results), HasSubstr(",energy_wh\n"));
+  EXPECT_THAT(HourlyCsv(s, results), HasSubstr(",chat_formula_p99_ms\n"));
+  EXPECT_THAT(ComparisonTable(s, results), HasSubstr("breach minutes, cause "));
+}
+
 // Two teams of one 8-GPU node each. At 00:00 team a asks for a gang of two
 // 8-GPU members (preemptible, no checkpoints, an hour of work), then team b
 // for one 8-GPU member (not preemptible, an hour), within its nominal.
@@ -85,6 +291,8 @@ streams:
 }
 
 // Static: a's 16 GPUs never fit its 8-GPU partition (denied); b runs its hour.
+// Energy: b's 8 GPUs busy for the hour at 700 W (5,600 Wh); the other 376
+// GPU-hours of the day idle at 100 W (37,600 Wh).
 TEST(DaysimTest, TwoTeamsStatic) {
   const Result r = Simulate(TwoTeams(), Policy::kStatic);
   EXPECT_EQ(r.jobs_denied, 1);
@@ -92,6 +300,10 @@ TEST(DaysimTest, TwoTeamsStatic) {
   EXPECT_EQ(r.used_milli_seconds, 8 * 3600 * kGpuSecond);
   EXPECT_EQ(r.delay_by_class.at("training").p95_seconds, 0);
   EXPECT_EQ(r.preemptions, 0);
+  EXPECT_EQ(r.teams[0].energy_wh, 0);
+  EXPECT_EQ(r.teams[1].energy_wh, 5'600);
+  EXPECT_EQ(r.unallocated_energy_wh, 37'600);
+  EXPECT_EQ(r.energy_wh, 43'200);
 }
 
 // Quota-only: a borrows b's node; b reclaims, but a borrower runs to the end
@@ -112,9 +324,70 @@ TEST(DaysimTest, TwoTeamsArbiter) {
   EXPECT_EQ(r.jobs_completed, 2);
   EXPECT_EQ(r.preemptions, 1);
   EXPECT_EQ(r.lost_milli_seconds, 16 * 60 * kGpuSecond);
+  EXPECT_EQ(r.lost_progress_milli_seconds, 16 * 60 * kGpuSecond);  // No checkpoint: all of it.
   EXPECT_EQ(r.used_milli_seconds, (16 * (60 + 3600) + 8 * 3600) * kGpuSecond);
   EXPECT_EQ(r.delay_by_class.at("training").p95_seconds, 60);  // b's wait.
   EXPECT_EQ(r.held_by_jobs_milli_seconds, r.held_by_inventory_milli_seconds);
+}
+
+// a checkpoints every 40 s (30 s of work, then 10 s writing; rate 750
+// permille) and is reclaimed at its 60 s deadline. With a checkpoint on
+// notice it writes from 50 s and keeps 50 x 0.75 = 37 s of work: no progress
+// lost, 60 - 37 / 0.75 = 11 s of GPU time (its final checkpoint). With
+// periodic checkpoints only it keeps the 30 s of the first interval and
+// loses the 20 s it worked since (GPU time lost: 60 - 40 = 20 s).
+TEST(DaysimTest, LostProgressIsWorkSinceTheLastCheckpoint) {
+  for (bool on_notice : {true, false}) {
+    SCOPED_TRACE(on_notice);
+    Scenario s = TwoTeams();
+    s.streams[0].checkpoint_seconds = 10;
+    s.streams[0].checkpoint_interval_seconds = 40;
+    s.streams[0].checkpoint_on_notice = on_notice;
+    const Result r = Simulate(s, Policy::kArbiter);
+    EXPECT_EQ(r.preemptions, 1);
+    EXPECT_EQ(r.lost_progress_milli_seconds, (on_notice ? 0 : 16 * 20) * kGpuSecond);
+    EXPECT_EQ(r.lost_milli_seconds, 16 * (on_notice ? 11 : 20) * kGpuSecond);
+  }
+}
+
+// A serving team s and a batch team t, one node each. At 00:00 t asks for
+// a 16-GPU gang (an hour of work) and s's autoscaler for its two replicas.
+// Static: t is denied; s's first minute has no ready replica (60 s cold
+// start): one breach minute, cold_start. Quota-only: t borrows s's node and,
+// never reclaimed early, keeps it for its hour while s's replicas wait: the
+// hour's 60 minutes breach, held by training, and so does the minute of the
+// replicas' cold start after it, which continues the breach.
+Scenario ServingAndTraining() {
+  auto s = ParseScenario(R"(
+name: serving-and-training
+days: 1
+warmup_days: 0
+cluster: {nodes: 2, gpus_per_node: 8}
+teams:
+  - {name: s, gpus: 8, pool_class: serving}
+  - {name: t, gpus: 8, pool_class: batch}
+services:
+  - {name: api, team: s, peak_rps: 100, replica_rps: 50, min_replicas: 2,
+     cold_start_seconds: 60, base_p99_ms: 50, slo_p99_ms: 150, service_cv_permille: 500}
+streams:
+  - {name: gang, team: t, class: training, kind: daily, count: 1, members: 2,
+     gpus_per_member: 8, min_work_seconds: 3600, max_work_seconds: 3600}
+)");
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+TEST(DaysimTest, BreachCausesNameWhatHeldTheCapacity) {
+  const Result fixed = Simulate(ServingAndTraining(), Policy::kStatic);
+  EXPECT_EQ(fixed.services[0].breach_minutes, 1);
+  EXPECT_EQ(fixed.services[0].breach_minutes_by_cause.at("cold_start"), 1);
+
+  const Result quota = Simulate(ServingAndTraining(), Policy::kQuotaOnly);
+  const ServiceResult& api = quota.services[0];
+  EXPECT_EQ(api.breach_minutes, 61);
+  EXPECT_EQ(api.breach_minutes_by_cause.at("held:training"), 61);
+  EXPECT_EQ(api.breach_minutes_by_cause.size(), 1u);
+  EXPECT_EQ(api.formula_breach_minutes, 61);
 }
 
 TEST(DaysimTest, BadScenarioNamesTheField) {
@@ -138,6 +411,20 @@ streams: [{name: s, team: nobody, gpus_per_member: 1}]
   EXPECT_EQ(LoadScenario("/nonexistent.yaml").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Breach minutes of all services, of `cause` when given.
+int64_t BreachMinutes(const Result& r, const std::string& cause = "") {
+  int64_t minutes = 0;
+  for (const ServiceResult& v : r.services) {
+    if (cause.empty()) {
+      minutes += v.breach_minutes;
+    } else if (auto it = v.breach_minutes_by_cause.find(cause);
+               it != v.breach_minutes_by_cause.end()) {
+      minutes += it->second;
+    }
+  }
+  return minutes;
+}
+
 // The default week shows the claims docs/economics.md quotes; if a change to
 // the core or the model moves them, the doc must be revisited.
 TEST(DaysimTest, DefaultWeekShowsTheClaims) {
@@ -149,20 +436,29 @@ TEST(DaysimTest, DefaultWeekShowsTheClaims) {
                                  static_cast<double>(fixed.capacity_milli_seconds);
   EXPECT_GE(waste, 0.40);
   EXPECT_LE(waste, 0.60);
-  int64_t worst_morning = 0, quota_breaches = 0, arbiter_contention = 0, static_breaches = 0,
-          arbiter_breaches = 0;
+  EXPECT_GE(arbiter.used_milli_seconds * 10, fixed.used_milli_seconds * 16);
+  int64_t worst_morning = 0, formula_quota = 0, formula_arbiter = 0;
   for (size_t i = 0; i < s.services.size(); ++i) {
     worst_morning = std::max(worst_morning, quota.services[i].morning_p99_permille);
-    quota_breaches += quota.services[i].breach_minutes;
-    static_breaches += fixed.services[i].breach_minutes;
-    arbiter_breaches += arbiter.services[i].breach_minutes;
-    arbiter_contention += arbiter.services[i].contention_breach_minutes;
+    formula_quota += quota.services[i].formula_breach_minutes;
+    formula_arbiter += arbiter.services[i].formula_breach_minutes;
   }
-  EXPECT_GE(worst_morning, 3000);
-  EXPECT_GE(arbiter.used_milli_seconds * 10, fixed.used_milli_seconds * 16);
-  EXPECT_LE(arbiter_breaches, static_breaches);
-  EXPECT_LT(arbiter_breaches * 10, quota_breaches);
+  // Quota-only: the serving teams' mornings, lost to the training that
+  // borrowed their GPUs overnight.
+  EXPECT_GE(worst_morning, 2000);
+  EXPECT_GE(BreachMinutes(quota, "held:training") * 10, BreachMinutes(quota) * 9);
   EXPECT_GT(quota.externality_micros, 0);
+  // Arbiter: no minute lost to training (seeds 1 and 3 show 2), a tenth of
+  // quota-only's at most, and no more than static's but for the minutes a
+  // spike's replicas wait for the work borrowing the serving pool to be
+  // reclaimed.
+  EXPECT_EQ(BreachMinutes(arbiter, "held:training"), 0);
+  EXPECT_LT(BreachMinutes(arbiter) * 10, BreachMinutes(quota));
+  EXPECT_LE(BreachMinutes(arbiter) - BreachMinutes(arbiter, "held:batch_analytics") -
+                BreachMinutes(arbiter, "held:training"),
+            BreachMinutes(fixed));
+  // The formula, as a cross-check, ranks the policies the same way.
+  EXPECT_LT(formula_arbiter * 10, formula_quota);
 }
 
 }  // namespace

@@ -39,7 +39,9 @@ AttributionInputs Inputs() {
   in.slo = {"web", "chat", "serving", 200'000, absl::Minutes(5), 0};
   in.window = {"web", "chat", At(0), At(300), 100'000, 450'000, 50'000};
   in.nominal_milli = {{"web", 4000}, {"batch", 0}, {"ml", 1000}};
-  in.serving_pool = true;
+  in.lent_classes = (1u << static_cast<int>(WorkloadClass::kTraining)) |
+                    (1u << static_cast<int>(WorkloadClass::kBatchAnalytics)) |
+                    (1u << static_cast<int>(WorkloadClass::kExperimentation));
   in.micros_per_gpu_hour = {{"L4", 3'600'000}};  // 1,000 micros per GPU-second.
   return in;
 }

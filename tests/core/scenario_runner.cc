@@ -120,6 +120,8 @@ class Scenario {
     spec.priority = static_cast<int32_t>(Int(Get(l, "priority", "0")));
     spec.preemptible = Get(l, "preemptible") == "true";
     spec.guaranteed = Get(l, "guaranteed") == "true";
+    spec.spot = Get(l, "spot") == "true";
+    spec.burst_seconds = Int(Get(l, "burst", "0"));
     spec.checkpoint_seconds = Int(Get(l, "ckpt", "0"));
     spec.checkpoint_interval_seconds = Int(Get(l, "ckpt_every", "0"));
     if (l.named.contains("start")) spec.start_at = Time(Get(l, "start"));
@@ -142,7 +144,24 @@ class Scenario {
           pool.lends_to.push_back(core::WorkloadClassFromName(c));
         }
       }
+      // rules=inference:borrow|training:deny: the pool's class rules.
+      if (l.named.contains("rules")) {
+        for (absl::string_view rule : absl::StrSplit(Get(l, "rules"), '|')) {
+          const std::pair<std::string, std::string> parts = absl::StrSplit(rule, ':');
+          pool.class_rules.push_back({core::WorkloadClassFromName(parts.first),
+                                      core::ClassAdmissionFromName(parts.second)});
+        }
+      }
       pool.reclaim_grace_seconds = Int(Get(l, "grace", "30"));
+      if (l.named.contains("spot_grace")) pool.spot_grace_seconds = Int(Get(l, "spot_grace"));
+      // headroom=L4:1000|H100:500 max_burst=SECONDS
+      if (l.named.contains("headroom")) {
+        for (absl::string_view h : absl::StrSplit(Get(l, "headroom"), '|')) {
+          const std::pair<std::string, std::string> parts = absl::StrSplit(h, ':');
+          pool.headroom.push_back({parts.first, Int(parts.second)});
+        }
+      }
+      pool.max_burst_seconds = Int(Get(l, "max_burst", "0"));
       return core::CreatePool(state_, pool, ch);
     }
     if (l.command == "node") {
@@ -213,10 +232,17 @@ class Scenario {
       return Record(ch, core::Delegate(state_, d, Get(l, "as", d.from), now_, ch));
     }
     if (l.command == "price") {
-      // price MODEL CLASS MICROS_PER_GPU_HOUR [from=SECONDS]
+      // price MODEL CLASS MICROS_PER_GPU_HOUR [from=SECONDS] [burst=MICROS]
       core::Price price{l.positional.at(0), core::LatencyClassFromName(l.positional.at(1)),
-                        Int(l.positional.at(2)), Time(Get(l, "from", "0"))};
+                        Int(l.positional.at(2)), Time(Get(l, "from", "0")),
+                        Int(Get(l, "burst", "0"))};
       return Record(ch, core::SetPrice(state_, price, ch));
+    }
+    if (l.command == "power") {
+      // power SCOPE NAME WATTS [reclaim=true]
+      core::PowerBudget budget{core::PowerScopeFromName(l.positional.at(0)), l.positional.at(1),
+                               Int(l.positional.at(2)), Get(l, "reclaim") == "true"};
+      return Record(ch, core::SetPowerBudget(state_, budget, now_, ch));
     }
     if (l.command == "budget") {
       // budget TEAM soft=MICROS hard=MICROS [over=deny|approval]
@@ -303,6 +329,10 @@ class Scenario {
     if (l.named.contains("warns")) {
       EXPECT_EQ(absl::StrContains(live->reason, "budget warning"), Get(l, "warns") == "true")
           << key << ": " << live->reason;
+    }
+    if (l.named.contains("spot")) {
+      EXPECT_EQ(live->spec.spot, Get(l, "spot") == "true") << key;
+      EXPECT_EQ(live->spec.preemptible || !live->spec.spot, true) << key;
     }
     if (l.named.contains("quota_model")) {
       EXPECT_EQ(live->quota_model, Get(l, "quota_model")) << key;

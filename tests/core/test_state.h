@@ -38,6 +38,9 @@ inline core::State MakeState(int64_t nominal_milli = 64'000, core::QueueingPolic
   EXPECT_TRUE(core::CreatePool(s, {"serving", core::LatencyClass::kServing, ""}, ch).ok());
   core::Pool batch{"batch", core::LatencyClass::kBatch, ""};
   batch.queueing = batch_queueing;
+  // The tests' requests are inference by default (WholeSpec); this batch
+  // pool admits it by rule (a batch pool denies it by default).
+  batch.class_rules = {{core::WorkloadClass::kInference, core::ClassAdmission::kAdmit}};
   EXPECT_TRUE(core::CreatePool(s, batch, ch).ok());
   EXPECT_TRUE(core::CreateTeam(s, {"t", "", 1000}, ch).ok());
   EXPECT_TRUE(core::SetQuota(s, {"t", "serving", nominal_milli}, kT0, ch).ok());

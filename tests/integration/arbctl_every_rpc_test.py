@@ -112,6 +112,7 @@ def main():
         a("prices", "set", "A100-80GB", "batch", 2_000_000)
         a("budgets", "set", "training", "--soft-micros", 90_000_000_000, "--hard-micros",
           100_000_000_000)
+        a("power", "set", "pool", "batch", 1_000_000)
         a("slo", "set", "inference", "chat-api", "--pool", "serving", "--p99-ms", 200)
         a("idle", "set-policy", "training", "--action", "report")
 
@@ -144,6 +145,7 @@ def main():
                      ("inventory", "list"), ("teams", "list"), ("quotas", "list"),
                      ("coexistence", "list"), ("roles", "list"), ("whoami",), ("authority", "list"),
                      ("delegations", "list"), ("prices", "list"), ("budgets", "list"),
+                     ("power", "list"),
                      ("slo", "list"), ("incidents", "list"), ("requests", "list"),
                      ("ledger", "list"), ("ledger", "checkpoints"), ("usage",),
                      ("idle", "list"), ("idle", "policies"), ("rightsize",)]:

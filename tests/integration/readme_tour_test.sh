@@ -90,6 +90,14 @@ for line in "${commands[@]}"; do
     "--as carol approve"*) grep -q "admitted" <<<"$out" ;;
     "requests list --state preempting"*) grep -q "preempting" <<<"$out" ;;
     "requests list"*) grep -q "admitted" <<<"$out" ;;
+    "pools list"*) grep -q "^POOL .*ADMITS .*BORROWS" <<<"$out" && grep -q "^serving .*inference .*training" <<<"$out" ;;
+    "pools create front"*) grep -q "created pool front" <<<"$out" ;;
+    "request --team inference --pool batch"*) grep -q "POOL_DOES_NOT_LEND" <<<"$out" ;;
+    *--burst*) grep -q "burst above quota into pool front's headroom" <<<"$out" ;;
+    "power set"*) grep -q "power budget of pool front: 1400 W" <<<"$out" ;;
+    "power list"*) grep -q "^pool  *front  *1400" <<<"$out" ;;
+    "request --team research --pool front"*) grep -q "POWER: power budget of pool front" <<<"$out" ;;
+    "request --team analytics --pool spot"*) grep -q "admitted" <<<"$out" && grep -q "spot" <<<"$out" ;;
     request*) grep -q "admitted" <<<"$out" ;;
     "quotas list"*) grep -q "unlimited\|8" <<<"$out" ;;
     "coexistence list"*) grep -q "soft_sharing" <<<"$out" ;;

@@ -87,6 +87,10 @@ const Base kBases[] = {
     {"InventoryService.CreatePool",
      R"(pool { name: "adv-pool" latency_class: LATENCY_CLASS_SERVING description: "d"
                lends_to: WORKLOAD_CLASS_TRAINING reclaim_grace_seconds: 60
+               class_rules { workload_class: WORKLOAD_CLASS_EXPERIMENTATION
+                             admission: CLASS_ADMISSION_BORROW }
+               spot_grace_seconds: 10
+               headroom { gpu_model: "H100-80GB" milli_gpus: 1000 } max_burst_seconds: 600
                queueing: QUEUEING_POLICY_BACKFILL starvation_limit_seconds: 3600
                claim_deadline_seconds: 60 lease_seconds: 60 })",
      {"pool.name"}},
@@ -144,6 +148,9 @@ const Base kBases[] = {
      R"(budget { team: "inference" soft_limit_micros: 1000000000
                  hard_limit_micros: 2000000000 over: OVER_BUDGET_DENY })"},
     {"GovernanceService.ListBudgets", R"(month { seconds: $NOW })"},
+    {"GovernanceService.SetPowerBudget",
+     R"(power_budget { scope: POWER_SCOPE_POOL name: "serving" watts: 100000 reclaim: true })"},
+    {"GovernanceService.ListPowerBudgets", ""},
     {"GovernanceService.Delegate",
      R"(delegation { from: "spiffe://arbiter.local/admin" to: "spiffe://arbiter.local/deputy"
                      expires_at { seconds: $DAY_AFTER } })"},
@@ -226,6 +233,10 @@ const Valid kValid[] = {
     {"", "nvlink_domain_size", Mutation::kZero, "0 when unknown or none"},
     {"", "lends_to", Mutation::kRepeatedEmpty, "a serving pool may lend to no class"},
     {"", "reclaim_grace_seconds", Mutation::kZero, "0: reclaim at once"},
+    {"", "class_rules", Mutation::kRepeatedEmpty, "no rules: the latency class's defaults"},
+    {"", "spot_grace_seconds", Mutation::kZero, "0: spot work goes at once"},
+    {"", "headroom", Mutation::kRepeatedEmpty, "no headroom (refused only with a burst limit)"},
+    {"", "max_burst_seconds", Mutation::kZero, "0: no bursts"},
     {"", "queueing", Mutation::kUnspecifiedEnum, "unset: the default policy"},
     {"", "starvation_limit_seconds", Mutation::kZero, "0: none"},
     {"", "claim_deadline_seconds", Mutation::kZero, "0: no claim required"},
@@ -260,6 +271,10 @@ const Valid kValid[] = {
     {"GovernanceService.SetPrice", "effective_from", Mutation::kTimePast,
      "prices are versioned: one may start in the past"},
     {"GovernanceService.SetBudget", "soft_limit_micros", Mutation::kZero, "warn from the start"},
+    {"GovernanceService.SetPowerBudget", "watts", Mutation::kZero,
+     "a budget of nothing: no admission"},
+    {"GovernanceService.SetPowerBudget", "name", Mutation::kAbsent,
+     "a rack is a topology domain, which need not be registered yet"},
     {"AllocationService.RequestCapacity", "priority", Mutation::kMinusOne, "-1000..1000"},
     {"AllocationService.ClaimAllocation", "holder", Mutation::kAbsent,
      "a holder names a workload, not a registered thing"},
@@ -293,8 +308,9 @@ std::vector<std::string> ReferencesOf(const std::string& method) {
 // Fields the API documents as output only, ignored on input
 // (types.proto): any value is accepted and changes nothing it stores.
 const char* const kOutputOnly[] = {
-    "node.state",      "node.drain_deadline",  "node.failed_at", "node.heartbeats",
-    "allocated_milli", "allocated_memory_mib", "exclusive",      "mig_instances",
+    "node.state",      "node.drain_deadline", "node.failed_at",
+    "node.heartbeats", "allocated_milli",     "allocated_memory_mib",
+    "exclusive",       "mig_instances",       "effective_class_rules",
 };
 
 bool IsOutputOnly(const std::string& field) {

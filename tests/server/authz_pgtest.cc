@@ -84,7 +84,8 @@ const std::set<std::string> kReads = {
     "AllocationService.WatchAllocations",   "TelemetryService.GetUtilization",
     "TelemetryService.ListIdleAllocations", "TelemetryService.GetRightSizing",
     "ChargebackService.ListSlos",           "ChargebackService.ListIncidents",
-    "ChargebackService.GetChargeback",      "TelemetryService.ListIdlePolicies"};
+    "ChargebackService.GetChargeback",      "TelemetryService.ListIdlePolicies",
+    "GovernanceService.ListPowerBudgets"};
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -447,6 +448,16 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   };
   calls["GovernanceService.ListBudgets"] = [](Stubs& s, int) {
     return Unary(*s.governance, &Gov::ListBudgets, v1::ListBudgetsRequest());
+  };
+  calls["GovernanceService.SetPowerBudget"] = [](Stubs& s, int n) {
+    v1::SetPowerBudgetRequest r;
+    r.mutable_power_budget()->set_scope(v1::POWER_SCOPE_POOL);
+    r.mutable_power_budget()->set_name("serving");
+    r.mutable_power_budget()->set_watts(1'000'000 + n);
+    return Unary(*s.governance, &Gov::SetPowerBudget, r);
+  };
+  calls["GovernanceService.ListPowerBudgets"] = [](Stubs& s, int) {
+    return Unary(*s.governance, &Gov::ListPowerBudgets, v1::ListPowerBudgetsRequest());
   };
   calls["LedgerService.ListLedgerEntries"] = [](Stubs& s, int) {
     return Unary(*s.ledger, &v1::LedgerService::Stub::ListLedgerEntries,

@@ -33,6 +33,9 @@ class NodeLifecycleTest : public ServerTest {
     v1::CreatePoolRequest pool;
     pool.mutable_pool()->set_name("enforced");
     pool.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+    v1::PoolClassRule* rule = pool.mutable_pool()->add_class_rules();  // Its work is inference.
+    rule->set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    rule->set_admission(v1::CLASS_ADMISSION_ADMIT);
     pool.mutable_pool()->set_claim_deadline_seconds(60);
     pool.mutable_pool()->set_lease_seconds(30);
     v1::CreatePoolResponse created;

@@ -466,6 +466,9 @@ TEST_F(ServerTest, ClaimsHoldUnderALeaseAndEndWithoutOne) {
     v1::CreatePoolRequest r;
     r.mutable_pool()->set_name("enforced");
     r.mutable_pool()->set_latency_class(v1::LATENCY_CLASS_BATCH);
+    v1::PoolClassRule* rule = r.mutable_pool()->add_class_rules();  // Its work is inference.
+    rule->set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    rule->set_admission(v1::CLASS_ADMISSION_ADMIT);
     r.mutable_pool()->set_claim_deadline_seconds(60);
     r.mutable_pool()->set_lease_seconds(30);
     v1::CreatePoolResponse resp;

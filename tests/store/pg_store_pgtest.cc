@@ -301,6 +301,8 @@ TEST_F(PgStoreTest, PreemptionAndReservationsLoadBack) {
   core::ChangeSet ch;
   core::Pool batch{"batch", core::LatencyClass::kBatch, ""};
   batch.reclaim_grace_seconds = 45;
+  // Its requests are inference, which a batch pool admits only by rule.
+  batch.class_rules = {{core::WorkloadClass::kInference, core::ClassAdmission::kAdmit}};
   core::Pool serving2{"serving2", core::LatencyClass::kServing, ""};
   serving2.lends_to = {core::WorkloadClass::kTraining};
   ASSERT_THAT(core::CreatePool(s, batch, ch), IsOk());

@@ -37,6 +37,13 @@ absl::Status SeedOrganisation(v1::InventoryService::StubInterface& inventory,
   v1::CreatePoolRequest pool;
   pool.mutable_pool()->set_name(spec.pool);
   pool.mutable_pool()->set_latency_class(spec.latency_class);
+  if (spec.latency_class != v1::LATENCY_CLASS_SERVING) {
+    // The tests' requests are inference by default, which a pool that is
+    // not SERVING admits only by rule (docs/pools.md).
+    v1::PoolClassRule* rule = pool.mutable_pool()->add_class_rules();
+    rule->set_workload_class(v1::WORKLOAD_CLASS_INFERENCE);
+    rule->set_admission(v1::CLASS_ADMISSION_ADMIT);
+  }
   if (s = Call(inventory, &Inv::CreatePool, pool, "create pool"); !s.ok()) return s;
   for (int n = 0; n < spec.nodes; ++n) {
     v1::RegisterNodeRequest node;
