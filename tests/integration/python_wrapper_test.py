@@ -71,6 +71,10 @@ def main():
                                     "micros_per_gpu_hour": 4_000_000, "effective_from": iso(-1)})
             call("SetBudget", budget={"team": "training", "soft_limit_micros": 10**11,
                                       "hard_limit_micros": 10**12, "over": "OVER_BUDGET_DENY"})
+            call("SetPowerBudget", power_budget={"scope": "POWER_SCOPE_POOL", "name": "batch",
+                                                 "watts": 1_000_000})
+            budgets = call("ListPowerBudgets").power_budgets
+            assert [(b.name, b.watts) for b in budgets] == [("batch", 1_000_000)], budgets
             delegation = {"from": SPIFFE + "carol", "to": SPIFFE + "erin",
                           "expires_at": iso(2)}
             carol.call("Delegate", delegation=delegation)
