@@ -265,15 +265,20 @@ std::string WaitingText(const std::vector<const CapacityRequest*>& victims) {
                       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", deadline, absl::UTCTimeZone()), ")");
 }
 
+// The seconds `victim` in `pool` gets to vacate: the spot grace for spot
+// work, else the reclaim grace or its checkpoint time, whichever is longer.
+int64_t GraceOf(const Pool& pool, const CapacityRequest& victim) {
+  if (victim.spec.spot) return VictimGraceSeconds(pool, /*spot=*/true);
+  return std::max(pool.reclaim_grace_seconds, victim.spec.checkpoint_seconds);
+}
+
 // Tells `victims` to vacate for `preemptor` by their grace deadlines.
 void StartPreemption(State& state, const CapacityRequest& preemptor,
                      const std::vector<int64_t>& victims, absl::Time now, ChangeSet& changes) {
   const Pool& pool = *state.FindPool(preemptor.spec.pool);
   for (int64_t id : victims) {
     CapacityRequest v = *state.FindLiveRequest(id);
-    const int64_t grace = v.spec.spot
-                              ? VictimGraceSeconds(pool, /*spot=*/true)
-                              : std::max(pool.reclaim_grace_seconds, v.spec.checkpoint_seconds);
+    const int64_t grace = GraceOf(pool, v);
     v.state = RequestState::kPreempting;
     v.preempt_deadline = now + absl::Seconds(grace);
     v.preempted_by = preemptor.id;
@@ -1434,9 +1439,7 @@ void ReclaimPower(State& state, const PowerBudget& budget, absl::Time now, Chang
     if (excess <= 0) break;
     CapacityRequest v = *state.FindLiveRequest(id);
     const Pool& pool = *state.FindPool(v.spec.pool);
-    const int64_t grace = v.spec.spot
-                              ? VictimGraceSeconds(pool, /*spot=*/true)
-                              : std::max(pool.reclaim_grace_seconds, v.spec.checkpoint_seconds);
+    const int64_t grace = GraceOf(pool, v);
     v.state = RequestState::kPreempting;
     v.preempt_deadline = now + absl::Seconds(grace);
     v.preempted_by = 0;

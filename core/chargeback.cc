@@ -98,22 +98,29 @@ PriceBook::PriceBook(absl::Span<const Price> prices) {
   }
 }
 
-std::optional<int64_t> PriceBook::BurstAt(const std::string& model, LatencyClass latency_class,
-                                          absl::Time at) const {
-  auto it = burst_prices_.find({model, latency_class});
-  if (it == burst_prices_.end()) return std::nullopt;
+namespace {
+
+// The version of (model, class) in `book` in force at `at`.
+std::optional<int64_t> InForce(
+    const std::map<std::pair<std::string, LatencyClass>, std::map<absl::Time, int64_t>>& book,
+    const std::string& model, LatencyClass latency_class, absl::Time at) {
+  auto it = book.find({model, latency_class});
+  if (it == book.end()) return std::nullopt;
   auto version = it->second.upper_bound(at);
   if (version == it->second.begin()) return std::nullopt;
   return std::prev(version)->second;
 }
 
+}  // namespace
+
+std::optional<int64_t> PriceBook::BurstAt(const std::string& model, LatencyClass latency_class,
+                                          absl::Time at) const {
+  return InForce(burst_prices_, model, latency_class, at);
+}
+
 std::optional<int64_t> PriceBook::At(const std::string& model, LatencyClass latency_class,
                                      absl::Time at) const {
-  auto it = prices_.find({model, latency_class});
-  if (it == prices_.end()) return std::nullopt;
-  auto version = it->second.upper_bound(at);
-  if (version == it->second.begin()) return std::nullopt;
-  return std::prev(version)->second;
+  return InForce(prices_, model, latency_class, at);
 }
 
 int64_t ProRataBudget(int64_t monthly_limit_micros, absl::Time from, absl::Time to) {
