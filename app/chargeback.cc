@@ -109,6 +109,8 @@ absl::StatusOr<ChargebackReport> ComputeChargeback(store::Store& store, absl::Ti
     in.lent_classes[p.name] = core::LentClasses(p);
   }
   ARBITER_ASSIGN_OR_RETURN(in.prices, store.ListPrices());
+  ARBITER_ASSIGN_OR_RETURN(auto models, store.ListGpuModels());
+  for (const core::GpuModel& m : models) in.tdp_watts[m.name] = m.tdp_watts;
   ARBITER_ASSIGN_OR_RETURN(auto quotas, store.ListQuotas(""));
   for (const store::QuotaUsage& q : quotas) {
     in.nominal_milli[{q.quota.pool, q.quota.team}] += q.quota.nominal_milli;

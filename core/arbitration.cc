@@ -82,7 +82,7 @@ absl::Status NormalizeSpot(const Pool& pool, CapacityRequestSpec& spec) {
 
 // A burst is asked of a pool that allows it, for a class it admits.
 // INVALID_ARGUMENT naming `burst_seconds` otherwise.
-absl::Status CheckBurst(const Pool& pool, const CapacityRequestSpec& spec) {
+absl::Status CheckBurst(const Pool& pool, const CapacityRequestSpec& spec, absl::Time now) {
   if (spec.burst_seconds == 0) return absl::OkStatus();
   if (pool.max_burst_seconds == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -93,11 +93,11 @@ absl::Status CheckBurst(const Pool& pool, const CapacityRequestSpec& spec) {
         absl::StrCat("burst_seconds: pool ", pool.name, " allows bursts of at most ",
                      pool.max_burst_seconds, " s, got ", spec.burst_seconds));
   }
-  if (AdmissionOf(pool, spec.workload_class) != ClassAdmission::kAdmit) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("burst_seconds: only classes pool ", pool.name, " admits may burst; ",
-                     WorkloadClassName(spec.workload_class), " is ",
-                     ClassAdmissionName(AdmissionOf(pool, spec.workload_class))));
+  const ClassAdmission admission = AdmissionAt(pool, spec.workload_class, now);
+  if (admission != ClassAdmission::kAdmit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "burst_seconds: only classes pool ", pool.name, " admits may burst; ",
+        WorkloadClassName(spec.workload_class), " is ", ClassAdmissionName(admission)));
   }
   return absl::OkStatus();
 }
@@ -121,37 +121,48 @@ void SetOutcome(CapacityRequest& request, RequestState state, absl::string_view 
 
 namespace {
 
-// Why `c`'s admission on `pool` is what it is, for a refusal's text.
-std::string RuleText(const Pool& pool, WorkloadClass c) {
-  const ClassAdmission a = AdmissionOf(pool, c);
+// Why `c`'s admission on `pool` at `at` is what it is, for a refusal's text.
+std::string RuleText(const Pool& pool, WorkloadClass c, absl::Time at) {
+  const ClassAdmission a = AdmissionAt(pool, c, at);
   std::string text = absl::StrCat("rule ", WorkloadClassName(c), "=", ClassAdmissionName(a));
-  if (!HasClassRule(pool, c)) {
+  const PoolClassRule* rule = ClassRuleOf(pool, c);
+  if (rule != nullptr && rule->window.has_value() && a != rule->admission) {
+    // Outside the rule's window: say when it opens next.
+    absl::StrAppend(&text, ", the default of ", LatencyClassName(pool.latency_class),
+                    " pools outside the window '", FormatRecurringWindow(*rule->window), "' of ",
+                    WorkloadClassName(c), "=", ClassAdmissionName(rule->admission));
+    if (std::optional<Interval> next = NextOccurrence(*rule->window, at)) {
+      absl::StrAppend(&text, ", which opens next at ",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", next->start, absl::UTCTimeZone()));
+    }
+  } else if (!HasClassRule(pool, c)) {
     absl::StrAppend(&text, ", the default of ", LatencyClassName(pool.latency_class),
                     " pools; pool.class_rules may change it");
   }
   return text;
 }
 
-// Whether the pool's class-to-pool rules take `spec`'s class; sets the
-// denial otherwise: POOL_DOES_NOT_LEND for a denied class, NOT_PREEMPTIBLE
-// for a borrowing class asked for without `preemptible`.
-bool PoolAdmitsClass(const State& state, CapacityRequest& request) {
+// Whether the pool's class-to-pool rules take `spec`'s class at `at` (now,
+// or a reservation's start); sets the denial otherwise: POOL_DOES_NOT_LEND
+// for a denied class, NOT_PREEMPTIBLE for a borrowing class asked for
+// without `preemptible`.
+bool PoolAdmitsClass(const State& state, CapacityRequest& request, absl::Time at) {
   const CapacityRequestSpec& spec = request.spec;
   const Pool& pool = *state.FindPool(spec.pool);
-  const ClassAdmission admission = AdmissionOf(pool, spec.workload_class);
+  const ClassAdmission admission = AdmissionAt(pool, spec.workload_class, at);
   if (admission == ClassAdmission::kAdmit) return true;
   if (admission == ClassAdmission::kDeny) {
     SetOutcome(
         request, RequestState::kDenied, kReasonPoolLending,
         absl::StrCat("pool ", spec.pool, " does not admit ", WorkloadClassName(spec.workload_class),
-                     " work (", RuleText(pool, spec.workload_class), ")"));
+                     " work (", RuleText(pool, spec.workload_class, at), ")"));
     return false;
   }
   if (!spec.preemptible) {
     SetOutcome(request, RequestState::kDenied, kReasonNotPreemptible,
                absl::StrCat("pool ", spec.pool, " takes ", WorkloadClassName(spec.workload_class),
                             " work only as preemptible capacity (",
-                            RuleText(pool, spec.workload_class), "); set preemptible"));
+                            RuleText(pool, spec.workload_class, at), "); set preemptible"));
     return false;
   }
   return true;
@@ -181,17 +192,17 @@ int64_t FreeMilliOf(const State& state, const std::string& pool, const std::stri
   return free;
 }
 
-// Whether `spec` may take `pool`'s headroom: work of a class the pool
-// admits, not spot.
-bool MayTakeHeadroom(const Pool& pool, const CapacityRequestSpec& spec) {
-  return !spec.spot && AdmissionOf(pool, spec.workload_class) == ClassAdmission::kAdmit;
+// Whether `spec` may take `pool`'s headroom at `now`: work of a class the
+// pool admits, not spot.
+bool MayTakeHeadroom(const Pool& pool, const CapacityRequestSpec& spec, absl::Time now) {
+  return !spec.spot && AdmissionAt(pool, spec.workload_class, now) == ClassAdmission::kAdmit;
 }
 
 // Why `placements` of `spec`, applied to `state`, eat into `pool`'s
 // headroom; "" when they leave it free (or `spec` may take it).
 std::string HeadroomTaken(const State& state, const Pool& pool, const CapacityRequestSpec& spec,
-                          const std::vector<Placement>& placements) {
-  if (pool.headroom.empty() || MayTakeHeadroom(pool, spec)) return "";
+                          const std::vector<Placement>& placements, absl::Time now) {
+  if (pool.headroom.empty() || MayTakeHeadroom(pool, spec, now)) return "";
   for (const auto& [model, milli] : MilliByModel(state, placements)) {
     const int64_t headroom = HeadroomOf(pool, model);
     if (headroom == 0) continue;
@@ -486,7 +497,7 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
     state.ReleaseHolds(request.id);
   }
   request.planned_start = absl::InfinitePast();  // Passes plan heads (QueuePolicy::Consider).
-  if (!PoolAdmitsClass(state, request)) return;
+  if (!PoolAdmitsClass(state, request, now)) return;
   const Pool& pool = *state.FindPool(spec.pool);
   const std::vector<Flavor> flavors = FlavorsOf(state, spec);
   if (flavors.empty()) {
@@ -521,7 +532,7 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
     narrowed.gpu_models = flavor.gpu_models;
     GangPlacement placed = PlaceGang(state, narrowed, window);
     if (placed.result == FitResult::kPlaced) {
-      std::string taken = HeadroomTaken(state, pool, spec, placed.placements);
+      std::string taken = HeadroomTaken(state, pool, spec, placed.placements, now);
       if (!taken.empty()) {
         Unplace(state, placed.placements);
         note(false, kReasonHeadroom, std::move(taken));
@@ -592,11 +603,12 @@ void Decide(State& state, CapacityRequest& request, absl::Time now, ChangeSet& c
 }
 
 // The order AdmitQueued decides a pool's queue in: those waiting for their
-// victims first, then higher priority, then the team with the lower dominant
-// share (taken at the start of the pass), then the team that used less of
-// what it held recently (measured usage per weight), then the oldest.
+// victims first, then higher priority, then the team with the lower fair
+// share along the cohort tree (DominantShare, taken at the start of the
+// pass), then the team that used less of what it held recently (measured
+// usage per weight), then the oldest.
 // As (not waiting, -priority, share, measured share, id).
-using QueueOrder = std::tuple<bool, int32_t, int64_t, int64_t, int64_t>;
+using QueueOrder = std::tuple<bool, int32_t, FairShare, int64_t, int64_t>;
 
 // Team -> (dominant share, measured share), computed once per pass.
 class PassShares {
@@ -614,7 +626,7 @@ class PassShares {
  private:
   const State& state_;
   const std::string& pool_;
-  std::map<std::string, std::pair<int64_t, int64_t>> shares_;
+  std::map<std::string, std::pair<FairShare, int64_t>> shares_;
 };
 
 // Whether `r`, just decided, waits for capacity alone: queued for room in
@@ -833,6 +845,24 @@ void EndUnenforced(State& state, CapacityRequest& request, absl::Time now) {
   state.PutRequest(request);
 }
 
+// Starts reclaiming admitted `request`, which a windowed class rule of its
+// pool lent capacity until now (LendingEnds): PREEMPTING at the pool's
+// grace, LENDING_WINDOW_CLOSED. Its capacity frees when it vacates.
+void ReclaimLent(State& state, CapacityRequest& request, absl::Time now) {
+  const Pool& pool = *state.FindPool(request.spec.pool);
+  const PoolClassRule& rule = *ClassRuleOf(pool, request.spec.workload_class);
+  const int64_t grace = GraceOf(pool, request);
+  request.state = RequestState::kPreempting;
+  request.preempt_deadline = now + absl::Seconds(grace);
+  request.preempted_by = 0;
+  request.reason_code = kReasonLendingWindowClosed;
+  request.reason =
+      absl::StrCat("pool ", pool.name, " lends to ", WorkloadClassName(request.spec.workload_class),
+                   " work only in the window '", FormatRecurringWindow(*rule.window),
+                   "', which has closed; vacate within ", grace, " s");
+  state.PutRequest(request);
+}
+
 // Ends preempting `request` whose time is up: PREEMPTED, its capacity
 // freed. Without claims under a lease that is at its deadline, charged up to
 // then; with them its enforcer neither confirmed (by releasing) nor kept the
@@ -935,14 +965,15 @@ void AdmitQueuedGrouped(State& state, const std::string& pool, absl::Time now, C
   }
   // Queues `key`'s first member with an id above `after`, at the group's
   // place in the order (`at`, whose id is replaced).
-  auto queue_next = [&](const std::string& key, QueueOrder at, int64_t after) {
+  auto queue_next = [&](const std::string& key, const QueueOrder& place, int64_t after) {
     const auto& groups = state.requests().QueueGroupsIn(pool);  // Changes as requests move.
     auto group = groups.find(key);
     if (group == groups.end()) return;
     auto next = group->second.upper_bound(after);
     if (next == group->second.end()) return;
+    QueueOrder at = place;
     std::get<4>(at) = *next;
-    frontier.emplace(at, key);
+    frontier.emplace(std::move(at), key);
   };
   // Groups whose last decided member stayed queued as it was, by key, with
   // that member's place. Their members alike from the same state are
@@ -964,12 +995,12 @@ void AdmitQueuedGrouped(State& state, const std::string& pool, absl::Time now, C
     // The state changed. A parked group sorts either wholly before this
     // place (a different team or priority: it is done) or, sharing all but
     // the id, around it: its members after this place decide again.
-    auto prefix = [](QueueOrder o) {
-      std::get<4>(o) = 0;
-      return o;
+    auto same_but_id = [](const QueueOrder& a, const QueueOrder& b) {
+      return std::get<0>(a) == std::get<0>(b) && std::get<1>(a) == std::get<1>(b) &&
+             std::get<2>(a) == std::get<2>(b) && std::get<3>(a) == std::get<3>(b);
     };
     for (const auto& [parked_key, parked_at] : parked) {
-      if (prefix(parked_at) == prefix(at)) queue_next(parked_key, parked_at, id);
+      if (same_but_id(parked_at, at)) queue_next(parked_key, parked_at, id);
     }
     parked.clear();
     queue_next(key, at, id);
@@ -995,7 +1026,7 @@ namespace {
 // quota could take it or the pool has no room for the window.
 void Reserve(State& state, CapacityRequest& request, absl::Time now) {
   const CapacityRequestSpec& spec = request.spec;
-  if (!PoolAdmitsClass(state, request)) return;
+  if (!PoolAdmitsClass(state, request, std::max(now, spec.start_at))) return;
   const std::vector<Flavor> flavors = FlavorsOf(state, spec);
   if (flavors.empty()) {
     SetOutcome(request, RequestState::kDenied, kReasonNoQuota,
@@ -1045,7 +1076,7 @@ void Reserve(State& state, CapacityRequest& request, absl::Time now) {
   }
   request.holds.clear();
   for (const Placement& p : placed.placements) {
-    for (int32_t g : p.gpu_indices) request.holds.push_back(GpuHold{p.node_id, g});
+    AppendHolds(p, request.holds);  // With the member's CPU and memory.
   }
   SetOutcome(
       request, RequestState::kReserved, kReasonReserved,
@@ -1113,7 +1144,7 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
   }
   ARBITER_RETURN_IF_ERROR(CheckReferences(state, request.spec));
   ARBITER_RETURN_IF_ERROR(NormalizeSpot(*state.FindPool(spec.pool), request.spec));
-  ARBITER_RETURN_IF_ERROR(CheckBurst(*state.FindPool(spec.pool), request.spec));
+  ARBITER_RETURN_IF_ERROR(CheckBurst(*state.FindPool(spec.pool), request.spec, now));
   if (request.spec.shape.is_mig()) {
     ARBITER_ASSIGN_OR_RETURN(std::get<MigShape>(request.spec.shape.gpu).milli,
                              state.MigMilli(request.spec));
@@ -1345,6 +1376,11 @@ void Tick(State& state, absl::Time now, ChangeSet& changes) {
     request.updated_at = now;
     if (request.state == RequestState::kPreempting) {
       EndPreempted(state, request, now);
+    } else if (request.state == RequestState::kAdmitted &&
+               LendingEnds(*state.FindPool(request.spec.pool), request) <= now) {
+      ReclaimLent(state, request, now);
+      changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
+      continue;
     } else if (request.state == RequestState::kAdmitted) {
       EndUnenforced(state, request, now);
     } else if (request.state == RequestState::kPendingApproval) {
@@ -1508,10 +1544,12 @@ absl::Status Renamed(const absl::Status& status, absl::string_view from, absl::s
 }
 
 // ImportOrganisation's checks of the teams: each valid, new or unchanged,
-// given once, its parent known or given before it. Fills `created` with the
-// indexes of the teams to create.
+// given once, its parent known or given (in any order), and the new teams'
+// parents forming no cycle. Fills `created` with the indexes of the teams to
+// create, each after its parent.
 absl::Status CheckImportedTeams(const State& state, const std::vector<Team>& teams,
                                 std::vector<size_t>& created) {
+  absl::flat_hash_map<std::string, size_t> fresh;  // New team -> index.
   absl::flat_hash_set<std::string> given;
   for (size_t i = 0; i < teams.size(); ++i) {
     const Team& t = teams[i];
@@ -1526,11 +1564,47 @@ absl::Status CheckImportedTeams(const State& state, const std::vector<Team>& tea
           entry, "name: '", t.name, "' exists with parent '", existing->parent, "' and weight ",
           existing->weight_milli, "; an import does not change existing teams"));
     }
-    if (!t.parent.empty() && state.FindTeam(t.parent) == nullptr && !given.contains(t.parent)) {
-      return NotFound(absl::StrCat(entry, "parent"), "team (a parent comes before its children)",
-                      t.parent);
+    fresh.emplace(t.name, i);
+  }
+  for (size_t i = 0; i < teams.size(); ++i) {
+    const Team& t = teams[i];
+    if (!fresh.contains(t.name) || t.parent.empty()) continue;
+    if (state.FindTeam(t.parent) == nullptr && !given.contains(t.parent)) {
+      return NotFound(absl::StrCat("teams[", i, "].parent"), "team", t.parent);
     }
-    created.push_back(i);
+  }
+  // Each new team after its parent: a depth-first walk up the new teams'
+  // parents. A walk that meets a team it is still on has found a cycle
+  // (existing teams never have a new parent, so a cycle is all new teams).
+  enum class Mark { kNone, kOnPath, kDone };
+  absl::flat_hash_map<std::string, Mark> mark;
+  for (size_t i = 0; i < teams.size(); ++i) {
+    if (!fresh.contains(teams[i].name)) continue;
+    std::vector<size_t> path;
+    for (size_t at = i;;) {
+      Mark& m = mark[teams[at].name];
+      if (m == Mark::kDone) break;
+      if (m == Mark::kOnPath) {
+        std::string cycle = teams[at].name;
+        for (auto it = std::find(path.begin(), path.end(), at); it != path.end(); ++it) {
+          absl::StrAppend(&cycle, " -> ", teams[*it].parent);
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            "teams[", at, "].parent: '", teams[at].parent, "' makes a cohort cycle: ", cycle));
+      }
+      m = Mark::kOnPath;
+      path.push_back(at);
+      auto parent = fresh.find(teams[at].parent);
+      if (parent == fresh.end()) break;  // A root, or an existing parent.
+      at = parent->second;
+    }
+    // The walk went child to parent: create in reverse.
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      Mark& m = mark[teams[*it].name];
+      if (m == Mark::kDone) continue;
+      m = Mark::kDone;
+      created.push_back(*it);
+    }
   }
   return absl::OkStatus();
 }

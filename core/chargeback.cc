@@ -33,6 +33,14 @@ void AddLine(Statement& s, const StatementLine& l) {
   s.reserved_cost_micros += l.reserved_cost_micros;
   s.idle_cost_micros += l.idle_cost_micros;
   s.energy_mwh += l.energy_mwh;
+  s.energy_measured_mwh += l.energy_measured_mwh;
+  s.energy_estimated_mwh += l.energy_estimated_mwh;
+}
+
+// Milliwatt-hours a GPU model of `tdp_watts` draws at full power over
+// `milli_seconds` milli-GPU seconds: milli x s x W / (1000 x 3600) Wh.
+int64_t TdpEnergyMwh(int64_t milli_seconds, int64_t tdp_watts) {
+  return static_cast<int64_t>(static_cast<Wide>(milli_seconds) * tdp_watts / 3600);
 }
 
 // Lines of every team from the allocations and their telemetry.
@@ -50,12 +58,20 @@ std::map<std::string, std::map<LineKey, StatementLine>> LinesByTeam(const Charge
     line.burst = m.burst;
     line.reserved_milli_seconds += reserved;
     line.reserved_cost_micros += MemberCost(m, in, book);
+    int64_t sampled = 0;
     auto u = in.usage.find({m.request_id, m.member});
     if (u != in.usage.end()) {
+      sampled = std::min(reserved, u->second.sampled_milli_seconds);
       line.sampled_milli_seconds += u->second.sampled_milli_seconds;
       line.used_milli_seconds += u->second.used_milli_seconds;
-      line.energy_mwh += u->second.energy_mwh;
+      line.energy_measured_mwh += u->second.energy_mwh;
     }
+    // Time no telemetry covered: the TDP estimate (0 for an unknown model).
+    auto tdp = in.tdp_watts.find(m.gpu_model);
+    if (tdp != in.tdp_watts.end()) {
+      line.energy_estimated_mwh += TdpEnergyMwh(reserved - sampled, tdp->second);
+    }
+    line.energy_mwh = line.energy_measured_mwh + line.energy_estimated_mwh;
   }
   for (auto& [team, lines] : out) {
     for (auto& [key, l] : lines) {

@@ -50,7 +50,12 @@ struct StatementLine {
   int64_t used_milli_seconds = 0;      // Busy, from telemetry.
   int64_t reserved_cost_micros = 0;    // Reserved time at the prices in force.
   int64_t idle_cost_micros = 0;        // The part of that cost sampled and not used.
+  // Energy, milliwatt-hours: measured by telemetry over the sampled time,
+  // estimated at the GPU model's TDP (by milli-GPU) over the rest; energy_mwh
+  // is their sum.
   int64_t energy_mwh = 0;
+  int64_t energy_measured_mwh = 0;
+  int64_t energy_estimated_mwh = 0;
 };
 
 struct Statement {
@@ -65,6 +70,8 @@ struct Statement {
   int64_t reserved_cost_micros = 0;
   int64_t idle_cost_micros = 0;
   int64_t energy_mwh = 0;
+  int64_t energy_measured_mwh = 0;
+  int64_t energy_estimated_mwh = 0;
   // Borrowed: held beyond the team's nominal quota, or lent by a serving
   // pool to a class other than inference, summed over pools.
   int64_t borrowed_milli_seconds = 0;
@@ -92,6 +99,8 @@ struct ChargebackInputs {
   // Per pool, the classes it takes only as borrowers (LentClasses).
   std::map<std::string, uint32_t> lent_classes;
   std::vector<Price> prices;
+  // TDP per GPU model, watts: the energy estimate where telemetry is absent.
+  std::map<std::string, int64_t> tdp_watts;
   // Nominal quota per (pool, team), all GPU models.
   std::map<std::pair<std::string, std::string>, int64_t> nominal_milli;
   std::vector<ExternalityCharge> charges;  // Booked in [from, to).

@@ -270,7 +270,17 @@ void Inventory::SetHolds(const std::vector<GpuHold>& holds,
   for (const GpuHold& h : holds) {
     auto it = node_index_.find(h.node_id);
     if (it == node_index_.end()) continue;
-    std::vector<Gpu>& gpus = nodes_[it->second].gpus;
+    Node& node = nodes_[it->second];
+    if (h.cpu_milli > 0 || h.memory_mib > 0) {
+      const Node::HostHold host{window.first, window.second, h.cpu_milli, h.memory_mib};
+      if (sign > 0) {
+        node.host_held.push_back(host);
+      } else if (auto w = std::find(node.host_held.begin(), node.host_held.end(), host);
+                 w != node.host_held.end()) {
+        node.host_held.erase(w);
+      }
+    }
+    std::vector<Gpu>& gpus = node.gpus;
     if (h.gpu_index < 0 || h.gpu_index >= static_cast<int32_t>(gpus.size())) continue;
     auto& held = gpus[h.gpu_index].held;
     if (sign > 0) {

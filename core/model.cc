@@ -117,16 +117,46 @@ bool HasClassRule(const Pool& pool, WorkloadClass c) {
   return std::find(pool.lends_to.begin(), pool.lends_to.end(), c) != pool.lends_to.end();
 }
 
-ClassAdmission AdmissionOf(const Pool& pool, WorkloadClass c) {
+const PoolClassRule* ClassRuleOf(const Pool& pool, WorkloadClass c) {
   for (const PoolClassRule& r : pool.class_rules) {
-    if (r.workload_class == c) return r.admission;
+    if (r.workload_class == c) return &r;
   }
-  if (std::find(pool.lends_to.begin(), pool.lends_to.end(), c) != pool.lends_to.end()) {
-    return ClassAdmission::kBorrow;
-  }
+  return nullptr;
+}
+
+ClassAdmission DefaultAdmission(const Pool& pool, WorkloadClass c) {
   const bool serving_pool = pool.latency_class == LatencyClass::kServing;
   const bool inference = c == WorkloadClass::kInference;
   return serving_pool == inference ? ClassAdmission::kAdmit : ClassAdmission::kDeny;
+}
+
+ClassAdmission AdmissionOf(const Pool& pool, WorkloadClass c) {
+  if (const PoolClassRule* r = ClassRuleOf(pool, c)) return r->admission;
+  if (std::find(pool.lends_to.begin(), pool.lends_to.end(), c) != pool.lends_to.end()) {
+    return ClassAdmission::kBorrow;
+  }
+  return DefaultAdmission(pool, c);
+}
+
+ClassAdmission AdmissionAt(const Pool& pool, WorkloadClass c, absl::Time now) {
+  const PoolClassRule* r = ClassRuleOf(pool, c);
+  if (r != nullptr && r->window.has_value() && !Contains(*r->window, now)) {
+    return DefaultAdmission(pool, c);
+  }
+  return AdmissionOf(pool, c);
+}
+
+absl::Time LendingEnds(const Pool& pool, const CapacityRequest& request) {
+  const PoolClassRule* rule = ClassRuleOf(pool, request.spec.workload_class);
+  if (rule == nullptr || !rule->window.has_value()) return absl::InfiniteFuture();
+  if (DefaultAdmission(pool, request.spec.workload_class) == ClassAdmission::kAdmit) {
+    return absl::InfiniteFuture();  // Outside the window it is admitted anyway.
+  }
+  const std::optional<Interval> occurrence = NextOccurrence(*rule->window, request.admitted_at);
+  if (!occurrence.has_value() || occurrence->start > request.admitted_at) {
+    return request.admitted_at;
+  }
+  return occurrence->end;
 }
 
 uint32_t LentClasses(const Pool& pool) {
@@ -205,6 +235,23 @@ bool IsFinal(RequestState s) {
 
 bool HoldsCapacity(RequestState s) {
   return s == RequestState::kAdmitted || s == RequestState::kPreempting;
+}
+
+void AppendHolds(const Placement& p, std::vector<GpuHold>& holds) {
+  if (p.gpu_indices.empty()) {
+    if (p.cpu_milli > 0 || p.memory_mib > 0) {
+      holds.push_back(GpuHold{p.node_id, -1, p.cpu_milli, p.memory_mib});
+    }
+    return;
+  }
+  for (size_t i = 0; i < p.gpu_indices.size(); ++i) {
+    GpuHold h{p.node_id, p.gpu_indices[i]};
+    if (i == 0) {
+      h.cpu_milli = p.cpu_milli;
+      h.memory_mib = p.memory_mib;
+    }
+    holds.push_back(h);
+  }
 }
 
 int64_t Quota::lendable_milli() const {

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 
 #include "core/mig.h"
+#include "core/recurrence.h"
 
 namespace arbiter::core {
 
@@ -137,6 +138,11 @@ ClassAdmission ClassAdmissionFromName(absl::string_view name);
 struct PoolClassRule {
   WorkloadClass workload_class = WorkloadClass::kUnspecified;
   ClassAdmission admission = ClassAdmission::kUnspecified;
+  // When set, the rule holds only while the window is open ("weekdays
+  // 01:00-06:00 Europe/Berlin"); outside it the class takes the pool's
+  // default. Work a windowed rule let in that the default would not admit
+  // is reclaimed when its occurrence closes (LENDING_WINDOW_CLOSED).
+  std::optional<RecurringWindow> window;
   bool operator==(const PoolClassRule&) const = default;
 };
 
@@ -190,6 +196,19 @@ struct Pool {
 // a SERVING pool admits inference and denies the rest; every other pool
 // denies inference and admits the rest.
 ClassAdmission AdmissionOf(const Pool& pool, WorkloadClass c);
+// As AdmissionOf at time `now`: a windowed rule holds only while its window
+// is open, the default otherwise.
+ClassAdmission AdmissionAt(const Pool& pool, WorkloadClass c, absl::Time now);
+// The pool's rule for `c`, or nullptr when it has none (lends_to aside).
+const PoolClassRule* ClassRuleOf(const Pool& pool, WorkloadClass c);
+// The default admission of `c` on `pool`'s latency class, rules aside.
+ClassAdmission DefaultAdmission(const Pool& pool, WorkloadClass c);
+struct CapacityRequest;
+// When admitted `request` must give back what a windowed rule of `pool`
+// lent it: the end of the occurrence it was admitted in (its admission time
+// when it was admitted outside one, as after a rule change).
+// InfiniteFuture when no windowed rule lent it.
+absl::Time LendingEnds(const Pool& pool, const CapacityRequest& request);
 // The headroom `pool` keeps of `model`, in milli-GPU; 0 when none.
 int64_t HeadroomOf(const Pool& pool, const std::string& model);
 // The classes `pool` takes only as borrowers (kBorrow): bit c for
@@ -284,6 +303,17 @@ struct Node {
   std::vector<Gpu> gpus;
   // Gang members on this node by workload class (index: WorkloadClass).
   std::array<int32_t, 5> class_members{};
+  // Host capacity advance reservations hold on this node, each for its
+  // window [start, end): work whose run overlaps a window may use only what
+  // is left beside it (placement sums every overlapping hold).
+  struct HostHold {
+    absl::Time start;
+    absl::Time end;
+    int64_t cpu_milli = 0;
+    int64_t memory_mib = 0;
+    bool operator==(const HostHold&) const = default;
+  };
+  std::vector<HostHold> host_held;
 
   int64_t free_cpu_milli() const { return cpu_milli - allocated_cpu_milli; }
   int64_t free_memory_mib() const { return memory_mib - allocated_memory_mib; }
@@ -348,13 +378,25 @@ inline constexpr int64_t kUnlimited = -1;
 // borrowing_limit`, as long as the cohort's total use beyond what its teams
 // keep for themselves stays within what they lend. A team that wants its
 // lent quota back reclaims it from borrowers by preemption.
+//
+// Cohorts nest: every team heads the cohort of its subtree (itself and the
+// teams under it), and the cohort limits bound that subtree as a whole
+// (core/quota_book.h has the arithmetic):
+// - `cohort_lending_limit`: of what the subtree's teams lend, at most this
+//   much goes to teams outside the subtree; the rest stays lent within it.
+// - `cohort_borrowing_limit`: the subtree's use beyond what its teams keep
+//   stays within what they lend plus this much borrowed from outside.
+// Unset (kUnlimited), a subtree lends all and borrows without a limit of its
+// own: a tree without cohort limits is one flat cohort at its root.
 struct Quota {
   std::string team;
   std::string pool;
   int64_t nominal_milli = 0;
-  std::string gpu_model;                     // Empty: every model without its own quota.
-  int64_t borrowing_limit_milli = 0;         // kUnlimited: no limit.
-  int64_t lending_limit_milli = kUnlimited;  // kUnlimited: all of nominal.
+  std::string gpu_model;                              // Empty: every model without its own quota.
+  int64_t borrowing_limit_milli = 0;                  // kUnlimited: no limit.
+  int64_t lending_limit_milli = kUnlimited;           // kUnlimited: all of nominal.
+  int64_t cohort_borrowing_limit_milli = kUnlimited;  // kUnlimited: no limit.
+  int64_t cohort_lending_limit_milli = kUnlimited;    // kUnlimited: all of it.
 
   // What the team keeps for itself and what it lends.
   int64_t lendable_milli() const;
@@ -627,12 +669,14 @@ inline constexpr char kReasonQueuedBehind[] = "QUEUED_BEHIND";
 inline constexpr char kReasonNoFeasibleNode[] = "NO_FEASIBLE_NODE";
 inline constexpr char kReasonBorrowingLimit[] = "BORROWING_LIMIT";
 inline constexpr char kReasonCohortExhausted[] = "COHORT_EXHAUSTED";
+inline constexpr char kReasonCohortBorrowingLimit[] = "COHORT_BORROWING_LIMIT";
 inline constexpr char kReasonNotPreemptible[] = "NOT_PREEMPTIBLE";
 inline constexpr char kReasonPoolLending[] = "POOL_DOES_NOT_LEND";
 inline constexpr char kReasonPreempting[] = "WAITING_FOR_PREEMPTION";
 inline constexpr char kReasonReclaimed[] = "RECLAIMED";
 inline constexpr char kReasonSpotReclaimed[] = "SPOT_RECLAIMED";
 inline constexpr char kReasonBurstEnded[] = "BURST_ENDED";
+inline constexpr char kReasonLendingWindowClosed[] = "LENDING_WINDOW_CLOSED";
 // Queued: it would take a serving pool's headroom, which its class or spot
 // work may not. Never the backfill head (it waits for capacity beyond the
 // headroom, which no plan of the pool's ends can promise).
@@ -656,12 +700,20 @@ inline constexpr char kReasonLeaseExpired[] = "LEASE_EXPIRED";
 inline constexpr char kReasonNodeDrain[] = "NODE_DRAIN";
 inline constexpr char kReasonNodeFailed[] = "NODE_FAILED";
 
-// One GPU held by an advance reservation.
+// One GPU held by an advance reservation, with the host capacity held
+// beside it: a member's CPU and memory ride on the hold of its first GPU
+// (a member without GPUs holds gpu_index -1).
 struct GpuHold {
   int64_t node_id = 0;
   int32_t gpu_index = 0;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
   bool operator==(const GpuHold&) const = default;
 };
+
+struct Placement;
+// Appends the holds of `p`: one per GPU, its host part on the first.
+void AppendHolds(const Placement& p, std::vector<GpuHold>& holds);
 
 // A request with its decision and current state.
 // A workload's run as its enforcer reports it at the release (both set,

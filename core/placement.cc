@@ -32,8 +32,19 @@ bool Allowed(const CapacityRequestSpec& spec, const Window& window, const Gpu& g
   return true;
 }
 
-bool HostFits(const Node& node, const MemberShape& shape) {
-  return node.free_cpu_milli() >= shape.cpu_milli && node.free_memory_mib() >= shape.memory_mib;
+// Whether `node` has the host capacity of `shape` for work running in
+// `window`, beside what advance reservations hold on it for windows that
+// overlap it (summed, though they may not overlap each other: cautious).
+bool HostFits(const Node& node, const MemberShape& shape, const Window& window) {
+  int64_t cpu = node.free_cpu_milli();
+  int64_t memory = node.free_memory_mib();
+  for (const Node::HostHold& h : node.host_held) {
+    if (h.start < window.end && window.start < h.end) {
+      cpu -= h.cpu_milli;
+      memory -= h.memory_mib;
+    }
+  }
+  return cpu >= shape.cpu_milli && memory >= shape.memory_mib;
 }
 
 // Whether every class already on `node` may share it with `cls`.
@@ -183,7 +194,8 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
   Score best_score;
   for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    if (!HostFits(node, spec.shape, window) || !NodeAdmits(state, node, spec.workload_class))
+      continue;
     int32_t empty = 0;
     for (const Gpu& gpu : node.gpus) {
       if (gpu.empty() && Allowed(spec, window, gpu)) ++empty;
@@ -226,7 +238,8 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
   Score best_score;
   for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    if (!HostFits(node, spec.shape, window) || !NodeAdmits(state, node, spec.workload_class))
+      continue;
     std::optional<FreeCapacity> before;
     int64_t tried[kMaxGpusScored];
     int tried_count = 0;
@@ -356,7 +369,8 @@ std::optional<Placement> PlaceMigInFreeInstance(const State& state, const Capaci
   Key best_key;
   for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    if (!HostFits(node, spec.shape, window) || !NodeAdmits(state, node, spec.workload_class))
+      continue;
     for (const Gpu& gpu : node.gpus) {
       if (!MigAllowed(state, spec, window, gpu)) continue;
       const int32_t at = FreeInstance(gpu, want);
@@ -396,7 +410,8 @@ std::optional<Placement> PlaceMigOnEmptyGpu(const State& state, const CapacityRe
   std::vector<MigInstance> best_layout;
   for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    if (!HostFits(node, spec.shape, window) || !NodeAdmits(state, node, spec.workload_class))
+      continue;
     std::optional<FreeCapacity> before;
     for (const Gpu& gpu : node.gpus) {
       if (!PartitionAllowed(spec, window, gpu)) continue;
@@ -450,7 +465,8 @@ std::optional<Placement> PlaceMigFirstFit(const State& state, const CapacityRequ
   const std::string& want = spec.shape.mig().profile;
   for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    if (!HostFits(node, spec.shape, window) || !NodeAdmits(state, node, spec.workload_class))
+      continue;
     for (const Gpu& gpu : node.gpus) {
       const int32_t at = MigAllowed(state, spec, window, gpu) ? FreeInstance(gpu, want) : -1;
       if (at >= 0) {
@@ -461,7 +477,8 @@ std::optional<Placement> PlaceMigFirstFit(const State& state, const CapacityRequ
   }
   for (size_t i : candidates) {
     const Node& node = state.nodes()[i];
-    if (!HostFits(node, spec.shape) || !NodeAdmits(state, node, spec.workload_class)) continue;
+    if (!HostFits(node, spec.shape, window) || !NodeAdmits(state, node, spec.workload_class))
+      continue;
     for (const Gpu& gpu : node.gpus) {
       if (!PartitionAllowed(spec, window, gpu) || state.FindGpuModel(gpu.model) == nullptr) {
         continue;

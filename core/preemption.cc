@@ -46,7 +46,8 @@ bool Eligible(const State& state, const CapacityRequest& request, const Flavor& 
   }
   // The pool's own classes take back what it lends to borrowing classes.
   const Pool* pool = state.FindPool(spec.pool);
-  return pool != nullptr && AdmissionOf(*pool, spec.workload_class) == ClassAdmission::kAdmit &&
+  return pool != nullptr &&
+         AdmissionAt(*pool, spec.workload_class, now) == ClassAdmission::kAdmit &&
          AdmissionOf(*pool, victim.spec.workload_class) == ClassAdmission::kBorrow;
 }
 

@@ -101,16 +101,22 @@ QuotaCheck CheckQuota(const State& state, const CapacityRequestSpec& spec, const
                                 ", and only preemptible work may borrow beyond nominal");
     return check;
   }
-  const CohortUse cohort = CohortUseOf(state, quota);
-  const int64_t guaranteed = quota.guaranteed_milli();
-  const int64_t after = cohort.shared_used - std::max<int64_t>(0, used - guaranteed) +
-                        std::max<int64_t>(0, used + need - guaranteed);
-  if (after > cohort.lendable) {
-    check.reason_code = kReasonCohortExhausted;
-    check.reason = absl::StrCat("cohort ", state.CohortOf(spec.team), " lends ", cohort.lendable,
-                                " milli-GPU in ", where, " and ", cohort.shared_used,
-                                " of it is in use; request needs ", need, " (over by ",
-                                after - cohort.lendable, ")");
+  const CohortFit fit = state.quota_book().FitCohorts(spec.team, spec.pool, quota.gpu_model, need);
+  if (!fit.ok) {
+    const int64_t over = fit.after - fit.limit;
+    if (fit.borrowing_limit) {
+      check.reason_code = kReasonCohortBorrowingLimit;
+      check.reason =
+          absl::StrCat("cohort ", fit.cohort, " (", fit.cohort, " and the teams under it) lends ",
+                       fit.use.lendable, " milli-GPU in ", where, " and may borrow ",
+                       fit.limit - fit.use.lendable, " more; ", fit.use.shared_used,
+                       " is in use; request needs ", need, " (over by ", over, ")");
+    } else {
+      check.reason_code = kReasonCohortExhausted;
+      check.reason = absl::StrCat(
+          "cohort ", fit.cohort, " lends ", fit.use.lendable, " milli-GPU in ", where, " and ",
+          fit.use.shared_used, " of it is in use; request needs ", need, " (over by ", over, ")");
+    }
     return check;
   }
   check.ok = true;
@@ -125,6 +131,17 @@ int64_t WeightOf(const State& state, const std::string& team) {
   return t == nullptr ? 1000 : std::max<int64_t>(1, t->weight_milli);
 }
 
+// `over` milli-GPU beyond what a subtree lends, over what its parent's
+// subtree pools (`parent`), divided by the weight, in millionths; 0 when
+// not over.
+int64_t ShareOf(int64_t over, const CohortUse& parent, int64_t weight) {
+  if (over <= 0) return 0;
+  const int64_t lendable = std::max<int64_t>(1, parent.lendable);
+  // 128-bit: quotas reach 2^50 milli-GPU.
+  const __int128 scaled = static_cast<__int128>(over) * 1'000'000'000 / lendable / weight;
+  return static_cast<int64_t>(std::min<__int128>(scaled, INT64_MAX));
+}
+
 }  // namespace
 
 int64_t MeasuredShare(const State& state, const std::string& team) {
@@ -132,18 +149,32 @@ int64_t MeasuredShare(const State& state, const std::string& team) {
   return static_cast<int64_t>(static_cast<__int128>(state.MeasuredUsage(team)) * 1000 / weight);
 }
 
-int64_t DominantShare(const State& state, const std::string& team, const std::string& pool) {
-  const int64_t weight = WeightOf(state, team);
-  int64_t share = 0;
+FairShare DominantShare(const State& state, const std::string& team, const std::string& pool) {
+  const QuotaBook& book = state.quota_book();
+  const std::vector<std::string> path = book.PathOf(team);  // Team first, root last.
+  // One share per subtree below the root, root side first, then the team's
+  // own when it heads a subtree of its own (the root, or a team with
+  // children): its use beside its children's.
+  const bool own_level = path.size() == 1 || book.HasChildren(team);
+  FairShare shares(path.size() - 1 + (own_level ? 1 : 0), 0);
   for (const Quota* q : state.QuotasOf(team, pool)) {
-    const int64_t over = state.UsedMilli(team, pool, q->gpu_model) - q->nominal_milli;
-    if (over <= 0) continue;
-    const int64_t lendable = std::max<int64_t>(1, CohortUseOf(state, *q).lendable);
-    // 128-bit: quotas reach 2^50 milli-GPU.
-    const __int128 scaled = static_cast<__int128>(over) * 1'000'000'000 / lendable / weight;
-    share = std::max(share, static_cast<int64_t>(std::min<__int128>(scaled, INT64_MAX)));
+    const std::string& model = q->gpu_model;
+    size_t at = 0;
+    for (size_t i = path.size() - 1; i-- > 0;) {  // path[i]: below path[i + 1].
+      const std::string& node = path[i];
+      const CohortUse sums = book.CohortUseOf(node, pool, model);
+      const int64_t over = sums.shared_used - sums.lendable;
+      shares[at] = std::max(shares[at], ShareOf(over, book.CohortUseOf(path[i + 1], pool, model),
+                                                WeightOf(state, node)));
+      ++at;
+    }
+    if (own_level) {
+      const int64_t over = state.UsedMilli(team, pool, model) - q->nominal_milli;
+      shares[at] = std::max(
+          shares[at], ShareOf(over, book.CohortUseOf(team, pool, model), WeightOf(state, team)));
+    }
   }
-  return share;
+  return shares;
 }
 
 }  // namespace arbiter::core

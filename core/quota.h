@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+
 #include "core/model.h"
 #include "core/state.h"
 
@@ -56,10 +58,17 @@ bool WithinNominal(const State& state, const CapacityRequestSpec& spec, const Qu
 // Kept as running sums by the quota book (core/quota_book.h).
 CohortUse CohortUseOf(const State& state, const Quota& quota);
 
-// The team's dominant share in `pool`: its use beyond nominal over what its
-// cohort lends, divided by its weight, in millionths. 0 while within nominal.
-// Lower shares borrow first.
-int64_t DominantShare(const State& state, const std::string& team, const std::string& pool);
+// The team's fair share in `pool`, one level per subtree on its path: for
+// each subtree below the root, root side first, its use beyond what its
+// teams lend over what its parent's subtree pools, divided by the weight of
+// the team heading it, in millionths (0 while within); then, for a team
+// that heads a subtree (a root, or a team with children), its own use
+// beyond nominal over what its subtree pools. Compared lexicographically,
+// lower first: siblings compete by their subtrees' shares at every level,
+// as hierarchical fair sharing does. In a flat cohort it is one number: the
+// team's use beyond nominal over what the cohort lends, per weight.
+using FairShare = absl::InlinedVector<int64_t, 4>;
+FairShare DominantShare(const State& state, const std::string& team, const std::string& pool);
 // The team's measured usage (State::MeasuredUsage) divided by its weight:
 // among teams of equal dominant share, the one that used less goes first.
 int64_t MeasuredShare(const State& state, const std::string& team);

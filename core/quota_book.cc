@@ -23,15 +23,32 @@ absl::Status QuotaBook::LoadTeam(Team team) {
     return absl::FailedPreconditionError(absl::StrCat("duplicate team ", name));
   }
   cohort_of_[name] = std::move(cohort);
+  const std::string& parent = teams_.at(name).parent;
+  if (!parent.empty()) parents_.insert(parent);
   return absl::OkStatus();
 }
 
 void QuotaBook::PutQuota(Quota quota) {
   ARBITER_CHECK(cohort_of_.contains(quota.team));
   QuotaKey key{quota.team, quota.pool, quota.gpu_model};
-  Contribute(key, -1);
+  const auto& [team, pool, model] = key;
+  // The subtree's own share, and what it passes up under its cohort lending
+  // limit, both change with the quota: take the old ones out, put the new in.
+  const CohortUse own_before = OwnShare(key);
+  const CohortUse sums_before = CohortUseOf(team, pool, model);
+  const CohortUse up_before = UpShare(team, pool, model, sums_before);
   quotas_[key] = std::move(quota);
-  Contribute(key, +1);
+  const CohortUse own_after = OwnShare(key);
+  CohortUse& sums = cohort_use_[CohortKey{team, pool, model}];
+  sums.lendable += own_after.lendable - own_before.lendable;
+  sums.shared_used += own_after.shared_used - own_before.shared_used;
+  const CohortUse up_after = UpShare(team, pool, model, sums);
+  const std::string& parent = teams_.at(team).parent;
+  if (!parent.empty()) {
+    Propagate(
+        parent, pool, model,
+        {up_after.lendable - up_before.lendable, up_after.shared_used - up_before.shared_used});
+  }
 }
 
 const Team* QuotaBook::FindTeam(const std::string& name) const {
@@ -88,20 +105,98 @@ int64_t QuotaBook::UsedMilli(const std::string& team, const std::string& pool,
 void QuotaBook::Charge(const std::string& team, const std::string& pool,
                        const std::string& gpu_model, int64_t milli) {
   QuotaKey key{team, pool, gpu_model};
-  Contribute(key, -1);
+  const CohortUse before = OwnShare(key);
   used_milli_[key] += milli;
   used_pool_milli_[{team, pool}] += milli;
-  Contribute(key, +1);
+  const CohortUse after = OwnShare(key);
+  if (!(before == after)) {
+    Propagate(team, pool, gpu_model,
+              {after.lendable - before.lendable, after.shared_used - before.shared_used});
+  }
 }
 
-void QuotaBook::Contribute(const QuotaKey& key, int sign) {
+CohortUse QuotaBook::OwnShare(const QuotaKey& key) const {
   auto quota = quotas_.find(key);
-  if (quota == quotas_.end()) return;  // Usage without a quota lends nothing.
+  if (quota == quotas_.end()) return {};  // Usage without a quota lends nothing.
   const Quota& q = quota->second;
   const int64_t used = UsedMilli(q.team, q.pool, q.gpu_model);
-  CohortUse& use = cohort_use_[CohortKey{CohortOf(q.team), q.pool, q.gpu_model}];
-  use.lendable += sign * q.lendable_milli();
-  use.shared_used += sign * std::max<int64_t>(0, used - q.guaranteed_milli());
+  return {q.lendable_milli(), std::max<int64_t>(0, used - q.guaranteed_milli())};
+}
+
+int64_t QuotaBook::CohortLendingLimit(const std::string& node, const std::string& pool,
+                                      const std::string& model) const {
+  const Quota* q = FindQuota(node, pool, model);
+  return q == nullptr ? kUnlimited : q->cohort_lending_limit_milli;
+}
+
+int64_t QuotaBook::CohortBorrowingLimit(const std::string& node, const std::string& pool,
+                                        const std::string& model) const {
+  const Quota* q = FindQuota(node, pool, model);
+  return q == nullptr ? kUnlimited : q->cohort_borrowing_limit_milli;
+}
+
+CohortUse QuotaBook::UpShare(const std::string& node, const std::string& pool,
+                             const std::string& model, const CohortUse& sums) const {
+  const int64_t limit = CohortLendingLimit(node, pool, model);
+  const int64_t kept = limit == kUnlimited ? 0 : std::max<int64_t>(0, sums.lendable - limit);
+  return {sums.lendable - kept, std::max<int64_t>(0, sums.shared_used - kept)};
+}
+
+void QuotaBook::Propagate(std::string node, const std::string& pool, const std::string& model,
+                          CohortUse delta) {
+  while (delta.lendable != 0 || delta.shared_used != 0) {
+    CohortUse& sums = cohort_use_[CohortKey{node, pool, model}];
+    const CohortUse up_before = UpShare(node, pool, model, sums);
+    sums.lendable += delta.lendable;
+    sums.shared_used += delta.shared_used;
+    const std::string& parent = teams_.at(node).parent;
+    if (parent.empty()) return;
+    const CohortUse up_after = UpShare(node, pool, model, sums);
+    delta = {up_after.lendable - up_before.lendable, up_after.shared_used - up_before.shared_used};
+    node = parent;
+  }
+}
+
+CohortFit QuotaBook::FitCohorts(const std::string& team, const std::string& pool,
+                                const std::string& gpu_model, int64_t need) const {
+  QuotaKey key{team, pool, gpu_model};
+  const Quota& q = quotas_.at(key);
+  const int64_t used = UsedMilli(team, pool, gpu_model);
+  const int64_t guaranteed = q.guaranteed_milli();
+  CohortUse delta{
+      0, std::max<int64_t>(0, used + need - guaranteed) - std::max<int64_t>(0, used - guaranteed)};
+  std::string node = team;
+  CohortFit fit;
+  while (true) {
+    const CohortUse sums = CohortUseOf(node, pool, gpu_model);
+    const CohortUse after{sums.lendable, sums.shared_used + delta.shared_used};
+    const std::string& parent = teams_.at(node).parent;
+    const int64_t borrowing = CohortBorrowingLimit(node, pool, gpu_model);
+    // Only a growing use can overrun: a shrinking one always fits.
+    if (delta.shared_used > 0) {
+      if (parent.empty() && after.shared_used > after.lendable) {
+        return CohortFit{false, node, false, sums, after.lendable, after.shared_used};
+      }
+      if (!parent.empty() && borrowing != kUnlimited &&
+          after.shared_used > after.lendable + borrowing) {
+        return CohortFit{false, node, true, sums, after.lendable + borrowing, after.shared_used};
+      }
+    }
+    if (parent.empty()) return fit;
+    const CohortUse up_before = UpShare(node, pool, gpu_model, sums);
+    const CohortUse up_after = UpShare(node, pool, gpu_model, after);
+    delta = {0, up_after.shared_used - up_before.shared_used};
+    if (delta.shared_used == 0) return fit;
+    node = parent;
+  }
+}
+
+std::vector<std::string> QuotaBook::PathOf(const std::string& team) const {
+  std::vector<std::string> path;
+  for (const std::string* node = &team; !node->empty(); node = &teams_.at(*node).parent) {
+    path.push_back(*node);
+  }
+  return path;
 }
 
 }  // namespace arbiter::core

@@ -270,9 +270,10 @@ absl::Time State::EnforceAt(const CapacityRequest& request) const {
   absl::Time at =
       request.burst_until == absl::InfinitePast() ? absl::InfiniteFuture() : request.burst_until;
   if (pool == nullptr) return at;
+  at = std::min(at, LendingEnds(*pool, request));
   if (pool->claim_deadline_seconds > 0 && request.admitted_at != absl::InfinitePast() &&
       request.claims.size() < static_cast<size_t>(request.spec.members)) {
-    at = request.admitted_at + absl::Seconds(pool->claim_deadline_seconds);
+    at = std::min(at, request.admitted_at + absl::Seconds(pool->claim_deadline_seconds));
   }
   if (pool->lease_seconds > 0) {
     for (const Claim& c : request.claims) {

@@ -165,6 +165,12 @@ absl::Status ValidateClassRules(const Pool& pool) {
     if (rule.admission == ClassAdmission::kUnspecified) {
       return Invalid(field + ".admission", "must be ADMIT, BORROW or DENY");
     }
+    if (rule.window.has_value()) {
+      if (rule.admission != ClassAdmission::kBorrow) {
+        return Invalid(field + ".window", "only a BORROW rule may have a window");
+      }
+      ARBITER_RETURN_IF_ERROR(ValidateRecurringWindow(*rule.window, field + ".window"));
+    }
     for (size_t j = 0; j < i; ++j) {
       if (pool.class_rules[j].workload_class == rule.workload_class) {
         return Invalid(field,
@@ -310,6 +316,12 @@ absl::Status ValidateQuota(const Quota& quota) {
                    absl::StrCat("must not exceed quota.nominal_milli (", quota.nominal_milli,
                                 "), got ", quota.lending_limit_milli));
   }
+  ARBITER_RETURN_IF_ERROR(ValidateRange("quota.cohort_borrowing_limit_milli",
+                                        quota.cohort_borrowing_limit_milli, kUnlimited,
+                                        kMaxQuotaMilli));
+  ARBITER_RETURN_IF_ERROR(ValidateRange("quota.cohort_lending_limit_milli",
+                                        quota.cohort_lending_limit_milli, kUnlimited,
+                                        kMaxQuotaMilli));
   return absl::OkStatus();
 }
 

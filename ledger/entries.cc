@@ -78,12 +78,21 @@ struct EntryOf {
   Entry operator()(const core::Pool& p) const {
     std::vector<std::string> lends;
     for (core::WorkloadClass c : p.lends_to) lends.push_back(Str(core::WorkloadClassName(c)));
-    return Make("pool.create", absl::StrCat("pool/", p.name),
-                {{"latency_class", Str(core::LatencyClassName(p.latency_class))},
-                 {"lends_to", absl::StrJoin(lends, ",")},
-                 {"reclaim_grace_seconds", absl::StrCat(p.reclaim_grace_seconds)},
-                 {"queueing", Str(core::QueueingPolicyName(p.queueing))},
-                 {"starvation_limit_seconds", absl::StrCat(p.starvation_limit_seconds)}});
+    Fields f = {{"latency_class", Str(core::LatencyClassName(p.latency_class))},
+                {"lends_to", absl::StrJoin(lends, ",")},
+                {"reclaim_grace_seconds", absl::StrCat(p.reclaim_grace_seconds)},
+                {"queueing", Str(core::QueueingPolicyName(p.queueing))},
+                {"starvation_limit_seconds", absl::StrCat(p.starvation_limit_seconds)}};
+    // The class rules only when set: pools without them read as they did.
+    std::vector<std::string> rules;
+    for (const core::PoolClassRule& r : p.class_rules) {
+      std::string rule = absl::StrCat(core::WorkloadClassName(r.workload_class), "=",
+                                      core::ClassAdmissionName(r.admission));
+      if (r.window.has_value()) absl::StrAppend(&rule, "@", core::FormatRecurringWindow(*r.window));
+      rules.push_back(std::move(rule));
+    }
+    if (!rules.empty()) f.emplace_back("class_rules", absl::StrJoin(rules, ";"));
+    return Make("pool.create", absl::StrCat("pool/", p.name), std::move(f));
   }
   Entry operator()(const core::Node& n) const {
     std::vector<std::string> models;
@@ -126,10 +135,18 @@ struct EntryOf {
                 {{"parent", t.parent}, {"weight_milli", absl::StrCat(t.weight_milli)}});
   }
   Entry operator()(const core::Quota& q) const {
+    Fields f = {{"nominal_milli", absl::StrCat(q.nominal_milli)},
+                {"borrowing_limit_milli", absl::StrCat(q.borrowing_limit_milli)},
+                {"lending_limit_milli", absl::StrCat(q.lending_limit_milli)}};
+    // Cohort limits only when set: quotas without them read as they did.
+    if (q.cohort_lending_limit_milli != core::kUnlimited) {
+      f.emplace_back("cohort_lending_limit_milli", absl::StrCat(q.cohort_lending_limit_milli));
+    }
+    if (q.cohort_borrowing_limit_milli != core::kUnlimited) {
+      f.emplace_back("cohort_borrowing_limit_milli", absl::StrCat(q.cohort_borrowing_limit_milli));
+    }
     return Make("quota.set", absl::StrCat("quota/", q.team, "/", q.pool, "/", q.gpu_model),
-                {{"nominal_milli", absl::StrCat(q.nominal_milli)},
-                 {"borrowing_limit_milli", absl::StrCat(q.borrowing_limit_milli)},
-                 {"lending_limit_milli", absl::StrCat(q.lending_limit_milli)}});
+                std::move(f));
   }
   Entry operator()(const core::RequestWrite& w) const {
     const core::CapacityRequest& r = w.request;

@@ -105,6 +105,8 @@ void ToProto(const core::Statement& s, v1::Statement* out) {
     p->set_reserved_cost_micros(l.reserved_cost_micros);
     p->set_idle_cost_micros(l.idle_cost_micros);
     p->set_energy_mwh(l.energy_mwh);
+    p->set_energy_measured_mwh(l.energy_measured_mwh);
+    p->set_energy_estimated_mwh(l.energy_estimated_mwh);
     p->set_spot(l.spot);
     p->set_burst(l.burst);
   }
@@ -114,6 +116,8 @@ void ToProto(const core::Statement& s, v1::Statement* out) {
   out->set_reserved_cost_micros(s.reserved_cost_micros);
   out->set_idle_cost_micros(s.idle_cost_micros);
   out->set_energy_mwh(s.energy_mwh);
+  out->set_energy_measured_mwh(s.energy_measured_mwh);
+  out->set_energy_estimated_mwh(s.energy_estimated_mwh);
   out->set_borrowed_milli_seconds(s.borrowed_milli_seconds);
   out->set_externality_charged_micros(s.externality_charged_micros);
   out->set_externality_credited_micros(s.externality_credited_micros);

@@ -120,8 +120,13 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
     if (!v1::ClassAdmission_IsValid(r.admission())) {
       return UnknownEnum(field + ".admission", r.admission());
     }
-    pool.class_rules.push_back({static_cast<core::WorkloadClass>(r.workload_class()),
-                                static_cast<core::ClassAdmission>(r.admission())});
+    core::PoolClassRule rule{static_cast<core::WorkloadClass>(r.workload_class()),
+                             static_cast<core::ClassAdmission>(r.admission())};
+    if (!r.window().empty()) {
+      ARBITER_ASSIGN_OR_RETURN(rule.window,
+                               core::ParseRecurringWindow(r.window(), field + ".window"));
+    }
+    pool.class_rules.push_back(std::move(rule));
   }
   if (p.has_reclaim_grace_seconds()) pool.reclaim_grace_seconds = p.reclaim_grace_seconds();
   if (p.has_spot_grace_seconds()) pool.spot_grace_seconds = p.spot_grace_seconds();
@@ -188,6 +193,12 @@ core::Quota QuotaFromProto(const v1::Quota& q) {
   quota.gpu_model = q.gpu_model();
   if (q.has_borrowing_limit_milli()) quota.borrowing_limit_milli = q.borrowing_limit_milli();
   if (q.has_lending_limit_milli()) quota.lending_limit_milli = q.lending_limit_milli();
+  if (q.has_cohort_lending_limit_milli()) {
+    quota.cohort_lending_limit_milli = q.cohort_lending_limit_milli();
+  }
+  if (q.has_cohort_borrowing_limit_milli()) {
+    quota.cohort_borrowing_limit_milli = q.cohort_borrowing_limit_milli();
+  }
   return quota;
 }
 
@@ -410,6 +421,7 @@ void ToProto(const core::Pool& p, v1::Pool* out) {
     v1::PoolClassRule* rule = out->add_class_rules();
     rule->set_workload_class(static_cast<v1::WorkloadClass>(r.workload_class));
     rule->set_admission(static_cast<v1::ClassAdmission>(r.admission));
+    if (r.window.has_value()) rule->set_window(core::FormatRecurringWindow(*r.window));
   }
   for (core::WorkloadClass c :
        {core::WorkloadClass::kTraining, core::WorkloadClass::kInference,
@@ -417,6 +429,10 @@ void ToProto(const core::Pool& p, v1::Pool* out) {
     v1::PoolClassRule* rule = out->add_effective_class_rules();
     rule->set_workload_class(static_cast<v1::WorkloadClass>(c));
     rule->set_admission(static_cast<v1::ClassAdmission>(core::AdmissionOf(p, c)));
+    const core::PoolClassRule* set = core::ClassRuleOf(p, c);
+    if (set != nullptr && set->window.has_value()) {
+      rule->set_window(core::FormatRecurringWindow(*set->window));
+    }
   }
   out->set_reclaim_grace_seconds(p.reclaim_grace_seconds);
   if (p.spot_grace_seconds.has_value()) out->set_spot_grace_seconds(*p.spot_grace_seconds);
@@ -481,6 +497,12 @@ void ToProto(const core::Quota& q, v1::Quota* out) {
   out->set_gpu_model(q.gpu_model);
   out->set_borrowing_limit_milli(q.borrowing_limit_milli);
   out->set_lending_limit_milli(q.lendable_milli());
+  if (q.cohort_lending_limit_milli != core::kUnlimited) {
+    out->set_cohort_lending_limit_milli(q.cohort_lending_limit_milli);
+  }
+  if (q.cohort_borrowing_limit_milli != core::kUnlimited) {
+    out->set_cohort_borrowing_limit_milli(q.cohort_borrowing_limit_milli);
+  }
 }
 
 void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
@@ -594,6 +616,8 @@ void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
     held->set_cluster(cluster);
     held->set_node(node);
     held->set_gpu_index(h.gpu_index);
+    held->set_cpu_milli(h.cpu_milli);
+    held->set_memory_mib(h.memory_mib);
   }
 }
 

@@ -1,9 +1,10 @@
 // daysim: simulates a scenario's week under static partitioning, quota-only
-// sharing and Arbiter, on the same seeded workload, and prints the
-// comparison; writes CSV files and SVG figures to --out.
+// sharing, Arbiter without proactive reclaim and Arbiter, on the same seeded
+// workload, and prints the comparison; writes CSV files and SVG figures to
+// --out.
 //
 //   daysim --scenario bench/scenarios/mixed-week.yaml [--out DIR]
-//          [--policy static|quota-only|arbiter]... [--seed N] [--days N]
+//          [--policy static|quota-only|arbiter-reactive|arbiter]... [--seed N] [--days N]
 //
 // Exit status: 0, 2 for a bad scenario or flag, 1 when a conservation check
 // fails or the core refused a call (a simulator defect).
@@ -34,7 +35,7 @@ bool WriteFile(const std::filesystem::path& path, const std::string& text) {
 
 int main(int argc, char** argv) {
   using namespace arbiter::daysim;
-  CLI::App app{"Arbiter's economics: a week of a mixed GPU cluster under three policies"};
+  CLI::App app{"Arbiter's economics: a week of a mixed GPU cluster under four policies"};
   std::string scenario_path, out_dir = "daysim-out";
   std::vector<std::string> policies;
   int64_t seed = -1;
@@ -42,8 +43,8 @@ int main(int argc, char** argv) {
   app.add_option("--scenario", scenario_path, "Scenario YAML")->required();
   app.add_option("--out", out_dir, "Directory for the CSV files and figures")
       ->capture_default_str();
-  app.add_option("--policy", policies, "Policies to run (default: all three)")
-      ->check(CLI::IsMember({"static", "quota-only", "arbiter"}));
+  app.add_option("--policy", policies, "Policies to run (default: all four)")
+      ->check(CLI::IsMember({"static", "quota-only", "arbiter-reactive", "arbiter"}));
   app.add_option("--seed", seed, "Override the scenario's seed");
   app.add_option("--days", days, "Override the scenario's days");
   CLI11_PARSE(app, argc, argv);
@@ -59,15 +60,16 @@ int main(int argc, char** argv) {
     std::cerr << "daysim: " << valid.message() << "\n";
     return 2;
   }
-  if (policies.empty()) policies = {"static", "quota-only", "arbiter"};
+  if (policies.empty()) policies = {"static", "quota-only", "arbiter-reactive", "arbiter"};
 
   std::vector<Result> results;
   int status = 0;
   const auto start = std::chrono::steady_clock::now();
   for (const std::string& name : policies) {
-    const Policy policy = name == "static"       ? Policy::kStatic
-                          : name == "quota-only" ? Policy::kQuotaOnly
-                                                 : Policy::kArbiter;
+    const Policy policy = name == "static"             ? Policy::kStatic
+                          : name == "quota-only"       ? Policy::kQuotaOnly
+                          : name == "arbiter-reactive" ? Policy::kArbiterReactive
+                                                       : Policy::kArbiter;
     const auto begin = std::chrono::steady_clock::now();
     results.push_back(Simulate(*scenario, policy));
     const double seconds =
@@ -80,6 +82,11 @@ int main(int argc, char** argv) {
       std::cerr << absl::StrFormat(
           "daysim: %s: conservation FAILED: jobs held %d milli-GPU s, the inventory %d\n", name,
           r.held_by_jobs_milli_seconds, r.held_by_inventory_milli_seconds);
+      status = 1;
+    }
+    if (r.power_budget_watts > 0 && r.max_draw_watts > r.power_budget_watts) {
+      std::cerr << absl::StrFormat("daysim: %s: power FAILED: drew %d W, the budget is %d W\n",
+                                   name, r.max_draw_watts, r.power_budget_watts);
       status = 1;
     }
     if (r.core_errors > 0) {
@@ -96,13 +103,16 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   const std::filesystem::path dir(out_dir);
+  const std::string power = PowerCsv(results);
   const bool written = WriteFile(dir / "summary.csv", SummaryCsv(results)) &&
                        WriteFile(dir / "hourly.csv", HourlyCsv(*scenario, results)) &&
                        WriteFile(dir / "teams.csv", TeamsCsv(results)) &&
+                       (power.empty() || WriteFile(dir / "power.csv", power)) &&
                        WriteFile(dir / "utilization.svg", UtilizationSvg(*scenario, results)) &&
                        WriteFile(dir / "p99.svg", P99Svg(*scenario, results));
   if (!written) return 2;
   std::cout << "\nwrote " << out_dir
-            << "/{summary.csv,hourly.csv,teams.csv,utilization.svg,p99.svg}\n";
+            << "/{summary.csv,hourly.csv,teams.csv,utilization.svg,p99.svg}"
+            << (power.empty() ? "" : " and power.csv") << "\n";
   return status;
 }

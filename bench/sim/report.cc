@@ -31,7 +31,8 @@ std::string Duration(int64_t seconds) {
   return absl::StrFormat("%.1f h", static_cast<double>(seconds) / 3600.0);
 }
 
-const char* kColours[] = {"#c0392b", "#e67e22", "#2471a3"};
+const char* kColours[] = {"#c0392b", "#e67e22", "#7d3c98", "#2471a3"};
+constexpr size_t kNumColours = sizeof(kColours) / sizeof(kColours[0]);
 
 // The worst of `p99_ms`'s minutes in `hour`.
 int32_t HourWorst(const std::vector<int32_t>& p99_ms, size_t hour) {
@@ -40,6 +41,14 @@ int32_t HourWorst(const std::vector<int32_t>& p99_ms, size_t hour) {
     worst = std::max(worst, p99_ms[m]);
   }
   return worst;
+}
+
+int64_t HourMax(const std::vector<int64_t>& by_minute, size_t hour) {
+  int64_t most = 0;
+  for (size_t m = hour * 60; m < std::min(by_minute.size(), hour * 60 + 60); ++m) {
+    most = std::max(most, by_minute[m]);
+  }
+  return most;
 }
 
 // The breach causes any result has, sorted.
@@ -136,6 +145,13 @@ std::string ComparisonTable(const Scenario& scenario, const std::vector<Result>&
                                           Money(tr.externality_credited_micros), ")");
                     }});
   }
+  rows.push_back({"allocated draw, max kW (site budget)", [](const Result& r) {
+                    return absl::StrCat(r.max_draw_watts / 1000, " (",
+                                        r.power_budget_watts > 0
+                                            ? absl::StrCat(r.power_budget_watts / 1000)
+                                            : std::string("none"),
+                                        ")");
+                  }});
   rows.push_back({"energy kWh (of GPUs no one held)", [](const Result& r) {
                     return absl::StrCat(r.energy_wh / 1000, " (", r.unallocated_energy_wh / 1000,
                                         ")");
@@ -190,6 +206,8 @@ std::string SummaryCsv(const std::vector<Result>& results) {
     add("lost_milli_gpu_seconds", r.lost_milli_seconds);
     add("lost_progress_milli_gpu_seconds", r.lost_progress_milli_seconds);
     add("energy_wh", r.energy_wh);
+    add("max_draw_watts", r.max_draw_watts);
+    add("power_budget_watts", r.power_budget_watts);
     add("unallocated_energy_wh", r.unallocated_energy_wh);
     add("idle_reclaims", r.idle_reclaims);
     add("incidents", r.incidents);
@@ -203,7 +221,7 @@ std::string SummaryCsv(const std::vector<Result>& results) {
 }
 
 std::string HourlyCsv(const Scenario& scenario, const std::vector<Result>& results) {
-  std::string out = "policy,hour,allocated_permille,used_permille";
+  std::string out = "policy,hour,allocated_permille,used_permille,max_draw_watts";
   for (const ServiceSpec& s : scenario.services) absl::StrAppend(&out, ",", s.name, "_p99_ms");
   for (const ServiceSpec& s : scenario.services) {
     absl::StrAppend(&out, ",", s.name, "_formula_p99_ms");
@@ -215,7 +233,7 @@ std::string HourlyCsv(const Scenario& scenario, const std::vector<Result>& resul
     for (size_t h = 0; h < r.allocated_by_hour.size(); ++h) {
       absl::StrAppend(&out, PolicyName(r.policy), ",", h, ",",
                       r.allocated_by_hour[h] * 1000 / per_hour, ",",
-                      r.used_by_hour[h] * 1000 / per_hour);
+                      r.used_by_hour[h] * 1000 / per_hour, ",", HourMax(r.draw_watts_by_minute, h));
       for (const ServiceResult& s : r.services) {
         absl::StrAppend(&out, ",", HourWorst(s.p99_ms_by_minute, h));
       }
@@ -239,6 +257,27 @@ std::string TeamsCsv(const std::vector<Result>& results) {
           ",", t.used_milli_seconds / kMilliGpuHour, ",", t.reserved_cost_micros, ",",
           t.externality_charged_micros, ",", t.externality_credited_micros, ",", t.energy_wh, "\n");
     }
+  }
+  return out;
+}
+
+std::string PowerCsv(const std::vector<Result>& results) {
+  int64_t budget = 0;
+  size_t minutes = 0;
+  for (const Result& r : results) {
+    budget = std::max(budget, r.power_budget_watts);
+    minutes = std::max(minutes, r.draw_watts_by_minute.size());
+  }
+  if (budget == 0) return "";
+  std::string out = "minute";
+  for (const Result& r : results) absl::StrAppend(&out, ",", PolicyName(r.policy), "_draw_watts");
+  absl::StrAppend(&out, ",budget_watts\n");
+  for (size_t m = 0; m < minutes; ++m) {
+    absl::StrAppend(&out, m);
+    for (const Result& r : results) {
+      absl::StrAppend(&out, ",", m < r.draw_watts_by_minute.size() ? r.draw_watts_by_minute[m] : 0);
+    }
+    absl::StrAppend(&out, ",", budget, "\n");
   }
   return out;
 }
@@ -291,10 +330,10 @@ std::string Legend(const Chart& c, const std::vector<Result>& results, const std
   std::string out;
   for (size_t i = 0; i < results.size(); ++i) {
     const int x = c.left + static_cast<int>(i) * 110;
-    absl::StrAppend(&out,
-                    absl::StrFormat("<rect x=\"%d\" y=\"34\" width=\"14\" height=\"4\" "
-                                    "fill=\"%s\"/><text x=\"%d\" y=\"40\">%s</text>\n",
-                                    x, kColours[i % 3], x + 18, PolicyName(results[i].policy)));
+    absl::StrAppend(
+        &out, absl::StrFormat("<rect x=\"%d\" y=\"34\" width=\"14\" height=\"4\" "
+                              "fill=\"%s\"/><text x=\"%d\" y=\"40\">%s</text>\n",
+                              x, kColours[i % kNumColours], x + 18, PolicyName(results[i].policy)));
   }
   if (!extra.empty()) {
     absl::StrAppend(&out, absl::StrFormat("<text x=\"%d\" y=\"40\" fill=\"#555\">%s</text>\n",
@@ -327,8 +366,8 @@ std::string UtilizationSvg(const Scenario& scenario, const std::vector<Result>& 
       used.push_back(static_cast<double>(results[i].used_by_hour[h]) / per_hour);
       allocated.push_back(static_cast<double>(results[i].allocated_by_hour[h]) / per_hour);
     }
-    absl::StrAppend(&out, Polyline(c, allocated, kColours[i % 3], true),
-                    Polyline(c, used, kColours[i % 3], false));
+    absl::StrAppend(&out, Polyline(c, allocated, kColours[i % kNumColours], true),
+                    Polyline(c, used, kColours[i % kNumColours], false));
   }
   absl::StrAppend(&out, Legend(c, results, ""), "</svg>\n");
   return out;
@@ -365,7 +404,7 @@ std::string P99Svg(const Scenario& scenario, const std::vector<Result>& results)
       }
       ratio[h] = y(ratio[h]);
     }
-    absl::StrAppend(&out, Polyline(c, ratio, kColours[i % 3], false));
+    absl::StrAppend(&out, Polyline(c, ratio, kColours[i % kNumColours], false));
   }
   absl::StrAppend(&out,
                   Legend(c, results, absl::StrFormat("dashed: the tightest SLO (%.1fx)", slo)),

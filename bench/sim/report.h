@@ -15,13 +15,17 @@ std::string ComparisonTable(const Scenario& scenario, const std::vector<Result>&
 
 // summary.csv: one row per policy and metric (policy,metric,value).
 std::string SummaryCsv(const std::vector<Result>& results);
-// hourly.csv: policy,hour,allocated_permille,used_permille, then per service
+// hourly.csv: policy,hour,allocated_permille,used_permille,max_draw_watts, then per service
 // <name>_p99_ms, then per service <name>_formula_p99_ms (per hour; p99: the
 // hour's worst minute, by the queueing model and by the formula).
 std::string HourlyCsv(const Scenario& scenario, const std::vector<Result>& results);
 // teams.csv: policy,team,allocated_gpu_hours,used_gpu_hours,reserved_cost,
 // externality_charged,externality_credited (money in micros),energy_wh.
 std::string TeamsCsv(const std::vector<Result>& results);
+// power.csv: minute, then per policy the highest allocated draw of the
+// minute by the core's accounting (watts), then the site's budget; empty
+// when no result has a budget.
+std::string PowerCsv(const std::vector<Result>& results);
 
 // utilization.svg: the share of capacity used (solid) and allocated
 // (dashed) per hour, one colour per policy.

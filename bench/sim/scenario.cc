@@ -100,6 +100,7 @@ absl::Status ReadStream(const YAML::Node& n, const std::string& p, StreamSpec& s
   ARBITER_RETURN_IF_ERROR(Read(n, "min_work_seconds", p, s.min_work_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "max_work_seconds", p, s.max_work_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "preemptible", p, s.preemptible));
+  ARBITER_RETURN_IF_ERROR(Read(n, "spot", p, s.spot));
   ARBITER_RETURN_IF_ERROR(Read(n, "checkpoint_seconds", p, s.checkpoint_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "checkpoint_interval_seconds", p, s.checkpoint_interval_seconds));
   ARBITER_RETURN_IF_ERROR(Read(n, "checkpoint_on_notice", p, s.checkpoint_on_notice));
@@ -131,6 +132,11 @@ absl::Status ReadTop(const YAML::Node& root, Scenario& s) {
                                s.inference_neighbour_slowdown_permille));
   ARBITER_RETURN_IF_ERROR(Read(root, "serving_reserve_permille", "", s.serving_reserve_permille));
   ARBITER_RETURN_IF_ERROR(Read(root, "arbiter_grace_seconds", "", s.arbiter_grace_seconds));
+  ARBITER_RETURN_IF_ERROR(
+      Read(root, "arbiter_spot_grace_seconds", "", s.arbiter_spot_grace_seconds));
+  ARBITER_RETURN_IF_ERROR(Read(root, "serving_headroom_milli", "", s.serving_headroom_milli));
+  ARBITER_RETURN_IF_ERROR(Read(root, "forecast_weight_permille", "", s.forecast_weight_permille));
+  ARBITER_RETURN_IF_ERROR(Read(root, "site_power_budget_watts", "", s.site_power_budget_watts));
   if (const YAML::Node lends = root["serving_lends_to"]) {
     s.serving_lends_to.clear();
     for (size_t i = 0; i < lends.size(); ++i) {
@@ -213,6 +219,9 @@ absl::Status ValidateStream(const StreamSpec& v, const std::string& p,
     return Invalid(p + "busy_permille", "must be in 0..1000");
   }
   if (v.max_pending < 1) return Invalid(p + "max_pending", "must be >= 1");
+  if (v.spot && (!v.preemptible || v.standing_reservation)) {
+    return Invalid(p + "spot", "spot work is preemptible and never a standing reservation");
+  }
   return absl::OkStatus();
 }
 
@@ -265,6 +274,14 @@ absl::Status ValidateScenario(const Scenario& s) {
   if (s.serving_reserve_permille < 0 || s.serving_reserve_permille > 1000) {
     return Invalid("serving_reserve_permille", "must be in 0..1000");
   }
+  if (s.arbiter_spot_grace_seconds < -1 || s.arbiter_spot_grace_seconds > 86'400) {
+    return Invalid("arbiter_spot_grace_seconds", "-1 (unset) or 0..86400");
+  }
+  if (s.serving_headroom_milli < 0) return Invalid("serving_headroom_milli", "must be >= 0");
+  if (s.forecast_weight_permille < 1 || s.forecast_weight_permille > 1000) {
+    return Invalid("forecast_weight_permille", "must be in 1..1000");
+  }
+  if (s.site_power_budget_watts < 0) return Invalid("site_power_budget_watts", "must be >= 0");
   return absl::OkStatus();
 }
 

@@ -111,6 +111,11 @@ struct StreamSpec {
   int64_t min_work_seconds = 3600;  // Work, at full speed, drawn uniformly.
   int64_t max_work_seconds = 3600;
   bool preemptible = true;
+  // Under the Arbiter policies the stream's work is spot (docs/pools.md):
+  // priced lowest, preempted before any other work, never preempting; it
+  // runs on whatever any pool lends. Under static and quota-only it is
+  // ordinary preemptible work of its team (neither has spot capacity).
+  bool spot = false;
   int64_t checkpoint_seconds = 0;  // Write (and restore) time; 0: no checkpoints.
   int64_t checkpoint_interval_seconds = 0;
   // Told to vacate, the job writes a checkpoint before its deadline (the
@@ -163,6 +168,21 @@ struct Scenario {
   // (for spikes), lending the rest.
   int32_t serving_reserve_permille = 100;
   int64_t arbiter_grace_seconds = 30;
+  // Arbiter: the time spot work gets to vacate (Pool.spot_grace_seconds);
+  // -1: unset, the pool's grace.
+  int64_t arbiter_spot_grace_seconds = -1;
+  // Arbiter: milli-GPU of the cluster's model that the serving pool keeps
+  // free for inference (Pool.headroom); work it lends to, and spot work, may
+  // not take it. 0: none.
+  int64_t serving_headroom_milli = 0;
+  // Arbiter (proactive): the weight of each new observation in the learnt
+  // serving demand profile (an exponentially weighted mean per quarter hour
+  // of the week), permille.
+  int32_t forecast_weight_permille = 300;
+  // A watt budget for the whole site (the cluster), by the core's TDP
+  // accounting (core/power.h): under every policy admission keeps the
+  // allocated draw within it. 0: none.
+  int64_t site_power_budget_watts = 0;
   // Arbiter: the classes the serving pool lends to (always preemptible).
   std::vector<core::WorkloadClass> serving_lends_to = {core::WorkloadClass::kTraining,
                                                        core::WorkloadClass::kBatchAnalytics};

@@ -25,9 +25,13 @@ absl::string_view PolicyName(Policy p) {
       return "quota-only";
     case Policy::kArbiter:
       return "arbiter";
+    case Policy::kArbiterReactive:
+      return "arbiter-reactive";
   }
   return "unknown";
 }
+
+bool IsArbiter(Policy p) { return p == Policy::kArbiter || p == Policy::kArbiterReactive; }
 
 namespace internal {
 
@@ -94,6 +98,12 @@ void Simulator::Setup() {
   CreateTeams(ignored);
   RegisterNodes(ignored);
   SetQuotas(ignored);
+  if (s_.site_power_budget_watts > 0) {  // A fact of the site: every policy keeps it.
+    result_.power_budget_watts = s_.site_power_budget_watts;
+    Check(core::SetPowerBudget(
+        state_, {core::PowerScope::kSite, kCluster, s_.site_power_budget_watts, false}, Now(0),
+        ignored));
+  }
   if (policy_ == Policy::kQuotaOnly) {
     core::CoexistenceMatrix all_share;
     for (int a = 1; a <= 4; ++a) {
@@ -122,8 +132,13 @@ void Simulator::CreatePools(core::ChangeSet& ch) {
     for (const char* name : {"serving", "batch", "dev"}) {
       core::Pool pool{name, ClassOf(name), ""};
       pool.reclaim_grace_seconds = s_.arbiter_grace_seconds;
+      if (s_.arbiter_spot_grace_seconds >= 0)
+        pool.spot_grace_seconds = s_.arbiter_spot_grace_seconds;
       if (pool.latency_class == core::LatencyClass::kServing) {
         pool.lends_to = s_.serving_lends_to;
+        if (s_.serving_headroom_milli > 0) {
+          pool.headroom.push_back({s_.cluster.gpu_model, s_.serving_headroom_milli});
+        }
       }
       Check(core::CreatePool(state_, pool, ch));
     }
@@ -165,14 +180,14 @@ void Simulator::SetQuotas(core::ChangeSet& ch) {
   for (const TeamSpec& t : s_.teams) {
     core::Quota q{t.name, HomePool(t.name), int64_t{t.gpus} * 1000};
     q.borrowing_limit_milli = borrow ? core::kUnlimited : 0;
-    if (policy_ == Policy::kArbiter && t.pool_class == "serving") {
+    if (arbiter() && t.pool_class == "serving") {
       const int64_t reserve = q.nominal_milli * s_.serving_reserve_permille / 1000;
       q.lending_limit_milli = q.nominal_milli - reserve / 1000 * 1000;
     }
     // Quotas add up per pool: a second team in a shared pool adds to it.
     Check(core::SetQuota(state_, q, Now(0), ch));
   }
-  if (policy_ != Policy::kArbiter) return;
+  if (!arbiter()) return;
   // Preemptible work may run on what other pools lend (nominal 0,
   // unlimited borrowing).
   for (const StreamSpec& st : s_.streams) {
@@ -192,7 +207,7 @@ void Simulator::Push(int64_t at, EventType type, int32_t job, int32_t gen) {
 void Simulator::Schedule() {
   for (const JobDraw& d : workload_.jobs) {
     const StreamSpec& st = s_.streams[d.stream];
-    if (st.standing_reservation && policy_ != Policy::kArbiter) {
+    if (st.standing_reservation && !arbiter()) {
       standing_windows_[st.team].push_back({d.arrival, d.arrival + d.work_seconds});
       continue;
     }
@@ -207,10 +222,13 @@ void Simulator::Schedule() {
     jobs_.push_back(std::move(job));
     Push(d.arrival, EventType::kArrive, static_cast<int32_t>(jobs_.size() - 1));
   }
-  if (policy_ != Policy::kArbiter) HoldStandingReservations();
+  if (!arbiter()) HoldStandingReservations();
   services_.resize(s_.services.size());
   for (size_t i = 0; i < services_.size(); ++i) {
     services_[i].rng = Rng(s_.seed * 1'000'003 + 104'729 * (i + 1));
+    services_[i].by_week_slot.assign(kWeekSlots, -1);
+    services_[i].by_day_type_slot.assign(2 * kDaySlots, -1);
+    services_[i].by_day_slot.assign(kDaySlots, -1);
   }
   for (const ServiceSpec& v : s_.services) {
     ServiceResult& r = result_.services.emplace_back();
@@ -237,6 +255,7 @@ core::CapacityRequestSpec Simulator::SpecOf(const StreamSpec& st) const {
     spec.shape.memory_mib = 65'536 * int64_t{st.gpus_per_member};
   }
   spec.preemptible = st.preemptible;
+  spec.spot = st.spot && arbiter();
   spec.checkpoint_seconds = st.checkpoint_seconds;
   spec.checkpoint_interval_seconds = st.checkpoint_interval_seconds;
   spec.description = st.name;
@@ -275,7 +294,19 @@ void Simulator::AdvanceTo(int64_t t) {
 
 void Simulator::Integrate(int64_t t) {
   if (t <= now_) return;
-  result_.held_by_inventory_milli_seconds += InventoryHeldMilli() * (t - now_);
+  const int64_t held = InventoryHeldMilli();
+  result_.held_by_inventory_milli_seconds += held * (t - now_);
+  if (t > measure_from_) {
+    // The draw as core/power.h counts it: the TDP times the allocated
+    // milli-GPU, in milliwatts; whole watts, rounded up.
+    const int64_t watts = (held * s_.cluster.gpu_tdp_watts + 999) / 1000;
+    result_.max_draw_watts = std::max(result_.max_draw_watts, watts);
+    const int64_t first = (std::max(now_, measure_from_) - measure_from_) / kMinute;
+    const int64_t last = (t - 1 - measure_from_) / kMinute;
+    std::vector<int64_t>& by_minute = result_.draw_watts_by_minute;
+    if (static_cast<int64_t>(by_minute.size()) <= last) by_minute.resize(last + 1, 0);
+    for (int64_t m = first; m <= last; ++m) by_minute[m] = std::max(by_minute[m], watts);
+  }
   now_ = t;
 }
 
@@ -316,7 +347,8 @@ void Simulator::Handle(const Event& e) {
 std::vector<std::string> Simulator::PoolsFor(const Job& job) const {
   const std::string home = HomePool(job.team);
   std::vector<std::string> pools = {home};
-  const std::vector<std::string> spot = SpotPools(job.team, job.spec);
+  std::vector<std::string> spot = SpotPools(job.team, job.spec);
+  std::erase_if(spot, [&](const std::string& pool) { return !LendWithoutLoss(job, pool); });
   if (spot.empty()) return pools;
   pools.insert(pools.end(), spot.begin(), spot.end());
   pools.push_back(home);
@@ -326,8 +358,7 @@ std::vector<std::string> Simulator::PoolsFor(const Job& job) const {
 std::vector<std::string> Simulator::SpotPools(const std::string& team,
                                               const core::CapacityRequestSpec& spec) const {
   std::vector<std::string> out;
-  if (policy_ != Policy::kArbiter || !spec.preemptible ||
-      spec.workload_class == WorkloadClass::kInference ||
+  if (!arbiter() || !spec.preemptible || spec.workload_class == WorkloadClass::kInference ||
       spec.workload_class == WorkloadClass::kExperimentation) {
     return out;
   }
@@ -553,7 +584,7 @@ void Simulator::WorkDone(int32_t id) {
     return;
   }
   Push(now_ + job.idle_tail, EventType::kRelease, id, job.gen);
-  if (policy_ != Policy::kArbiter || !job.spec.preemptible) return;
+  if (!arbiter() || !job.spec.preemptible) return;
   for (const core::IdlePolicy& p : core::DefaultIdlePolicies()) {
     if (p.workload_class == job.spec.workload_class && p.action == core::IdleAction::kRelease) {
       Push(now_ + absl::ToInt64Seconds(p.window), EventType::kIdleCheck, id, job.gen);
@@ -602,6 +633,7 @@ void Simulator::Preempted(int32_t id) {
   job.resumed = job.done > 0;
   if (Measuring()) {
     ++result_.preemptions;
+    result_.preempted_at.push_back(now_ - measure_from_);
     const int64_t useful = kept * 1000 / RatePermille(job);
     result_.lost_milli_seconds += milli * std::max<int64_t>(0, held - useful);
     result_.lost_progress_milli_seconds += milli * (progress - kept);
@@ -664,7 +696,10 @@ void Simulator::Delays() {
   std::map<std::string, std::vector<int64_t>> waits;
   for (const Job& job : jobs_) {
     if (job.standing || job.abandoned || job.denied || job.arrival < measure_from_) continue;
-    const std::string cls(core::WorkloadClassName(job.spec.workload_class));
+    // Spot streams apart: their wait is for leftovers, by design.
+    const std::string cls = job.stream >= 0 && s_.streams[job.stream].spot
+                                ? std::string("spot")
+                                : std::string(core::WorkloadClassName(job.spec.workload_class));
     DelayStats& d = result_.delay_by_class[cls];
     ++d.jobs;
     const int64_t until = std::min({job.first_admitted, job.wait_end, horizon_});

@@ -26,13 +26,24 @@ enum class Policy {
   // other), and borrowers never reclaimed early (their grace is a day: they
   // run to completion, as with Kueue's default reclaimWithinCohort: Never).
   kQuotaOnly = 1,
-  // Latency-class pools (serving lends to batch analytics only), the default
-  // coexistence rules, reclaim with the scenario's grace, idle reclaim of
-  // interactive sessions, and guarantees as nominal quota instead of
-  // standing reservations.
+  // Latency-class pools (serving lends to the scenario's classes, keeping
+  // its headroom), the default coexistence rules, reclaim with the
+  // scenario's grace, spot work, idle reclaim of interactive sessions,
+  // guarantees as nominal quota instead of standing reservations, and
+  // proactive reclaim: a demand profile of each service learnt from what it
+  // asked for (never the future load), replicas asked for ahead of the
+  // predicted rise by the grace plus their cold start, and work that loses
+  // its progress when preempted kept off serving capacity the profile says
+  // will be needed within its time limit.
   kArbiter = 2,
+  // As kArbiter without the demand profile: replicas are asked for when the
+  // load arrives, and lent capacity is reclaimed then.
+  kArbiterReactive = 3,
 };
-absl::string_view PolicyName(Policy p);  // "static", "quota-only", "arbiter".
+// "static", "quota-only", "arbiter", "arbiter-reactive".
+absl::string_view PolicyName(Policy p);
+// Whether `p` is one of the Arbiter policies.
+bool IsArbiter(Policy p);
 
 struct DelayStats {
   int64_t jobs = 0;           // Arrived (replicas: requested).
@@ -101,6 +112,8 @@ struct Result {
   // job's last checkpoint, and the restores and final checkpoints.
   int64_t lost_milli_seconds = 0;
   int64_t lost_progress_milli_seconds = 0;  // Of lost_milli_seconds: progress.
+  // When each preemption took capacity back, seconds from the measured start.
+  std::vector<int64_t> preempted_at;
   int64_t idle_reclaims = 0;
   int64_t incidents = 0;
   int64_t externality_micros = 0;  // Charged to causing teams, all incidents.
@@ -109,6 +122,13 @@ struct Result {
   // the idle power of what no one held.
   int64_t energy_wh = 0;
   int64_t unallocated_energy_wh = 0;
+  // The allocated draw by the core's accounting (core/power.h: the TDP times
+  // the allocated milli-GPU), watts: the highest at any instant of the
+  // measured days, and the highest of each minute; the site's budget (0:
+  // none).
+  int64_t max_draw_watts = 0;
+  std::vector<int64_t> draw_watts_by_minute;
+  int64_t power_budget_watts = 0;
   int64_t jobs_completed = 0;
   int64_t jobs_denied = 0;
   int64_t core_calls = 0;

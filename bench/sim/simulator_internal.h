@@ -94,12 +94,24 @@ struct ServiceState {
   std::vector<double> responses;  // Scratch: one queue's responses of a step.
   double minute_formula_p99 = 0;
   // What the minute saw, for a breach's cause.
-  bool minute_waiting = false;   // A replica waited for admission.
+  bool minute_waiting = false;  // A replica waited for admission.
+  // Of the replicas that waited: one waited for capacity (victims, room,
+  // headroom), not for its team's quota; one waited for a watt budget.
+  bool minute_waited_capacity = false;
+  bool minute_waited_power = false;
   bool minute_starting = false;  // A replica was starting.
   bool minute_slowed = false;    // A ready replica shared its GPU with another class.
   std::string breach_cause;      // The previous minute's, if it breached.
   std::vector<core::WaitingRequest> waits;
   absl::flat_hash_map<int64_t, size_t> wait_index;  // Request id -> waits index.
+  // The learnt demand profile (kArbiter): the replicas asked for, an
+  // exponentially weighted mean per quarter hour of the week, of weekdays
+  // or weekend days, and of any day (the fallbacks while a slot is unseen);
+  // negative: unseen. Each quarter hour is observed as the median of its
+  // steps' asks, so that a spike of a few minutes does not teach a rise.
+  std::vector<double> by_week_slot, by_day_type_slot, by_day_slot;
+  int64_t slot = -1;  // The quarter hour being observed (absolute).
+  std::vector<int64_t> slot_asks;
 };
 
 // Whether `job` holds GPUs that are busy at `t`, and how busy (permille).
@@ -118,6 +130,8 @@ class Simulator {
 
   static Scenario WithWarmup(Scenario s);
   bool Measuring() const { return now_ >= measure_from_; }
+  bool arbiter() const { return IsArbiter(policy_); }
+  bool proactive() const { return policy_ == Policy::kArbiter; }
 
   Result Run();
 
@@ -209,7 +223,19 @@ class Simulator {
   // The replicas service `i` asks for now. Reactive: sized to the load at
   // this step. A policy that acts ahead of predicted demand (headroom,
   // proactive reclaim) would size to a forecast here.
-  int64_t WantedReplicas(int32_t i) const;
+  int64_t WantedReplicas(int32_t i);
+
+  // --- The demand profile (kArbiter). Observes the replicas service `i`
+  // asks for at this step (reactively: for the load now).
+  void ObserveDemand(int32_t i, int64_t asked);
+  // The replicas the profile predicts service `i` asks for at `t`,
+  // interpolated between quarter hours; negative when it has not seen the
+  // time of day yet.
+  double Forecast(int32_t i, int64_t t) const;
+  // Whether work that loses its progress when preempted may borrow `pool`
+  // (kArbiter): the profile's serving demand over its time limit leaves
+  // room for it beyond the headroom. Always true elsewhere.
+  bool LendWithoutLoss(const Job& job, const std::string& pool) const;
   void AddReplica(int32_t i);
 
   // Removes the replica that serves least: a queued one, else the newest.
@@ -237,8 +263,8 @@ class Simulator {
   double FormulaP99(int32_t i, double capacity) const;
   void CloseMinute(int32_t i);
   std::string BreachCause(int32_t i) const;
-  // The class, other than inference, that holds the most of `pool`; empty
-  // when none does.
+  // The class, other than inference, that holds the most of `pool` ("spot"
+  // for spot work of any class); empty when none does.
   std::string HoldingClass(const std::string& pool) const;
 
   // A breached SLO window is an incident, attributed by the core's method.
@@ -283,5 +309,10 @@ class Simulator {
   std::map<std::string, int64_t> team_microjoules_;
   int64_t unallocated_microjoules_ = 0;
 };
+
+// Quarter hours of a day and a week.
+constexpr int64_t kSlotSeconds = 900;
+constexpr int64_t kDaySlots = 86'400 / kSlotSeconds;
+constexpr int64_t kWeekSlots = 7 * kDaySlots;
 
 }  // namespace arbiter::daysim::internal

@@ -112,11 +112,114 @@ void Simulator::Step() {
   if (now_ % kMinute == 0 && Measuring()) SampleMinute();
 }
 
-int64_t Simulator::WantedReplicas(int32_t i) const {
+int64_t Simulator::WantedReplicas(int32_t i) {
   const ServiceSpec& v = s_.services[i];
   const double per_replica = v.replica_rps * v.target_utilization_permille / 1000.0;
-  return std::max<int64_t>(v.min_replicas,
-                           static_cast<int64_t>(std::ceil(Load(i, now_) / per_replica)));
+  const int64_t now = std::max<int64_t>(
+      v.min_replicas, static_cast<int64_t>(std::ceil(Load(i, now_) / per_replica)));
+  if (!proactive()) return now;
+  ObserveDemand(i, now);
+  // Ahead of the predicted rise by the grace its victims get plus its cold
+  // start: the replicas are ready when the load comes.
+  const double ahead = Forecast(i, now_ + s_.arbiter_grace_seconds + v.cold_start_seconds);
+  return std::max(now, static_cast<int64_t>(std::ceil(ahead - 1e-9)));
+}
+
+namespace {
+
+// Whether absolute quarter hour `k` (from the Unix epoch, a Thursday) falls
+// on a Saturday or Sunday.
+bool WeekendSlot(int64_t k) {
+  const int64_t weekday = (k / kDaySlots + 4) % 7;  // 0: Sunday.
+  return weekday == 0 || weekday == 6;
+}
+
+int64_t AbsoluteSlot(absl::Time start, int64_t t) {
+  return (absl::ToUnixSeconds(start) + t) / kSlotSeconds;
+}
+
+}  // namespace
+
+void Simulator::ObserveDemand(int32_t i, int64_t asked) {
+  ServiceState& sv = services_[i];
+  const int64_t k = AbsoluteSlot(s_.start, now_);
+  if (k != sv.slot) {
+    if (sv.slot >= 0 && !sv.slot_asks.empty()) {
+      std::vector<int64_t>& asks = sv.slot_asks;
+      std::nth_element(asks.begin(), asks.begin() + asks.size() / 2, asks.end());
+      const double median = static_cast<double>(asks[asks.size() / 2]);
+      const double w = s_.forecast_weight_permille / 1000.0;
+      for (double* p :
+           {&sv.by_week_slot[sv.slot % kWeekSlots],
+            &sv.by_day_type_slot[(WeekendSlot(sv.slot) ? kDaySlots : 0) + sv.slot % kDaySlots],
+            &sv.by_day_slot[sv.slot % kDaySlots]}) {
+        *p = *p < 0 ? median : *p + w * (median - *p);
+      }
+    }
+    sv.slot = k;
+    sv.slot_asks.clear();
+  }
+  sv.slot_asks.push_back(asked);
+}
+
+double Simulator::Forecast(int32_t i, int64_t t) const {
+  const ServiceState& sv = services_[i];
+  auto at = [&](int64_t k) {
+    for (double v : {sv.by_week_slot[k % kWeekSlots],
+                     sv.by_day_type_slot[(WeekendSlot(k) ? kDaySlots : 0) + k % kDaySlots],
+                     sv.by_day_slot[k % kDaySlots]}) {
+      if (v >= 0) return v;
+    }
+    return -1.0;
+  };
+  // Between the centres of the quarter hours around `t`.
+  const double x = static_cast<double>(absl::ToUnixSeconds(s_.start) + t) / kSlotSeconds - 0.5;
+  const int64_t k = static_cast<int64_t>(std::floor(x));
+  const double a = at(k), b = at(k + 1), f = x - static_cast<double>(k);
+  if (a < 0 || b < 0) return std::max(a, b);
+  return a + f * (b - a);
+}
+
+bool Simulator::LendWithoutLoss(const Job& job, const std::string& pool) const {
+  if (!proactive() || job.stream < 0) return true;
+  const StreamSpec& st = s_.streams[job.stream];
+  const core::Pool* p = state_.FindPool(pool);
+  if (p == nullptr || p->latency_class != core::LatencyClass::kServing) return true;
+  // Work without checkpoints must be able to finish: its time limit. Work
+  // with them must reach its first checkpoint: one interval.
+  const int64_t horizon =
+      st.checkpoint_seconds == 0 ? st.max_work_seconds : st.checkpoint_interval_seconds;
+  // The serving demand the profile predicts over that horizon.
+  int64_t need = 0;
+  for (int64_t t = now_; t <= now_ + horizon; t += kSlotSeconds) {
+    int64_t at = 0;
+    for (int32_t i = 0; i < static_cast<int32_t>(s_.services.size()); ++i) {
+      const ServiceSpec& v = s_.services[i];
+      if (HomePool(v.team) != pool) continue;
+      const double f = Forecast(i, t);
+      if (f < 0) return true;  // Not learnt yet: lend as the reactive policy does.
+      at += static_cast<int64_t>(std::ceil(f)) * v.replica_milli;
+    }
+    need = std::max(need, at);
+  }
+  int64_t capacity = 0, allocated = 0, inference = 0;
+  for (const core::Node& n : state_.nodes()) {
+    if (n.pool != pool) continue;
+    for (const core::Gpu& g : n.gpus) {
+      capacity += core::kMilliPerGpu;
+      allocated += g.allocated_milli;
+    }
+  }
+  for (int32_t i = 0; i < static_cast<int32_t>(s_.services.size()); ++i) {
+    for (int32_t id : services_[i].replicas) {
+      if (jobs_[id].phase == Phase::kHeld && jobs_[id].pool == pool) {
+        inference += jobs_[id].spec.total_gpu_milli();
+      }
+    }
+  }
+  const int64_t borrowed = allocated - inference;
+  return capacity - borrowed - job.spec.total_gpu_milli() >=
+         need + core::HeadroomOf(*p, s_.cluster.gpu_model);
 }
 
 void Simulator::Autoscale(int32_t i) {
@@ -153,7 +256,10 @@ void Simulator::AddReplica(int32_t i) {
   jobs_.push_back(std::move(job));
   const int32_t id = static_cast<int32_t>(jobs_.size() - 1);
   services_[i].replicas.push_back(id);
-  if (Request(id, HomePool(v.team)) == core::RequestState::kQueued) MarkQueued(id);
+  if (Request(id, HomePool(v.team)) == core::RequestState::kQueued) {
+    MarkQueued(id);
+    AdvanceTo(now_);  // Victims with no grace (spot, a spot grace of 0) go now.
+  }
 }
 
 void Simulator::RemoveReplica(int32_t i) {
@@ -194,7 +300,17 @@ std::vector<ReadyReplica> Simulator::ReadyReplicas(int32_t i) {
   sv.ready_capacity = 0;
   for (int32_t id : sv.replicas) {
     const Job& job = jobs_[id];
-    if (job.phase == Phase::kQueued) sv.minute_waiting = true;
+    if (job.phase == Phase::kQueued) {
+      sv.minute_waiting = true;
+      const core::CapacityRequest* r = state_.FindLiveRequest(job.request_id);
+      const std::string reason = r == nullptr ? "" : r->reason_code;
+      if (reason == core::kReasonPower) {
+        sv.minute_waited_power = true;
+      } else if (reason != core::kReasonQuotaExceeded && reason != core::kReasonBorrowingLimit &&
+                 reason != core::kReasonCohortExhausted) {
+        sv.minute_waited_capacity = true;
+      }
+    }
     if (job.phase != Phase::kHeld) continue;
     if (now_ < job.progress_from) {
       sv.minute_starting = true;
@@ -325,6 +441,7 @@ void Simulator::CloseMinute(int32_t i) {
   sv.minute_samples.clear();
   sv.minute_formula_p99 = 0;
   sv.minute_waiting = sv.minute_starting = sv.minute_slowed = false;
+  sv.minute_waited_capacity = sv.minute_waited_power = false;
   const int64_t minutes_per_window = v.slo_window_seconds / kMinute;
   const int64_t minutes = static_cast<int64_t>(r.p99_ms_by_minute.size());
   if (Measuring() && minutes % minutes_per_window == 0) CloseSloWindow(i);
@@ -333,8 +450,12 @@ void Simulator::CloseMinute(int32_t i) {
 std::string Simulator::BreachCause(int32_t i) const {
   const ServiceState& sv = services_[i];
   if (sv.minute_waiting) {
-    const std::string holder = HoldingClass(HomePool(s_.services[i].team));
-    return holder.empty() ? "quota" : absl::StrCat("held:", holder);
+    // A replica that waited for capacity names what held it; one that
+    // waited only for its team's quota (or a watt budget) names that.
+    const std::string holder =
+        sv.minute_waited_capacity ? HoldingClass(HomePool(s_.services[i].team)) : "";
+    if (!holder.empty()) return absl::StrCat("held:", holder);
+    return sv.minute_waited_power ? "power" : "quota";
   }
   if (!sv.breach_cause.empty()) return sv.breach_cause;
   if (sv.minute_starting) return "cold_start";
@@ -343,17 +464,19 @@ std::string Simulator::BreachCause(int32_t i) const {
 }
 
 std::string Simulator::HoldingClass(const std::string& pool) const {
-  std::map<WorkloadClass, int64_t> held;
+  std::map<std::string, int64_t> held;  // Spot work counts as "spot", whatever its class.
   for (const Job& job : jobs_) {
     if (job.phase != Phase::kHeld || job.pool != pool ||
         job.spec.workload_class == WorkloadClass::kInference) {
       continue;
     }
-    held[job.spec.workload_class] += job.spec.total_gpu_milli();
+    held[job.spec.spot ? std::string("spot")
+                       : std::string(core::WorkloadClassName(job.spec.workload_class))] +=
+        job.spec.total_gpu_milli();
   }
   auto most = std::max_element(held.begin(), held.end(),
                                [](const auto& a, const auto& b) { return a.second < b.second; });
-  return most == held.end() ? "" : std::string(core::WorkloadClassName(most->first));
+  return most == held.end() ? "" : most->first;
 }
 
 void Simulator::CloseSloWindow(int32_t i) {

@@ -123,7 +123,11 @@ namespace {
 
 // "inference=borrow" as a class rule; false for anything else.
 bool ParseClassRule(const std::string& text, v1::PoolClassRule* rule) {
-  const std::pair<std::string, std::string> parts = absl::StrSplit(text, absl::MaxSplits('=', 1));
+  // CLASS=ADMISSION or CLASS=ADMISSION@WINDOW.
+  const std::pair<std::string, std::string> rule_window =
+      absl::StrSplit(text, absl::MaxSplits('@', 1));
+  const std::pair<std::string, std::string> parts =
+      absl::StrSplit(rule_window.first, absl::MaxSplits('=', 1));
   v1::WorkloadClass c = v1::WORKLOAD_CLASS_UNSPECIFIED;
   v1::ClassAdmission a = v1::CLASS_ADMISSION_UNSPECIFIED;
   if (!v1::WorkloadClass_Parse("WORKLOAD_CLASS_" + absl::AsciiStrToUpper(parts.first), &c) ||
@@ -133,6 +137,7 @@ bool ParseClassRule(const std::string& text, v1::PoolClassRule* rule) {
   }
   rule->set_workload_class(c);
   rule->set_admission(a);
+  rule->set_window(rule_window.second);  // The server validates it.
   return true;
 }
 
@@ -161,9 +166,10 @@ int Commands::CreatePool(const PoolOptions& o) {
   }
   for (const std::string& text : o.class_rules) {
     if (!ParseClassRule(text, pool->add_class_rules())) {
-      std::cerr << "arbctl: --class-rule must be CLASS=ADMISSION, e.g. inference=borrow (classes: "
-                   "training, inference, batch_analytics, experimentation; admissions: admit, "
-                   "borrow, deny)\n";
+      std::cerr << "arbctl: --class-rule must be CLASS=ADMISSION[@WINDOW], e.g. "
+                   "inference=borrow or \"training=borrow@weekdays 01:00-06:00 Europe/Berlin\" "
+                   "(classes: training, inference, batch_analytics, experimentation; admissions: "
+                   "admit, borrow, deny)\n";
       return 2;
     }
   }

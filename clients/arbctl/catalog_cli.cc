@@ -60,8 +60,10 @@ void AddPools(CLI::App& root, CliContext& ctx) {
   create->add_option("--lends-to", f->lends_to,
                      "serving pools: workload classes it lends to, preemptibly (repeatable)");
   create->add_option("--class-rule", f->class_rules,
-                     "CLASS=admit|borrow|deny: how the pool takes a workload class (repeatable); "
-                     "default: serving pools admit only inference, other pools all but inference");
+                     "CLASS=admit|borrow|deny[@WINDOW]: how the pool takes a workload class "
+                     "(repeatable); a borrow rule may hold only in a recurring window, e.g. "
+                     "'training=borrow@weekdays 01:00-06:00 Europe/Berlin'; default: serving "
+                     "pools admit only inference, other pools all but inference");
   create
       ->add_option("--spot-grace", f->spot_grace_seconds,
                    "seconds of notice spot work gets when preempted (default: the reclaim grace)")

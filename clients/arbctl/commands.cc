@@ -209,7 +209,9 @@ int Commands::ListPools() {
       const std::string c = absl::AsciiStrToLower(
           Short(v1::WorkloadClass_Name(r.workload_class()), "WORKLOAD_CLASS_"));
       if (r.admission() == v1::CLASS_ADMISSION_ADMIT) admits.push_back(c);
-      if (r.admission() == v1::CLASS_ADMISSION_BORROW) borrows.push_back(c);
+      if (r.admission() == v1::CLASS_ADMISSION_BORROW) {
+        borrows.push_back(r.window().empty() ? c : absl::StrCat(c, "[", r.window(), "]"));
+      }
     }
     t.AddRow(
         {p.name(), Short(v1::LatencyClass_Name(p.latency_class()), "LATENCY_CLASS_"),
@@ -282,28 +284,39 @@ int Commands::ListQuotas(const std::string& team) {
   v1::ListQuotasResponse resp;
   if (!Call(governance_, &v1::GovernanceService::Stub::ListQuotas, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;
-  Table t({"TEAM", "POOL", "MODEL", "NOMINAL_GPU", "BORROW_GPU", "LEND_GPU", "USED_GPU"});
+  Table t({"TEAM", "POOL", "MODEL", "NOMINAL_GPU", "BORROW_GPU", "LEND_GPU", "USED_GPU",
+           "COHORT_LEND_GPU", "COHORT_BORROW_GPU"});
+  // A limit that may be unset (-1 or absent): "-" then.
+  auto limit = [](bool has, int64_t milli) { return has && milli >= 0 ? Milli(milli) : "-"; };
   for (const auto& q : resp.quotas()) {
     const v1::Quota& quota = q.quota();
     t.AddRow(
         {quota.team(), quota.pool(), quota.gpu_model().empty() ? "*" : quota.gpu_model(),
          Milli(quota.nominal_milli()),
          quota.borrowing_limit_milli() < 0 ? "unlimited" : Milli(quota.borrowing_limit_milli()),
-         Milli(quota.lending_limit_milli()), Milli(q.used_milli())});
+         Milli(quota.lending_limit_milli()), Milli(q.used_milli()),
+         limit(quota.has_cohort_lending_limit_milli(), quota.cohort_lending_limit_milli()),
+         limit(quota.has_cohort_borrowing_limit_milli(), quota.cohort_borrowing_limit_milli())});
   }
   PrintTable(t);
   return 0;
 }
 
 int Commands::SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli,
-                       const std::string& gpu_model, int64_t borrow_milli, int64_t lend_milli) {
+                       const std::string& gpu_model, const QuotaLimits& limits) {
   v1::SetQuotaRequest req;
-  req.mutable_quota()->set_team(team);
-  req.mutable_quota()->set_pool(pool);
-  req.mutable_quota()->set_nominal_milli(nominal_milli);
-  req.mutable_quota()->set_gpu_model(gpu_model);
-  if (borrow_milli != -2) req.mutable_quota()->set_borrowing_limit_milli(borrow_milli);
-  if (lend_milli >= 0) req.mutable_quota()->set_lending_limit_milli(lend_milli);
+  v1::Quota* quota = req.mutable_quota();
+  quota->set_team(team);
+  quota->set_pool(pool);
+  quota->set_nominal_milli(nominal_milli);
+  quota->set_gpu_model(gpu_model);
+  if (limits.borrow_milli != -2) quota->set_borrowing_limit_milli(limits.borrow_milli);
+  if (limits.lend_milli >= 0) quota->set_lending_limit_milli(limits.lend_milli);
+  if (limits.cohort_lend_milli >= 0)
+    quota->set_cohort_lending_limit_milli(limits.cohort_lend_milli);
+  if (limits.cohort_borrow_milli >= 0) {
+    quota->set_cohort_borrowing_limit_milli(limits.cohort_borrow_milli);
+  }
   v1::SetQuotaResponse resp;
   if (!Call(governance_, &v1::GovernanceService::Stub::SetQuota, req, &resp)) return 1;
   if (options_.json) return PrintJsonMessage(resp), 0;

@@ -150,10 +150,16 @@ class Commands {
   int ListTeams();
   int CreateTeam(const std::string& name, const std::string& parent, int64_t weight_milli);
   int ListQuotas(const std::string& team);
-  // `borrow_milli`: -1 no limit, -2 leave the server's default (none);
-  // `lend_milli`: -1 all of nominal (the default).
+  // A quota's limits as the flags give them.
+  struct QuotaLimits {
+    int64_t borrow_milli = -2;  // -1 no limit, -2 leave the server's default (none).
+    int64_t lend_milli = -1;    // -1: all of nominal (the default).
+    // The cohort limits of the subtree the team heads; -1: none.
+    int64_t cohort_lend_milli = -1;
+    int64_t cohort_borrow_milli = -1;
+  };
   int SetQuota(const std::string& team, const std::string& pool, int64_t nominal_milli,
-               const std::string& gpu_model, int64_t borrow_milli, int64_t lend_milli);
+               const std::string& gpu_model, const QuotaLimits& limits);
   // Imports the teams and quotas of `path` (an ImportOrganisationRequest as
   // protobuf JSON) in calls of at most 20,000 entries, teams first
   // (clients/arbctl/organisation.cc).

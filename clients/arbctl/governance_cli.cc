@@ -22,8 +22,7 @@ struct QuotaFlags {
   std::string pool;
   int64_t nominal_milli = 0;
   std::string gpu_model;
-  int64_t borrow_milli = -2;  // -2: leave the server's default (no limit).
-  int64_t lend_milli = -1;
+  Commands::QuotaLimits limits;
 };
 
 struct CoexistenceFlags {
@@ -64,15 +63,22 @@ void AddQuotas(CLI::App& root, CliContext& ctx) {
       ->check(CLI::NonNegativeNumber)
       ->required();
   set->add_option("--gpu-model", f->gpu_model, "only for this GPU model (default: all)");
-  set->add_option("--borrow-milli", f->borrow_milli,
+  set->add_option("--borrow-milli", f->limits.borrow_milli,
                   "may borrow this much beyond nominal from the cohort; -1: no limit")
       ->check(CLI::Range(int64_t{-1}, int64_t{int64_t{1} << 50}));
-  set->add_option("--lend-milli", f->lend_milli,
+  set->add_option("--lend-milli", f->limits.lend_milli,
                   "lends at most this much of nominal to the cohort (default: all)")
       ->check(CLI::NonNegativeNumber);
+  set->add_option("--cohort-lend-milli", f->limits.cohort_lend_milli,
+                  "the team's subtree lends at most this much outside it (default: all)")
+      ->check(CLI::NonNegativeNumber);
+  set->add_option("--cohort-borrow-milli", f->limits.cohort_borrow_milli,
+                  "the team's subtree borrows at most this much from outside it (default: "
+                  "no limit)")
+      ->check(CLI::NonNegativeNumber);
   set->callback([&ctx, f] {
-    ctx.exit_code = ctx.Connect().SetQuota(f->team, f->pool, f->nominal_milli, f->gpu_model,
-                                           f->borrow_milli, f->lend_milli);
+    ctx.exit_code =
+        ctx.Connect().SetQuota(f->team, f->pool, f->nominal_milli, f->gpu_model, f->limits);
   });
   quotas->require_subcommand(1);
 }

@@ -273,7 +273,8 @@ std::string ChargebackCsv(const v1::GetChargebackResponse& cb, bool lines) {
   if (lines) {
     out =
         "period_from,period_to,team,pool,gpu_model,workload_class,reserved_gpu_hours,"
-        "used_gpu_hours,sampled_gpu_hours,reserved_cost,idle_cost,energy_kwh\n";
+        "used_gpu_hours,sampled_gpu_hours,reserved_cost,idle_cost,energy_kwh,"
+        "energy_measured_kwh,energy_tdp_estimate_kwh\n";
     for (const v1::Statement& s : cb.statements()) {
       for (const v1::StatementLine& l : s.lines()) {
         absl::StrAppend(
@@ -281,7 +282,8 @@ std::string ChargebackCsv(const v1::GetChargebackResponse& cb, bool lines) {
             ",", ClassText(l.workload_class()), ",", GpuHoursText(l.reserved_milli_seconds()), ",",
             GpuHoursText(l.used_milli_seconds()), ",", GpuHoursText(l.sampled_milli_seconds()), ",",
             MoneyText(l.reserved_cost_micros()), ",", MoneyText(l.idle_cost_micros()), ",",
-            KwhText(l.energy_mwh()), "\n");
+            KwhText(l.energy_mwh()), ",", KwhText(l.energy_measured_mwh()), ",",
+            KwhText(l.energy_estimated_mwh()), "\n");
       }
     }
     return out;

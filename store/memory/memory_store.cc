@@ -104,7 +104,7 @@ core::CapacityRequest Persisted(const core::CapacityRequest& in) {
   r.quota_model = in.quota_model;
   r.preempt_deadline = Micros(in.preempt_deadline);
   r.preempted_by = in.preempted_by;
-  for (const core::GpuHold& h : in.holds) r.holds.push_back(core::GpuHold{h.node_id, h.gpu_index});
+  r.holds = in.holds;
   r.approvals = ListColumn(in.approvals);
   r.approvers = ListColumn(in.approvers);
   r.approval_deadline = Micros(in.approval_deadline);
@@ -380,6 +380,8 @@ struct Applier {
     row.gpu_model = q.gpu_model;
     row.borrowing_limit_milli = q.borrowing_limit_milli;
     row.lending_limit_milli = q.lending_limit_milli;
+    row.cohort_lending_limit_milli = q.cohort_lending_limit_milli;
+    row.cohort_borrowing_limit_milli = q.cohort_borrowing_limit_milli;
     t.quotas[{q.team, q.pool, q.gpu_model}] = std::move(row);
     return absl::OkStatus();
   }

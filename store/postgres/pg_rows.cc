@@ -10,6 +10,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/civil_time.h"
 
+#include "core/status_macros.h"
+
 namespace arbiter::store::rows {
 namespace {
 
@@ -256,6 +258,9 @@ std::string FormatHolds(const std::vector<core::GpuHold>& holds) {
   for (const core::GpuHold& h : holds) {
     if (!out.empty()) out += ',';
     absl::StrAppend(&out, h.node_id, ":", h.gpu_index);
+    // Host capacity only where held: older rows read as they did.
+    if (h.cpu_milli > 0 || h.memory_mib > 0)
+      absl::StrAppend(&out, ":", h.cpu_milli, ":", h.memory_mib);
   }
   return out;
 }
@@ -292,12 +297,15 @@ absl::StatusOr<std::vector<core::GpuHold>> ParseHolds(const std::string& text) {
   std::vector<core::GpuHold> out;
   if (text.empty()) return out;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
-    std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(item, ':');
+    // node:gpu, or node:gpu:cpu_milli:memory_mib with the host part.
+    const std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
     core::GpuHold h;
-    if (!absl::SimpleAtoi(parts.first, &h.node_id) ||
-        !absl::SimpleAtoi(parts.second, &h.gpu_index)) {
-      return absl::InvalidArgumentError(absl::StrCat("bad held GPU '", item, "'"));
-    }
+    const bool parsed =
+        (parts.size() == 2 || parts.size() == 4) && absl::SimpleAtoi(parts[0], &h.node_id) &&
+        absl::SimpleAtoi(parts[1], &h.gpu_index) &&
+        (parts.size() == 2 ||
+         (absl::SimpleAtoi(parts[2], &h.cpu_milli) && absl::SimpleAtoi(parts[3], &h.memory_mib)));
+    if (!parsed) return absl::InvalidArgumentError(absl::StrCat("bad held GPU '", item, "'"));
     out.push_back(h);
   }
   return out;
@@ -312,8 +320,10 @@ std::string ClassesLiteral(const std::vector<core::WorkloadClass>& classes) {
 std::string ClassRulesLiteral(const std::vector<core::PoolClassRule>& rules) {
   std::vector<std::string> items;
   for (const core::PoolClassRule& r : rules) {
-    items.push_back(absl::StrCat(core::WorkloadClassName(r.workload_class), "=",
-                                 core::ClassAdmissionName(r.admission)));
+    std::string item = absl::StrCat(core::WorkloadClassName(r.workload_class), "=",
+                                    core::ClassAdmissionName(r.admission));
+    if (r.window.has_value()) absl::StrAppend(&item, "@", core::FormatRecurringWindow(*r.window));
+    items.push_back(std::move(item));
   }
   return TextArrayLiteral(items);
 }
@@ -324,12 +334,20 @@ std::string HeadroomLiteral(const std::vector<core::Headroom>& headroom) {
   return TextArrayLiteral(items);
 }
 
-std::vector<core::PoolClassRule> ClassRulesFromField(const pqxx::field& field) {
+absl::StatusOr<std::vector<core::PoolClassRule>> ClassRulesFromField(const pqxx::field& field) {
   std::vector<core::PoolClassRule> out;
   for (const std::string& item : ArrayElements(field)) {
-    const std::pair<std::string, std::string> parts = absl::StrSplit(item, '=');
-    out.push_back(
-        {core::WorkloadClassFromName(parts.first), core::ClassAdmissionFromName(parts.second)});
+    // "class=admission" or "class=admission@window".
+    const std::pair<std::string, std::string> rule_window =
+        absl::StrSplit(item, absl::MaxSplits('@', 1));
+    const std::pair<std::string, std::string> parts = absl::StrSplit(rule_window.first, '=');
+    core::PoolClassRule rule{core::WorkloadClassFromName(parts.first),
+                             core::ClassAdmissionFromName(parts.second)};
+    if (!rule_window.second.empty()) {
+      ARBITER_ASSIGN_OR_RETURN(rule.window,
+                               core::ParseRecurringWindow(rule_window.second, "pools.class_rules"));
+    }
+    out.push_back(std::move(rule));
   }
   return out;
 }
@@ -342,7 +360,7 @@ std::vector<core::WorkloadClass> ClassesFromField(const pqxx::field& field) {
   return out;
 }
 
-core::Pool PoolFromRow(const pqxx::row& row) {
+absl::StatusOr<core::Pool> PoolFromRow(const pqxx::row& row) {
   core::Pool p;
   p.name = row[0].as<std::string>();
   p.latency_class = core::LatencyClassFromName(row[1].as<std::string>());
@@ -353,7 +371,7 @@ core::Pool PoolFromRow(const pqxx::row& row) {
   p.starvation_limit_seconds = row[6].as<int64_t>();
   p.claim_deadline_seconds = row[7].as<int64_t>();
   p.lease_seconds = row[8].as<int64_t>();
-  p.class_rules = ClassRulesFromField(row[9]);
+  ARBITER_ASSIGN_OR_RETURN(p.class_rules, ClassRulesFromField(row[9]));
   if (const int64_t spot_grace = row[10].as<int64_t>(); spot_grace >= 0) {
     p.spot_grace_seconds = spot_grace;
   }
@@ -375,6 +393,8 @@ core::Quota QuotaFromRow(const pqxx::row& row) {
   q.gpu_model = row[3].as<std::string>();
   q.borrowing_limit_milli = row[4].as<int64_t>();
   q.lending_limit_milli = row[5].as<int64_t>();
+  q.cohort_lending_limit_milli = row[6].as<int64_t>();
+  q.cohort_borrowing_limit_milli = row[7].as<int64_t>();
   return q;
 }
 

@@ -105,12 +105,13 @@ absl::StatusOr<std::vector<core::Claim>> ParseClaims(const std::string& text);
 std::string ClassesLiteral(const std::vector<core::WorkloadClass>& classes);
 // A pool's class rules as a text[] literal of "class=admission", and back.
 std::string ClassRulesLiteral(const std::vector<core::PoolClassRule>& rules);
-std::vector<core::PoolClassRule> ClassRulesFromField(const pqxx::field& field);
+// INTERNAL when a stored window no longer parses.
+absl::StatusOr<std::vector<core::PoolClassRule>> ClassRulesFromField(const pqxx::field& field);
 // A pool's headroom as a text[] literal of "model=milli".
 std::string HeadroomLiteral(const std::vector<core::Headroom>& headroom);
 std::vector<core::WorkloadClass> ClassesFromField(const pqxx::field& field);
 // Reads a row of sql::kSelectPools.
-core::Pool PoolFromRow(const pqxx::row& row);
+absl::StatusOr<core::Pool> PoolFromRow(const pqxx::row& row);
 // Reads the first six columns of sql::kSelectQuotas / kSelectQuotaUsage.
 core::Quota QuotaFromRow(const pqxx::row& row);
 

@@ -81,7 +81,8 @@ struct ChangeWriter {
   }
   void operator()(const core::Quota& q) const {
     tx.exec_prepared(sql::kUpsertQuota, q.team, q.pool, q.nominal_milli, q.gpu_model,
-                     q.borrowing_limit_milli, q.lending_limit_milli);
+                     q.borrowing_limit_milli, q.lending_limit_milli, q.cohort_lending_limit_milli,
+                     q.cohort_borrowing_limit_milli);
   }
   void operator()(const core::RequestWrite& w) const { batch.Add(w); }
   void operator()(const core::RoleBindingWrite& w) const {
@@ -202,7 +203,8 @@ absl::Status LoadCatalogAndInventory(pqxx::transaction_base& tx, core::State& st
         state.LoadCluster(core::Cluster{row[0].as<std::string>(), row[1].as<std::string>()}));
   }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPools)) {
-    ARBITER_RETURN_IF_ERROR(state.LoadPool(rows::PoolFromRow(row)));
+    ARBITER_ASSIGN_OR_RETURN(core::Pool pool, rows::PoolFromRow(row));
+    ARBITER_RETURN_IF_ERROR(state.LoadPool(std::move(pool)));
   }
   std::map<int64_t, std::vector<core::Gpu>> gpus;
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectGpus, "", "")) {
@@ -576,7 +578,8 @@ absl::StatusOr<std::vector<core::Pool>> PgStore::ListPools() {
                           pqxx::read_transaction tx(c);
                           std::vector<core::Pool> out;
                           for (const pqxx::row& row : tx.exec_prepared(sql::kSelectPools)) {
-                            out.push_back(rows::PoolFromRow(row));
+                            ARBITER_ASSIGN_OR_RETURN(core::Pool pool, rows::PoolFromRow(row));
+                            out.push_back(std::move(pool));
                           }
                           return out;
                         });
@@ -623,7 +626,7 @@ absl::StatusOr<std::vector<QuotaUsage>> PgStore::ListQuotas(const std::string& t
         pqxx::read_transaction tx(c);
         std::vector<QuotaUsage> out;
         for (const pqxx::row& row : tx.exec_prepared(sql::kSelectQuotaUsage, team)) {
-          out.push_back(QuotaUsage{rows::QuotaFromRow(row), row[6].as<int64_t>()});
+          out.push_back(QuotaUsage{rows::QuotaFromRow(row), row[8].as<int64_t>()});
         }
         return out;
       });

@@ -47,10 +47,13 @@ constexpr Statement kStatements[] = {
     {kInsertTeam, "INSERT INTO teams (name, parent, weight_milli) VALUES ($1, NULLIF($2, ''), $3)"},
     {kUpsertQuota,
      "INSERT INTO quotas (team, pool, nominal_milli, gpu_model, borrowing_limit_milli, "
-     "lending_limit_milli) VALUES ($1, $2, $3, $4, $5, $6) "
+     "lending_limit_milli, cohort_lending_limit_milli, cohort_borrowing_limit_milli) "
+     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
      "ON CONFLICT (team, pool, gpu_model) DO UPDATE SET nominal_milli = EXCLUDED.nominal_milli, "
      "borrowing_limit_milli = EXCLUDED.borrowing_limit_milli, "
-     "lending_limit_milli = EXCLUDED.lending_limit_milli, updated_at = now()"},
+     "lending_limit_milli = EXCLUDED.lending_limit_milli, "
+     "cohort_lending_limit_milli = EXCLUDED.cohort_lending_limit_milli, "
+     "cohort_borrowing_limit_milli = EXCLUDED.cohort_borrowing_limit_milli, updated_at = now()"},
     {kSelectGpuModels,
      "SELECT name, memory_mib, sm_count, tdp_watts, mig_capable, vendor, nvlink_domain_size, "
      "mig_profiles FROM gpu_models ORDER BY name"},
@@ -104,11 +107,13 @@ constexpr Statement kStatements[] = {
      " JOIN tree ON t.parent = tree.name)"
      " SELECT name, COALESCE(parent, ''), weight_milli FROM tree ORDER BY depth, name"},
     {kSelectQuotas,
-     "SELECT team, pool, nominal_milli, gpu_model, borrowing_limit_milli, lending_limit_milli"
+     "SELECT team, pool, nominal_milli, gpu_model, borrowing_limit_milli, lending_limit_milli,"
+     " cohort_lending_limit_milli, cohort_borrowing_limit_milli"
      " FROM quotas ORDER BY team, pool, gpu_model"},
     {kSelectQuotaUsage,
      "SELECT q.team, q.pool, q.nominal_milli, q.gpu_model, q.borrowing_limit_milli,"
-     " q.lending_limit_milli, COALESCE(sum(r.members::bigint * r.gpu_milli_per_member), 0)::bigint"
+     " q.lending_limit_milli, q.cohort_lending_limit_milli, q.cohort_borrowing_limit_milli,"
+     " COALESCE(sum(r.members::bigint * r.gpu_milli_per_member), 0)::bigint"
      " FROM quotas q LEFT JOIN requests r ON r.team = q.team AND r.pool = q.pool"
      " AND r.quota_model = q.gpu_model AND r.state IN ('admitted', 'preempting')"
      " AND r.ended_at = 'infinity'"

@@ -150,6 +150,7 @@ TEST(BuildStatementsTest, ReservedUsedIdleBorrowedChargesAndBudget) {
   in.usage[{1, 0}] = MemberUsage{1, 0, 14'400'000, 7'200'000, 3'600'000, 900, 100, 500};
   in.pool_classes = {{"serving", LatencyClass::kServing}};
   in.prices = {Price{"L4", LatencyClass::kServing, 3'600'000, At(-86400)}};
+  in.tdp_watts = {{"L4", 72}};
   in.nominal_milli = {{{"serving", "web"}, 4000}};
   in.charges = {ExternalityCharge{5, "batch", 900, {}, At(60)},
                 ExternalityCharge{5, "web", -900, {}, At(60)}};
@@ -165,6 +166,10 @@ TEST(BuildStatementsTest, ReservedUsedIdleBorrowedChargesAndBudget) {
   EXPECT_EQ(batch.externality_charged_micros, 900);
   EXPECT_EQ(batch.incidents_caused, 1);
   EXPECT_EQ(batch.net_cost_micros, 3'600'900);
+  // No telemetry: one L4-hour at its TDP of 72 W, all of it estimated.
+  EXPECT_EQ(batch.energy_measured_mwh, 0);
+  EXPECT_EQ(batch.energy_estimated_mwh, 72'000);
+  EXPECT_EQ(batch.energy_mwh, 72'000);
   EXPECT_EQ(batch.budget_micros, ProRataBudget(1'000'000'000, in.from, in.to));
   EXPECT_EQ(batch.remainder_micros, batch.budget_micros - batch.net_cost_micros);
   EXPECT_EQ(s[1].team, "idle-team");
@@ -175,6 +180,12 @@ TEST(BuildStatementsTest, ReservedUsedIdleBorrowedChargesAndBudget) {
   EXPECT_EQ(web.reserved_cost_micros, 14'400'000);
   // Half the reserved time was sampled, a quarter used: a quarter idle.
   EXPECT_EQ(web.idle_cost_micros, 3'600'000);
+  // Measured over the sampled half; the other half (two L4-hours) at TDP.
+  EXPECT_EQ(web.energy_measured_mwh, 500);
+  EXPECT_EQ(web.energy_estimated_mwh, 144'000);
+  EXPECT_EQ(web.energy_mwh, 144'500);
+  ASSERT_EQ(web.lines.size(), 1u);
+  EXPECT_EQ(web.lines[0].energy_estimated_mwh, 144'000);
   EXPECT_EQ(web.borrowed_milli_seconds, 0);
   EXPECT_EQ(web.externality_credited_micros, 900);
   EXPECT_EQ(web.incidents_suffered, 1);

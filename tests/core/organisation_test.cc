@@ -53,6 +53,21 @@ TEST(ImportOrganisationTest, CreatesTheTeamsAndSetsTheQuotas) {
   EXPECT_EQ(s.FindQuota("vision", "batch")->nominal_milli, 8000);
 }
 
+TEST(ImportOrganisationTest, TakesTheTeamsInAnyOrderAndCreatesParentsFirst) {
+  State s = MakeState();
+  Organisation org = MlCohort();
+  org.teams.push_back({"cv", "vision", 1000});
+  std::reverse(org.teams.begin(), org.teams.end());  // cv, vision, nlp, ml.
+  ChangeSet changes;
+  ASSERT_THAT(ImportOrganisation(s, org, kT0, changes), IsOk());
+  std::vector<std::string> created;
+  for (const Change& c : changes.changes) {
+    if (const Team* t = std::get_if<Team>(&c)) created.push_back(t->name);
+  }
+  EXPECT_EQ(created, (std::vector<std::string>{"ml", "vision", "cv", "nlp"}));
+  EXPECT_EQ(s.CohortOf("cv"), "ml");
+}
+
 TEST(ImportOrganisationTest, TheSameImportTwiceChangesNothing) {
   State s = MakeState();
   ChangeSet first;
@@ -86,8 +101,15 @@ TEST(ImportOrganisationTest, RefusesABadEntryByNameAndWritesNothing) {
     const char* field;
   };
   const std::vector<Case> cases = {
-      {"child before its parent", [](Organisation& o) { std::swap(o.teams[0], o.teams[1]); },
-       absl::StatusCode::kNotFound, "teams[0].parent"},
+      {"unknown parent", [](Organisation& o) { o.teams[2].parent = "nowhere"; },
+       absl::StatusCode::kNotFound, "teams[2].parent"},
+      {"a cohort cycle",
+       [](Organisation& o) {
+         o.teams[0].parent = "vision";  // ml -> vision -> ml.
+       },
+       absl::StatusCode::kInvalidArgument,
+       "teams[0].parent: 'vision' makes a cohort cycle: "
+       "ml -> vision -> ml"},
       {"team given twice", [](Organisation& o) { o.teams.push_back(o.teams[2]); },
        absl::StatusCode::kAlreadyExists, "teams[3].name"},
       {"existing team with another weight",

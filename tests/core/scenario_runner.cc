@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -144,12 +145,25 @@ class Scenario {
           pool.lends_to.push_back(core::WorkloadClassFromName(c));
         }
       }
-      // rules=inference:borrow|training:deny: the pool's class rules.
+      // rules=inference:borrow|training:deny: the pool's class rules; a rule
+      // may take a window after '@', with '_' for spaces:
+      // training:borrow@weekdays_01:00-06:00_Europe/Berlin.
       if (l.named.contains("rules")) {
         for (absl::string_view rule : absl::StrSplit(Get(l, "rules"), '|')) {
-          const std::pair<std::string, std::string> parts = absl::StrSplit(rule, ':');
-          pool.class_rules.push_back({core::WorkloadClassFromName(parts.first),
-                                      core::ClassAdmissionFromName(parts.second)});
+          const std::pair<std::string, std::string> rule_window =
+              absl::StrSplit(rule, absl::MaxSplits('@', 1));
+          const std::pair<std::string, std::string> parts = absl::StrSplit(rule_window.first, ':');
+          core::PoolClassRule r{core::WorkloadClassFromName(parts.first),
+                                core::ClassAdmissionFromName(parts.second)};
+          if (!rule_window.second.empty()) {
+            const std::string field =
+                absl::StrCat("pool.class_rules[", pool.class_rules.size(), "].window");
+            absl::StatusOr<core::RecurringWindow> window = core::ParseRecurringWindow(
+                absl::StrReplaceAll(rule_window.second, {{"_", " "}}), field);
+            if (!window.ok()) return window.status();
+            r.window = *window;
+          }
+          pool.class_rules.push_back(std::move(r));
         }
       }
       pool.reclaim_grace_seconds = Int(Get(l, "grace", "30"));
@@ -190,6 +204,12 @@ class Scenario {
       const std::string borrow = Get(l, "borrow", "0");
       quota.borrowing_limit_milli = borrow == "unlimited" ? core::kUnlimited : Int(borrow);
       if (l.named.contains("lend")) quota.lending_limit_milli = Int(Get(l, "lend"));
+      if (l.named.contains("cohort_lend")) {
+        quota.cohort_lending_limit_milli = Int(Get(l, "cohort_lend"));
+      }
+      if (l.named.contains("cohort_borrow")) {
+        quota.cohort_borrowing_limit_milli = Int(Get(l, "cohort_borrow"));
+      }
       return Record(ch, core::SetQuota(state_, quota, now_, ch));
     }
     if (l.command == "rule") {

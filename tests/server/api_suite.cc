@@ -110,7 +110,8 @@ const Base kBases[] = {
     {"GovernanceService.ListTeams", ""},
     {"GovernanceService.SetQuota",
      R"(quota { team: "adv-team" pool: "serving" nominal_milli: 1000 borrowing_limit_milli: 500
-                lending_limit_milli: 500 })"},
+                lending_limit_milli: 500 cohort_lending_limit_milli: 500
+                cohort_borrowing_limit_milli: 500 })"},
     {"GovernanceService.ListQuotas", R"(team: "inference")"},
     {"GovernanceService.ImportOrganisation",
      R"(teams { name: "adv-imported" parent: "inference" weight_milli: 1000 }
@@ -251,6 +252,11 @@ const Valid kValid[] = {
     {"", "borrowing_limit_milli", Mutation::kMinusOne, "-1: no limit"},
     {"", "lending_limit_milli", Mutation::kZero, "0: lends nothing"},
     {"", "lending_limit_milli", Mutation::kMinusOne, "-1: lends all of nominal"},
+    {"", "cohort_lending_limit_milli", Mutation::kZero, "0: the subtree lends nothing outside"},
+    {"", "cohort_lending_limit_milli", Mutation::kMinusOne, "-1: the subtree lends all"},
+    {"", "cohort_borrowing_limit_milli", Mutation::kZero,
+     "0: the subtree borrows nothing from outside"},
+    {"", "cohort_borrowing_limit_milli", Mutation::kMinusOne, "-1: no limit of its own"},
     {"GovernanceService.ImportOrganisation", "teams", Mutation::kRepeatedEmpty,
      "an import of quotas only"},
     {"GovernanceService.ImportOrganisation", "quotas", Mutation::kRepeatedEmpty,

@@ -526,3 +526,146 @@ TEST_F(PoolRulesTest, PowerBudgetsHoldAdmissionsAndNameTheShortfall) {
 
 }  // namespace
 }  // namespace arbiter::server
+
+namespace arbiter::server {
+namespace {
+
+// A BORROW rule with a recurring window: training is refused before the
+// window (the refusal names it and when it opens), admitted in it, and
+// reclaimed at the pool's grace when it closes; the window is stored and
+// listed; a window that never occurs, or one on a rule that is not BORROW,
+// is refused naming the field, with nothing written. The test clock starts
+// on Friday 2027-01-15 08:00 UTC.
+TEST_F(PoolRulesTest, LendingWindowsHoldOnlyWhileOpen) {
+  v1::Pool front;
+  front.set_name("front2");
+  front.set_latency_class(v1::LATENCY_CLASS_SERVING);
+  front.set_reclaim_grace_seconds(30);
+  v1::PoolClassRule* rule = front.add_class_rules();
+  rule->set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+  rule->set_admission(v1::CLASS_ADMISSION_BORROW);
+  rule->set_window("daily 09:00-10:00 UTC");
+  SeedWith(front, 4000);
+  auto training = [](v1::RequestCapacityRequest& r) { r.set_preemptible(true); };
+
+  const v1::CapacityRequest early =
+      Ask("early", "front2", v1::WORKLOAD_CLASS_TRAINING, 2, training);
+  EXPECT_EQ(early.state(), v1::REQUEST_STATE_DENIED);
+  EXPECT_EQ(early.reason_code(), "POOL_DOES_NOT_LEND");
+  EXPECT_EQ(early.reason(),
+            "pool front2 does not admit training work (rule training=deny, the default of "
+            "serving pools outside the window 'daily 09:00-10:00 UTC' of training=borrow, which "
+            "opens next at 2027-01-15T09:00:00Z)");
+
+  clock_.Advance(absl::Hours(1));
+  const v1::CapacityRequest lent = Ask("lent", "front2", v1::WORKLOAD_CLASS_TRAINING, 2, training);
+  ASSERT_EQ(lent.state(), v1::REQUEST_STATE_ADMITTED);
+
+  clock_.Advance(absl::Hours(1));
+  const absl::Time closed = clock_.TimeNow();
+  v1::CapacityRequest reclaimed;
+  for (int i = 0; i < 100; ++i) {
+    reclaimed = Get(lent.id());
+    if (reclaimed.state() == v1::REQUEST_STATE_PREEMPTING) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(reclaimed.state(), v1::REQUEST_STATE_PREEMPTING);
+  EXPECT_EQ(reclaimed.reason_code(), "LENDING_WINDOW_CLOSED");
+  EXPECT_EQ(reclaimed.preempt_deadline().seconds(), absl::ToUnixSeconds(closed) + 30);
+
+  v1::ListPoolsRequest list;
+  grpc::ClientContext ctx;
+  v1::ListPoolsResponse pools;
+  ASSERT_TRUE(inventory_->ListPools(&ctx, list, &pools).ok());
+  bool listed = false;
+  for (const v1::Pool& p : pools.pools()) {
+    if (p.name() != "front2") continue;
+    ASSERT_EQ(p.class_rules_size(), 1);
+    EXPECT_EQ(p.class_rules(0).window(), "daily 09:00-10:00 UTC");
+    listed = true;
+  }
+  EXPECT_TRUE(listed);
+
+  const std::string rows = RowCounts();
+  const std::string ledger = Ledger();
+  struct Case {
+    const char* window;
+    v1::ClassAdmission admission;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"mon 09:00-10:00 UTC from 2027-01-05T00:00:00Z until 2027-01-06T00:00:00Z",
+            v1::CLASS_ADMISSION_BORROW, "pool.class_rules[0].window: "},
+           {"daily 09:00-10:00 Mars/Olympus", v1::CLASS_ADMISSION_BORROW,
+            "pool.class_rules[0].window: "},
+           {"daily 09:00-10:00 UTC", v1::CLASS_ADMISSION_ADMIT,
+            "pool.class_rules[0].window: only a BORROW rule may have a window"}}) {
+    v1::Pool bad;
+    bad.set_name("never");
+    bad.set_latency_class(v1::LATENCY_CLASS_SERVING);
+    v1::PoolClassRule* r = bad.add_class_rules();
+    r->set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+    r->set_admission(c.admission);
+    r->set_window(c.window);
+    const grpc::Status s = CreatePool(bad);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.window;
+    EXPECT_TRUE(absl::StartsWith(s.error_message(), c.message)) << s.error_message();
+  }
+  EXPECT_EQ(RowCounts(), rows);
+  EXPECT_EQ(Ledger(), ledger);
+}
+
+}  // namespace
+}  // namespace arbiter::server
+
+namespace arbiter::server {
+namespace {
+
+// The simulated clock's start (tests/testing/simulated_clock.h).
+constexpr int64_t kClockStart = 1'800'000'000;
+
+// An advance reservation holds its member's CPU and memory beside its GPU
+// for its window, shown on the hold; open-ended work that needs more than
+// is left beside the hold waits, though GPUs are free.
+TEST_F(PoolRulesTest, AReservationHoldsCpuAndMemoryBesideItsGpus) {
+  v1::Pool batch;
+  batch.set_name("train2");
+  batch.set_latency_class(v1::LATENCY_CLASS_BATCH);
+  SeedWith(batch, 4000);  // One node: 4 L4s, 64 CPUs, 500 GiB.
+  const v1::CapacityRequest nightly =
+      Ask("nightly", "train2", v1::WORKLOAD_CLASS_TRAINING, 1, [](v1::RequestCapacityRequest& r) {
+        r.mutable_shape()->set_cpu_milli(48'000);
+        r.mutable_shape()->set_memory_mib(400'000);
+        r.set_duration_seconds(3600);
+      });
+  EXPECT_EQ(nightly.state(), v1::REQUEST_STATE_ADMITTED);  // Declared to end in an hour.
+
+  const v1::CapacityRequest booked =
+      Ask("booked", "train2", v1::WORKLOAD_CLASS_TRAINING, 1, [](v1::RequestCapacityRequest& r) {
+        r.mutable_shape()->set_cpu_milli(8'000);
+        r.mutable_shape()->set_memory_mib(64'000);
+        r.mutable_start_time()->set_seconds(kClockStart + 7200);  // In two hours.
+        r.set_duration_seconds(3600);
+      });
+  ASSERT_EQ(booked.state(), v1::REQUEST_STATE_RESERVED) << booked.reason();
+  ASSERT_EQ(booked.holds_size(), 1);
+  EXPECT_EQ(booked.holds(0).cpu_milli(), 8'000);
+  EXPECT_EQ(booked.holds(0).memory_mib(), 64'000);
+
+  // 16 CPUs are free now; the reservation holds 8 of them from 02:00, and
+  // the first request (ending at 01:00 by its declared end) frees its 48.
+  const v1::CapacityRequest open =
+      Ask("open", "train2", v1::WORKLOAD_CLASS_TRAINING, 1,
+          [](v1::RequestCapacityRequest& r) { r.mutable_shape()->set_cpu_milli(12'000); });
+  EXPECT_EQ(open.state(), v1::REQUEST_STATE_QUEUED);
+  const v1::CapacityRequest fits =
+      Ask("fits", "train2", v1::WORKLOAD_CLASS_TRAINING, 1,
+          [](v1::RequestCapacityRequest& r) { r.mutable_shape()->set_cpu_milli(8'000); });
+  EXPECT_EQ(fits.state(), v1::REQUEST_STATE_ADMITTED);
+  auto stored = db_->QueryValue("SELECT holds FROM requests WHERE idempotency_key = 'booked'");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_TRUE(absl::EndsWith(*stored, ":8000:64000")) << *stored;
+}
+
+}  // namespace
+}  // namespace arbiter::server
