@@ -5,7 +5,10 @@
 // Thread-compatible, like State.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -29,5 +32,37 @@ void SettleCost(State& state, CapacityRequest& request, absl::Time end);
 
 // Re-decides the queued requests of `pool` at `now`, recording what changes.
 void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes);
+
+// The seconds `victim` in `pool` gets to vacate: the spot grace for spot
+// work, else the reclaim grace or its checkpoint time, whichever is longer.
+int64_t GraceOf(const Pool& pool, const CapacityRequest& victim);
+
+// Pool admission (core/pool_admission.cc).
+
+// Work on a SPOT pool is spot, and spot work is preemptible. INVALID_ARGUMENT
+// (naming `guaranteed`) for guaranteed work on a SPOT pool.
+absl::Status NormalizeSpot(const Pool& pool, CapacityRequestSpec& spec);
+// A burst is asked of a pool that allows it, for a class it admits at
+// `now`. INVALID_ARGUMENT naming `burst_seconds` otherwise.
+absl::Status CheckBurst(const Pool& pool, const CapacityRequestSpec& spec, absl::Time now);
+// Whether the pool's class-to-pool rules take `request`'s class at `at`
+// (now, or a reservation's start); sets the denial otherwise:
+// POOL_DOES_NOT_LEND for a denied class (naming the rule, and a lending
+// window's next opening), NOT_PREEMPTIBLE for a borrowing class asked for
+// without `preemptible`.
+bool PoolAdmitsClass(const State& state, CapacityRequest& request, absl::Time at);
+// Milli-GPU of each GPU model that `placements` take.
+std::map<std::string, int64_t> MilliByModel(const State& state,
+                                            const std::vector<Placement>& placements);
+// Why `placements` of `spec`, applied to `state`, eat into `pool`'s serving
+// headroom; "" when they leave it free (or `spec` may take it at `now`).
+std::string HeadroomTaken(const State& state, const Pool& pool, const CapacityRequestSpec& spec,
+                          const std::vector<Placement>& placements, absl::Time now);
+// Why `placements` of work in `pool` would exceed a watt budget, naming it
+// and the shortfall; "" when they stay within every budget.
+std::string PowerShortfall(const State& state, const std::string& pool,
+                           const std::vector<Placement>& placements);
+// Milli-GPU of `model` held by bursts in `pool`.
+int64_t BurstingMilli(const State& state, const std::string& pool, const std::string& model);
 
 }  // namespace arbiter::core

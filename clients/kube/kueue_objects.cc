@@ -144,6 +144,39 @@ absl::StatusOr<std::string> KueueYaml(const KueueInputs& in, const std::string& 
     if (t != nullptr && !t->parent().empty()) {
       out << YAML::Key << "parentName" << YAML::Value << KubeName(t->parent());
     }
+    // The cohort limits of the subtree the team heads: Kueue's Cohort
+    // borrowing and lending limits toward its parent, with no quota of its
+    // own (the team's quota is its ClusterQueue's, lent into this cohort).
+    std::vector<const v1::Quota*> limited;
+    if (auto own = team_quotas.find(parent); own != team_quotas.end()) {
+      for (const v1::Quota* q : own->second) {
+        if (q->has_cohort_borrowing_limit_milli() || q->has_cohort_lending_limit_milli()) {
+          limited.push_back(q);
+        }
+      }
+    }
+    if (!limited.empty()) {
+      out << YAML::Key << "resourceGroups" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+      out << YAML::Key << "coveredResources" << YAML::Value << YAML::BeginSeq << kGpuResource
+          << YAML::EndSeq;
+      out << YAML::Key << "flavors" << YAML::Value << YAML::BeginSeq;
+      for (const v1::Quota* q : limited) {
+        out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << flavor_of(*q).name;
+        out << YAML::Key << "resources" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+        out << YAML::Key << "name" << YAML::Value << kGpuResource;
+        out << YAML::Key << "nominalQuota" << YAML::Value << "0";
+        if (q->has_cohort_borrowing_limit_milli() && q->cohort_borrowing_limit_milli() >= 0) {
+          out << YAML::Key << "borrowingLimit" << YAML::Value
+              << Quantity(q->cohort_borrowing_limit_milli());
+        }
+        if (q->has_cohort_lending_limit_milli() && q->cohort_lending_limit_milli() >= 0) {
+          out << YAML::Key << "lendingLimit" << YAML::Value
+              << Quantity(q->cohort_lending_limit_milli());
+        }
+        out << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
+      }
+      out << YAML::EndSeq << YAML::EndMap << YAML::EndSeq;
+    }
     out << YAML::EndMap << YAML::EndMap;
   }
   for (const auto& [team, qs] : team_quotas) {

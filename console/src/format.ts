@@ -58,13 +58,14 @@ export function chargebackCsv(cb: GetChargebackResponse, lines: boolean): string
   if (lines) {
     out =
       "period_from,period_to,team,pool,gpu_model,workload_class,reserved_gpu_hours," +
-      "used_gpu_hours,sampled_gpu_hours,reserved_cost,idle_cost,energy_kwh\n";
+      "used_gpu_hours,sampled_gpu_hours,reserved_cost,idle_cost,energy_kwh," +
+      "energy_measured_kwh,energy_tdp_estimate_kwh\n";
     for (const s of cb.statements) {
       for (const l of s.lines) {
         out += [from, to, csvField(s.team), csvField(l.pool), csvField(l.gpuModel),
           className(l.workloadClass), gpuHours(l.reservedMilliSeconds), gpuHours(l.usedMilliSeconds),
           gpuHours(l.sampledMilliSeconds), money(l.reservedCostMicros), money(l.idleCostMicros),
-          kwh(l.energyMwh)].join(",") + "\n";
+          kwh(l.energyMwh), kwh(l.energyMeasuredMwh), kwh(l.energyEstimatedMwh)].join(",") + "\n";
       }
     }
     return out;

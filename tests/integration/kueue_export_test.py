@@ -58,7 +58,8 @@ def main():
           "--borrow-milli", 2000, "--lend-milli", 1000)
         a("quotas", "set", "inference", "serving", 2500)
         a("quotas", "set", "training", "batch", 8000, "--borrow-milli", -1)
-        a("quotas", "set", "ml_platform", "batch", 4000)
+        a("quotas", "set", "ml_platform", "batch", 4000, "--cohort-borrow-milli", 2000,
+          "--cohort-lend-milli", 3000)
         a("quotas", "set", "solo", "batch", 1000)
 
         docs = list(yaml.safe_load_all(a("export", "kueue")))
@@ -82,6 +83,13 @@ def main():
             "arbiter.dev/pool": "serving", "arbiter.dev/gpu-model": "H100-80GB"}
         cohorts = {n: by[(k, n)]["spec"].get("parentName") for k, n in by if k == "Cohort"}
         assert cohorts == {"org": None, "ml-platform": "org"}, cohorts
+        # ml_platform's cohort limits: its subtree's, toward org.
+        limits = by[("Cohort", "ml-platform")]["spec"]["resourceGroups"]
+        assert [f["name"] for f in limits[0]["flavors"]] == ["batch"], limits
+        assert {k: str(v) for k, v in limits[0]["flavors"][0]["resources"][0].items()} == {
+            "name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "2",
+            "lendingLimit": "3"}, limits
+        assert "resourceGroups" not in by[("Cohort", "org")]["spec"]
 
         inference = by[("ClusterQueue", "inference")]["spec"]
         assert inference["cohortName"] == "ml-platform", inference
