@@ -72,6 +72,9 @@ for line in "${commands[@]}"; do
     "ledger list"*) grep -q "^SEQ" <<<"$out" ;;
     whoami*) grep -q "^platform admin: yes" <<<"$out" ;;
     "teams list"*) grep -q "inference" <<<"$out" ;;
+    "quotas list --team research"*)
+      grep -q "COHORT_BORROW_GPU" <<<"$out" &&
+        grep -qE "^research +batch +\* +4 +unlimited +4 +[0-9.]+ +- +4 *$" <<<"$out" ;;
     "inventory list"*) grep -q "h100-serve-0" <<<"$out" ;;
     "models list"*) grep -q "H100-80GB .*3g.40gb" <<<"$out" ;;
     "inventory drain"*) grep -q "is cordoned\|is draining" <<<"$out" ;;
