@@ -165,29 +165,26 @@ CohortFit QuotaBook::FitCohorts(const std::string& team, const std::string& pool
   const int64_t guaranteed = q.guaranteed_milli();
   CohortUse delta{
       0, std::max<int64_t>(0, used + need - guaranteed) - std::max<int64_t>(0, used - guaranteed)};
-  std::string node = team;
-  CohortFit fit;
-  while (true) {
-    const CohortUse sums = CohortUseOf(node, pool, gpu_model);
+  // Walks up from the team's subtree while the change reaches the next one.
+  for (const std::string* node = &team;; node = &teams_.at(*node).parent) {
+    const CohortUse sums = CohortUseOf(*node, pool, gpu_model);
     const CohortUse after{sums.lendable, sums.shared_used + delta.shared_used};
-    const std::string& parent = teams_.at(node).parent;
-    const int64_t borrowing = CohortBorrowingLimit(node, pool, gpu_model);
+    const bool root = teams_.at(*node).parent.empty();
+    const int64_t borrowing = CohortBorrowingLimit(*node, pool, gpu_model);
     // Only a growing use can overrun: a shrinking one always fits.
     if (delta.shared_used > 0) {
-      if (parent.empty() && after.shared_used > after.lendable) {
-        return CohortFit{false, node, false, sums, after.lendable, after.shared_used};
+      if (root && after.shared_used > after.lendable) {
+        return CohortFit{false, *node, false, sums, after.lendable, after.shared_used};
       }
-      if (!parent.empty() && borrowing != kUnlimited &&
-          after.shared_used > after.lendable + borrowing) {
-        return CohortFit{false, node, true, sums, after.lendable + borrowing, after.shared_used};
+      if (!root && borrowing != kUnlimited && after.shared_used > after.lendable + borrowing) {
+        return CohortFit{false, *node, true, sums, after.lendable + borrowing, after.shared_used};
       }
     }
-    if (parent.empty()) return fit;
-    const CohortUse up_before = UpShare(node, pool, gpu_model, sums);
-    const CohortUse up_after = UpShare(node, pool, gpu_model, after);
+    if (root) return CohortFit{};
+    const CohortUse up_before = UpShare(*node, pool, gpu_model, sums);
+    const CohortUse up_after = UpShare(*node, pool, gpu_model, after);
     delta = {0, up_after.shared_used - up_before.shared_used};
-    if (delta.shared_used == 0) return fit;
-    node = parent;
+    if (delta.shared_used == 0) return CohortFit{};
   }
 }
 
