@@ -200,6 +200,16 @@ def check_quota_and_end(c, a, holder):
     return running + [waiting]
 
 
+def job_output(c, job):
+    """What `job` wrote so far; "" before slurmd has created its file (a
+    job is RUNNING in squeue a moment before its output file exists)."""
+    try:
+        with open(c.path("jobs", f"{job}.out")) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 def check_reclaim(c, a):
     # vision borrows research's idle GPUs with a preemptible job that
     # checkpoints on SIGUSR1.
@@ -216,7 +226,7 @@ def check_reclaim(c, a):
     # research reclaims its nominal 4 GPUs.
     lender = c.submit(["--account=research", "--gres=gpu:h100:4", "--wrap", "sleep 2"])
     wait_for("the checkpoint signal",
-             lambda: "checkpoint" in open(c.path("jobs", f"{borrower}.out")).read(), timeout=20)
+             lambda: "checkpoint" in job_output(c, borrower), timeout=20)
     requeued = wait_for("the borrower requeued held",
                         lambda: (lambda j: j["restart_cnt"] == 1 and j["job_state"] == "PENDING"
                                  and j["priority"] == 0 and j)(c.jobs()[borrower]), timeout=30)
