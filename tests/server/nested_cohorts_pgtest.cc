@@ -29,20 +29,7 @@ class NestedCohortsTest : public ServerTest {
     grpc::ClientContext pool_ctx;
     v1::CreatePoolResponse created;
     ASSERT_TRUE(inventory_->CreatePool(&pool_ctx, pool, &created).ok());
-    v1::RegisterNodeRequest node;
-    node.mutable_node()->set_cluster("east");
-    node.mutable_node()->set_name("train-1");
-    node.mutable_node()->set_pool("train");
-    node.mutable_node()->set_cpu_milli(64'000);
-    node.mutable_node()->set_memory_mib(512'000);
-    for (int i = 0; i < 8; ++i) {
-      v1::Gpu* gpu = node.mutable_node()->add_gpus();
-      gpu->set_index(i);
-      gpu->set_model("L4");
-    }
-    grpc::ClientContext node_ctx;
-    v1::RegisterNodeResponse registered;
-    ASSERT_TRUE(inventory_->RegisterNode(&node_ctx, node, &registered).ok());
+    ASSERT_TRUE(RegisterNode("train-1", "train", 8).ok());
     v1::ImportOrganisationRequest org;
     for (const auto& [name, parent] :
          std::vector<std::pair<std::string, std::string>>{{"vision", "research"},

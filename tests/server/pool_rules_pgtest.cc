@@ -29,20 +29,7 @@ class PoolRulesTest : public ServerTest {
     seed.nominal_milli = 4000;
     ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, seed), IsOk());
     ASSERT_TRUE(CreatePool(pool).ok());
-    v1::RegisterNodeRequest node;
-    node.mutable_node()->set_cluster("east");
-    node.mutable_node()->set_name(pool.name() + "-1");
-    node.mutable_node()->set_pool(pool.name());
-    node.mutable_node()->set_cpu_milli(64'000);
-    node.mutable_node()->set_memory_mib(512'000);
-    for (int i = 0; i < 4; ++i) {
-      v1::Gpu* gpu = node.mutable_node()->add_gpus();
-      gpu->set_index(i);
-      gpu->set_model("L4");
-    }
-    grpc::ClientContext ctx;
-    v1::RegisterNodeResponse registered;
-    ASSERT_TRUE(inventory_->RegisterNode(&ctx, node, &registered).ok());
+    ASSERT_TRUE(RegisterNode(pool.name() + "-1", pool.name(), 4).ok());
     v1::SetQuotaRequest quota;
     quota.mutable_quota()->set_team("inference");
     quota.mutable_quota()->set_pool(pool.name());

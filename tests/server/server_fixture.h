@@ -90,6 +90,26 @@ class ServerTest : public ::testing::Test {
     return allocation_->WatchAllocations(ctx, watch);
   }
 
+  // Registers node `name` in cluster east and `pool` with `gpus` GPUs of
+  // `model`, 64 CPUs and 500 GiB.
+  grpc::Status RegisterNode(const std::string& name, const std::string& pool, int gpus,
+                            const std::string& model = "L4") {
+    v1::RegisterNodeRequest node;
+    node.mutable_node()->set_cluster("east");
+    node.mutable_node()->set_name(name);
+    node.mutable_node()->set_pool(pool);
+    node.mutable_node()->set_cpu_milli(64'000);
+    node.mutable_node()->set_memory_mib(512'000);
+    for (int i = 0; i < gpus; ++i) {
+      v1::Gpu* gpu = node.mutable_node()->add_gpus();
+      gpu->set_index(i);
+      gpu->set_model(model);
+    }
+    grpc::ClientContext ctx;
+    v1::RegisterNodeResponse registered;
+    return inventory_->RegisterNode(&ctx, node, &registered);
+  }
+
   // Row counts of every table a call could write.
   std::string RowCounts() {
     auto counts = db_->QueryValue(
