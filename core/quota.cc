@@ -63,10 +63,6 @@ std::vector<Flavor> FlavorsOf(const State& state, const CapacityRequestSpec& spe
   return out;
 }
 
-CohortUse CohortUseOf(const State& state, const Quota& quota) {
-  return state.quota_book().CohortUseOf(state.CohortOf(quota.team), quota.pool, quota.gpu_model);
-}
-
 bool WithinNominal(const State& state, const CapacityRequestSpec& spec, const Quota& quota,
                    int64_t need) {
   return state.UsedMilli(spec.team, spec.pool, quota.gpu_model) + need <= quota.nominal_milli;

@@ -53,11 +53,6 @@ QuotaCheck CheckQuota(const State& state, const CapacityRequestSpec& spec, const
 bool WithinNominal(const State& state, const CapacityRequestSpec& spec, const Quota& quota,
                    int64_t need);
 
-// Milli-GPU of `quota` the cohort of its team lends, and the cohort's use
-// beyond what its teams keep for themselves (for `quota`'s pool and model).
-// Kept as running sums by the quota book (core/quota_book.h).
-CohortUse CohortUseOf(const State& state, const Quota& quota);
-
 // The team's fair share in `pool`, one level per subtree on its path: for
 // each subtree below the root, root side first, its use beyond what its
 // teams lend over what its parent's subtree pools, divided by the weight of

@@ -35,14 +35,14 @@ void QuotaBook::PutQuota(Quota quota) {
   // The subtree's own share, and what it passes up under its cohort lending
   // limit, both change with the quota: take the old ones out, put the new in.
   const CohortUse own_before = OwnShare(key);
-  const CohortUse sums_before = CohortUseOf(team, pool, model);
-  const CohortUse up_before = UpShare(team, pool, model, sums_before);
+  const CohortUse up_before =
+      UpShare(CohortLendingLimit(team, pool, model), CohortUseOf(team, pool, model));
   quotas_[key] = std::move(quota);
   const CohortUse own_after = OwnShare(key);
   CohortUse& sums = cohort_use_[CohortKey{team, pool, model}];
   sums.lendable += own_after.lendable - own_before.lendable;
   sums.shared_used += own_after.shared_used - own_before.shared_used;
-  const CohortUse up_after = UpShare(team, pool, model, sums);
+  const CohortUse up_after = UpShare(CohortLendingLimit(team, pool, model), sums);
   const std::string& parent = teams_.at(team).parent;
   if (!parent.empty()) {
     Propagate(
@@ -129,31 +129,26 @@ int64_t QuotaBook::CohortLendingLimit(const std::string& node, const std::string
   return q == nullptr ? kUnlimited : q->cohort_lending_limit_milli;
 }
 
-int64_t QuotaBook::CohortBorrowingLimit(const std::string& node, const std::string& pool,
-                                        const std::string& model) const {
-  const Quota* q = FindQuota(node, pool, model);
-  return q == nullptr ? kUnlimited : q->cohort_borrowing_limit_milli;
-}
-
-CohortUse QuotaBook::UpShare(const std::string& node, const std::string& pool,
-                             const std::string& model, const CohortUse& sums) const {
-  const int64_t limit = CohortLendingLimit(node, pool, model);
-  const int64_t kept = limit == kUnlimited ? 0 : std::max<int64_t>(0, sums.lendable - limit);
+CohortUse QuotaBook::UpShare(int64_t cohort_lending_limit, const CohortUse& sums) {
+  const int64_t kept = cohort_lending_limit == kUnlimited
+                           ? 0
+                           : std::max<int64_t>(0, sums.lendable - cohort_lending_limit);
   return {sums.lendable - kept, std::max<int64_t>(0, sums.shared_used - kept)};
 }
 
-void QuotaBook::Propagate(std::string node, const std::string& pool, const std::string& model,
-                          CohortUse delta) {
-  while (delta.lendable != 0 || delta.shared_used != 0) {
-    CohortUse& sums = cohort_use_[CohortKey{node, pool, model}];
-    const CohortUse up_before = UpShare(node, pool, model, sums);
+void QuotaBook::Propagate(const std::string& team, const std::string& pool,
+                          const std::string& model, CohortUse delta) {
+  for (const std::string* node = &team; delta.lendable != 0 || delta.shared_used != 0;
+       node = &teams_.at(*node).parent) {
+    CohortUse& sums = cohort_use_[CohortKey{*node, pool, model}];
+    const bool root = teams_.at(*node).parent.empty();
+    const int64_t limit = root ? kUnlimited : CohortLendingLimit(*node, pool, model);
+    const CohortUse up_before = UpShare(limit, sums);
     sums.lendable += delta.lendable;
     sums.shared_used += delta.shared_used;
-    const std::string& parent = teams_.at(node).parent;
-    if (parent.empty()) return;
-    const CohortUse up_after = UpShare(node, pool, model, sums);
+    if (root) return;
+    const CohortUse up_after = UpShare(limit, sums);
     delta = {up_after.lendable - up_before.lendable, up_after.shared_used - up_before.shared_used};
-    node = parent;
   }
 }
 
@@ -170,7 +165,9 @@ CohortFit QuotaBook::FitCohorts(const std::string& team, const std::string& pool
     const CohortUse sums = CohortUseOf(*node, pool, gpu_model);
     const CohortUse after{sums.lendable, sums.shared_used + delta.shared_used};
     const bool root = teams_.at(*node).parent.empty();
-    const int64_t borrowing = CohortBorrowingLimit(*node, pool, gpu_model);
+    const Quota* head = root ? nullptr : FindQuota(*node, pool, gpu_model);
+    const int64_t borrowing = head == nullptr ? kUnlimited : head->cohort_borrowing_limit_milli;
+    const int64_t lending = head == nullptr ? kUnlimited : head->cohort_lending_limit_milli;
     // Only a growing use can overrun: a shrinking one always fits.
     if (delta.shared_used > 0) {
       if (root && after.shared_used > after.lendable) {
@@ -181,8 +178,8 @@ CohortFit QuotaBook::FitCohorts(const std::string& team, const std::string& pool
       }
     }
     if (root) return CohortFit{};
-    const CohortUse up_before = UpShare(*node, pool, gpu_model, sums);
-    const CohortUse up_after = UpShare(*node, pool, gpu_model, after);
+    const CohortUse up_before = UpShare(lending, sums);
+    const CohortUse up_after = UpShare(lending, after);
     delta = {0, up_after.shared_used - up_before.shared_used};
     if (delta.shared_used == 0) return CohortFit{};
   }

@@ -114,18 +114,17 @@ class QuotaBook {
 
   // What the team's own quota and use of `key` add to its subtree's sums.
   CohortUse OwnShare(const QuotaKey& key) const;
-  // What the subtree `node` heads lends to its parent and uses of its
-  // parent's pool (up(S), over(S)), given its sums.
-  CohortUse UpShare(const std::string& node, const std::string& pool, const std::string& model,
-                    const CohortUse& sums) const;
-  // The subtree's cohort limits: those of its head's quota for the key.
+  // What a subtree with sums `sums` and cohort lending limit
+  // `cohort_lending_limit` lends to its parent and uses of its parent's
+  // pool (up(S), over(S)).
+  static CohortUse UpShare(int64_t cohort_lending_limit, const CohortUse& sums);
+  // The cohort lending limit of the subtree `node` heads: that of its
+  // quota for the key (kUnlimited without one).
   int64_t CohortLendingLimit(const std::string& node, const std::string& pool,
                              const std::string& model) const;
-  int64_t CohortBorrowingLimit(const std::string& node, const std::string& pool,
-                               const std::string& model) const;
-  // Adds `delta` to the sums of the subtree `node` heads, and what that
+  // Adds `delta` to the sums of the subtree `team` heads, and what that
   // changes in its parent's, up to the root.
-  void Propagate(std::string node, const std::string& pool, const std::string& model,
+  void Propagate(const std::string& team, const std::string& pool, const std::string& model,
                  CohortUse delta);
 
   std::map<std::string, Team> teams_;
