@@ -233,7 +233,7 @@ bool Arbiter::TimerDue() const {
   if (!state_valid_) return false;
   const absl::Time now = clock_->TimeNow();
   return (!state_.timers().empty() && state_.timers().begin()->first <= now) ||
-         state_.heartbeat_check_at() <= now;
+         state_.heartbeat_check_at() <= now || state_.demand_sample_at() <= now;
 }
 
 void Arbiter::Drain() {

@@ -45,6 +45,7 @@ const std::vector<Rule>& Rules() {
       {"InventoryService.ListGpuModels", kReadersAndAgents, Match::kAny},
       {"InventoryService.ListClusters", kReaders, Match::kAny},
       {"InventoryService.ListPools", kReaders, Match::kAny},
+      {"InventoryService.GetServingForecast", kReaders, Match::kAny},
       {"InventoryService.ListNodes", kReaders, Match::kAny},
       {"InventoryService.SetGpuModel", {}, Match::kOrg},
       {"InventoryService.CreateCluster", {}, Match::kOrg},

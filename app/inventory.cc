@@ -174,6 +174,16 @@ void Inventory::RemoveNode(const Caller& caller, core::NodeRef ref, Reply<Done> 
       std::move(reply));
 }
 
+void Inventory::GetServingForecast(const Caller& caller, std::string pool, int32_t hours,
+                                   Reply<core::ForecastView> reply) const {
+  Command<core::ForecastView>(
+      caller, "InventoryService.GetServingForecast",
+      [pool = std::move(pool), hours](core::State& state, absl::Time now, core::ChangeSet&) {
+        return core::ForecastOf(state, pool, now, hours);
+      },
+      std::move(reply));
+}
+
 void Inventory::NodeHeartbeat(const Caller& caller, core::NodeRef ref,
                               Reply<core::Node> reply) const {
   Command<core::Node>(

@@ -33,6 +33,10 @@ class Inventory {
   // `pool`'s conversion error is answered after the access check.
   void CreatePool(const Caller& caller, absl::StatusOr<core::Pool> pool, Reply<Done> reply) const;
   void ListPools(const Caller& caller, Reply<std::vector<core::Pool>> reply) const;
+  // `pool`'s serving forecast for `hours` ahead, from the leader's live
+  // state (core::ForecastOf, whose errors it answers).
+  void GetServingForecast(const Caller& caller, std::string pool, int32_t hours,
+                          Reply<core::ForecastView> reply) const;
   // Replies with the node as registered (ids and GPUs filled in).
   void RegisterNode(const Caller& caller, core::Node node, Reply<core::Node> reply) const;
   // Nodes with their GPUs' allocations; empty filters match all.

@@ -349,7 +349,9 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
   // The first reason found, preferring one that may pass over one that never will.
   std::string code, why;
   bool all_never = true;
-  bool power_bound = false;  // A placement was found but a watt budget held it back.
+  // A placement was found but a watt budget or a serving forecast held it
+  // back: preempting would not help.
+  bool held_back = false;
   auto note = [&](bool never, std::string c, std::string w) {
     if (code.empty() || (all_never && !never)) {
       code = std::move(c);
@@ -373,11 +375,18 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
         note(false, kReasonHeadroom, std::move(taken));
         continue;
       }
+      std::string forecast = ForecastTaken(state, pool, spec, now);
+      if (!forecast.empty()) {
+        Unplace(state, placed.placements);
+        note(false, kReasonForecast, std::move(forecast));
+        held_back = true;
+        continue;
+      }
       std::string power = PowerShortfall(state, spec.pool, placed.placements);
       if (!power.empty()) {
         Unplace(state, placed.placements);
         note(false, kReasonPower, std::move(power));
-        power_bound = true;
+        held_back = true;
         continue;
       }
       SetOutcome(request, RequestState::kAdmitted, "", "");
@@ -397,8 +406,9 @@ void DecideNow(State& state, CapacityRequest& request, absl::Time now, ChangeSet
     WithdrawPreemption(state, request, now, changes);
     return;
   }
-  if (power_bound) {
-    // Preempting would free GPUs, not necessarily watts: it waits.
+  if (held_back) {
+    // Preempting would free GPUs, not necessarily watts, nor give the
+    // forecast what it needs: it waits.
     SetOutcome(request, RequestState::kQueued, code, why);
     WithdrawPreemption(state, request, now, changes);
     return;
@@ -1243,6 +1253,7 @@ void Tick(State& state, absl::Time now, ChangeSet& changes) {
     changes.changes.emplace_back(RequestWrite{std::move(request), /*is_new=*/false});
   }
   for (const std::string& pool : pools) AdmitQueued(state, pool, now, changes);
+  if (now >= state.demand_sample_at()) ObserveServingDemand(state, now, changes);
 }
 
 absl::StatusOr<Node> RegisterNode(State& state, const Node& node, absl::Time now,

@@ -195,9 +195,54 @@ absl::StatusOr<CapacityRequest> DenyRequest(State& state, int64_t id, const Appr
 // deadline); it is then charged up to its last renewal. Nodes whose
 // heartbeats stopped turn unreachable (MarkUnreachable). Ended requests'
 // keys past the state's memory are forgotten (State::ForgetExpiredKeys).
-// Call it whenever `now` reaches the first of state.timers() or
-// state.heartbeat_check_at().
+// Pools with proactive reclaim observe their serving demand and reclaim
+// ahead of their forecast (ObserveServingDemand).
+// Call it whenever `now` reaches the first of state.timers(),
+// state.heartbeat_check_at() or state.demand_sample_at().
 void Tick(State& state, absl::Time now, ChangeSet& changes);
+
+// Proactive reclaim (core/proactive_reclaim.cc, docs/pools.md).
+
+// A pool's GPU capacity at a moment, in milli-GPU of schedulable nodes.
+struct PoolFigures {
+  int64_t capacity_milli = 0;
+  int64_t free_milli = 0;
+  int64_t own_milli = 0;      // Held by the classes it admits (not spot).
+  int64_t lent_milli = 0;     // Held by borrowed or spot work it may take back.
+  int64_t leaving_milli = 0;  // Held by work told to vacate.
+  int64_t asked_milli = 0;    // Asked for by its own classes' queued requests.
+};
+PoolFigures FiguresOf(const State& state, const Pool& pool, absl::Time now);
+
+// For each pool with proactive reclaim: notes its own classes' demand (held
+// + asked) in its forecast (changes.demand gets the slot when it changed);
+// when the peak forecast within its lead (reclaim grace + cold start)
+// exceeds what its own classes hold plus what is free or returning, tells
+// lent work to vacate (PROACTIVE_RECLAIM, at GraceOf), spot first and then
+// least lost work, until the shortfall is on its way back; and lets in what
+// waited for the forecast to fall. Sets the next observation a minute on.
+void ObserveServingDemand(State& state, absl::Time now, ChangeSet& changes);
+
+// A pool's forecast as arbctl shows it (InventoryService.GetServingForecast).
+struct ForecastView {
+  struct Slot {
+    absl::Time start;
+    int64_t forecast_milli = 0;
+    bool observed = false;  // The quarter hour has been observed in some week.
+  };
+  std::string pool;
+  int64_t lead_seconds = 0;
+  PoolFigures figures;
+  ServingForecast::Peak peak;            // Within the lead, from now.
+  int64_t reclaim_milli = 0;             // What the next observation would take back.
+  std::vector<Slot> slots;               // Quarter hours from the current one.
+  std::vector<CapacityRequest> notices;  // Told to vacate by PROACTIVE_RECLAIM.
+};
+// `pool`'s forecast for the next `hours` (1..168) at `now`.
+// INVALID_ARGUMENT naming `hours`; NOT_FOUND naming `pool`;
+// FAILED_PRECONDITION when the pool has no proactive reclaim.
+absl::StatusOr<ForecastView> ForecastOf(const State& state, const std::string& pool, absl::Time now,
+                                        int32_t hours);
 
 // Adds a GPU model to the catalog or changes one (core/catalog.cc,
 // docs/catalog.md). Setting a model to what it is changes nothing (returns

@@ -54,6 +54,11 @@ bool PoolAdmitsClass(const State& state, CapacityRequest& request, absl::Time at
 // Milli-GPU of each GPU model that `placements` take.
 std::map<std::string, int64_t> MilliByModel(const State& state,
                                             const std::vector<Placement>& placements);
+// Why work of `spec`, its placements applied to `state`, would take what
+// `pool`'s serving forecast needs within its lead (core/proactive_reclaim.cc);
+// "" when it leaves enough, or `spec` is of the pool's own classes.
+std::string ForecastTaken(const State& state, const Pool& pool, const CapacityRequestSpec& spec,
+                          absl::Time now);
 // Why `placements` of `spec`, applied to `state`, eat into `pool`'s serving
 // headroom; "" when they leave it free (or `spec` may take it at `now`).
 std::string HeadroomTaken(const State& state, const Pool& pool, const CapacityRequestSpec& spec,

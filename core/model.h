@@ -178,6 +178,13 @@ struct Pool {
   // The longest burst above quota into the headroom a request may ask for
   // (CapacityRequestSpec::burst_seconds); 0: bursting is not allowed.
   int64_t max_burst_seconds = 0;
+  // SERVING pools only: learn the demand of the pool's own classes per
+  // quarter hour of the week and reclaim lent capacity ahead of a forecast
+  // rise, by reclaim_grace_seconds + cold_start_seconds (docs/pools.md,
+  // "Proactive reclaim").
+  bool proactive_reclaim = false;
+  // Seconds a serving replica needs from getting its GPU to serving, 0..86400.
+  int64_t cold_start_seconds = 0;
   QueueingPolicy queueing = QueueingPolicy::kBackfill;
   // kBackfill: a request queued for capacity longer than this becomes the
   // head; 0: never (the head is always the first in order).
@@ -686,6 +693,12 @@ inline constexpr char kReasonHeadroom[] = "SERVING_HEADROOM";
 inline constexpr char kReasonPower[] = "POWER";
 // Told to vacate because a lowered watt budget reclaims preemptible work.
 inline constexpr char kReasonPowerReclaim[] = "POWER_RECLAIM";
+// Told to vacate ahead of the serving demand a pool forecasts
+// (Pool::proactive_reclaim).
+inline constexpr char kReasonProactiveReclaim[] = "PROACTIVE_RECLAIM";
+// Queued: borrowed work would take capacity that a pool with proactive
+// reclaim keeps free for the serving demand it forecasts within its lead.
+inline constexpr char kReasonForecast[] = "SERVING_FORECAST";
 inline constexpr char kReasonPreemptedByPriority[] = "PREEMPTED_BY_PRIORITY";
 inline constexpr char kReasonReservationConflict[] = "RESERVATION_CONFLICT";
 inline constexpr char kReasonReserved[] = "RESERVED";

@@ -37,7 +37,10 @@ absl::Status State::LoadCluster(Cluster cluster) {
   return inventory_.LoadCluster(std::move(cluster));
 }
 
-absl::Status State::LoadPool(Pool pool) { return inventory_.LoadPool(std::move(pool)); }
+absl::Status State::LoadPool(Pool pool) {
+  if (pool.proactive_reclaim) demand_sample_at_ = absl::InfinitePast();
+  return inventory_.LoadPool(std::move(pool));
+}
 
 absl::Status State::LoadNode(Node node) { return inventory_.LoadNode(std::move(node)); }
 

@@ -48,6 +48,7 @@
 #include "core/power.h"
 #include "core/quota_book.h"
 #include "core/request_book.h"
+#include "core/serving_forecast.h"
 #include "core/share_prices.h"
 #include "core/telemetry.h"
 
@@ -75,8 +76,12 @@ struct ChangeSet {
     CapacityRequest request;
   };
   std::vector<Explanation> explained;  // In the order they were made.
+  // Serving demand profiles that observations changed: persisted with the
+  // changes, never ledgered (a forecast is state; the reclaims it causes
+  // are decisions, in `changes`).
+  std::vector<DemandSlotWrite> demand;
   // Nothing to commit (there may be explanations to publish).
-  bool empty() const { return changes.empty(); }
+  bool empty() const { return changes.empty() && demand.empty(); }
 };
 
 class State {
@@ -379,6 +384,20 @@ class State {
   // core/nodes.cc); Tick looks for unreachable nodes once it has come.
   absl::Time heartbeat_check_at() const { return heartbeat_check_at_; }
   void set_heartbeat_check_at(absl::Time t) { heartbeat_check_at_ = t; }
+  // Serving forecasts of pools with proactive reclaim
+  // (core/proactive_reclaim.cc). ForecastFor creates an empty one.
+  ServingForecast& ForecastFor(const std::string& pool) { return forecasts_[pool]; }
+  const ServingForecast* FindForecast(const std::string& pool) const {
+    auto it = forecasts_.find(pool);
+    return it == forecasts_.end() ? nullptr : &it->second;
+  }
+  void LoadDemandSlot(const std::string& pool, const DemandSlot& slot) {
+    forecasts_[pool].Load(slot);
+  }
+  // When Tick next observes serving demand; InfiniteFuture while no pool
+  // has proactive reclaim, InfinitePast (at once) after one is loaded.
+  absl::Time demand_sample_at() const { return demand_sample_at_; }
+  void set_demand_sample_at(absl::Time t) { demand_sample_at_ = t; }
   // Stores a new or changed request: updates the request book, charges the
   // quota book for what it holds and the inventory for its holds (undoing
   // what the copy it replaces charged).
@@ -427,6 +446,8 @@ class State {
   absl::Duration ended_key_memory_ = absl::InfiniteDuration();
   absl::Duration node_heartbeat_timeout_ = kDefaultNodeHeartbeatTimeout;
   absl::Time heartbeat_check_at_ = absl::InfiniteFuture();
+  absl::Time demand_sample_at_ = absl::InfiniteFuture();
+  std::map<std::string, ServingForecast> forecasts_;  // By pool.
   std::map<std::string, int64_t> measured_usage_;
   Admission admission_ = Admission::kGrouped;
   absl::flat_hash_set<std::string> loosened_;               // Pools; see Loosened.

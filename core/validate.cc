@@ -252,6 +252,12 @@ absl::Status ValidatePool(const Pool& pool) {
                                         0, kMaxGraceSeconds));
   ARBITER_RETURN_IF_ERROR(
       ValidateRange("pool.lease_seconds", pool.lease_seconds, 0, kMaxGraceSeconds));
+  ARBITER_RETURN_IF_ERROR(
+      ValidateRange("pool.cold_start_seconds", pool.cold_start_seconds, 0, kMaxGraceSeconds));
+  if (pool.proactive_reclaim && pool.latency_class != LatencyClass::kServing) {
+    return Invalid("pool.proactive_reclaim",
+                   "only a SERVING pool forecasts serving demand and reclaims ahead of it");
+  }
   return ValidateDescription("pool.description", pool.description);
 }
 

@@ -133,6 +133,8 @@ absl::StatusOr<core::Pool> PoolFromProto(const v1::Pool& p) {
   for (const v1::Headroom& h : p.headroom())
     pool.headroom.push_back({h.gpu_model(), h.milli_gpus()});
   pool.max_burst_seconds = p.max_burst_seconds();
+  pool.proactive_reclaim = p.proactive_reclaim();
+  pool.cold_start_seconds = p.cold_start_seconds();
   if (!v1::QueueingPolicy_IsValid(p.queueing())) {
     return UnknownEnum("pool.queueing", p.queueing());
   }
@@ -442,6 +444,8 @@ void ToProto(const core::Pool& p, v1::Pool* out) {
     headroom->set_milli_gpus(h.milli);
   }
   out->set_max_burst_seconds(p.max_burst_seconds);
+  out->set_proactive_reclaim(p.proactive_reclaim);
+  out->set_cold_start_seconds(p.cold_start_seconds);
   out->set_queueing(static_cast<v1::QueueingPolicy>(p.queueing));
   out->set_starvation_limit_seconds(p.starvation_limit_seconds);
   out->set_claim_deadline_seconds(p.claim_deadline_seconds);

@@ -64,6 +64,45 @@ grpc::ServerUnaryReactor* InventoryService::ListPools(grpc::CallbackServerContex
   return reactor;
 }
 
+namespace {
+
+void FillForecast(const core::ForecastView& f, const app::NodeDirectory& nodes,
+                  v1::GetServingForecastResponse* out) {
+  out->set_pool(f.pool);
+  out->set_lead_seconds(f.lead_seconds);
+  out->set_capacity_milli(f.figures.capacity_milli);
+  out->set_free_milli(f.figures.free_milli);
+  out->set_own_milli(f.figures.own_milli);
+  out->set_asked_milli(f.figures.asked_milli);
+  out->set_lent_milli(f.figures.lent_milli);
+  out->set_leaving_milli(f.figures.leaving_milli);
+  out->set_peak_milli(f.peak.milli);
+  if (f.peak.milli > 0) *out->mutable_peak_at() = TimestampOf(f.peak.at);
+  out->set_reclaim_milli(f.reclaim_milli);
+  for (const core::ForecastView::Slot& s : f.slots) {
+    v1::ForecastSlot* slot = out->add_slots();
+    *slot->mutable_start() = TimestampOf(s.start);
+    slot->set_forecast_milli(s.forecast_milli);
+    slot->set_observed(s.observed);
+  }
+  for (const core::CapacityRequest& r : f.notices) ToProto(r, nodes, out->add_notices());
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* InventoryService::GetServingForecast(
+    grpc::CallbackServerContext* ctx, const v1::GetServingForecastRequest* req,
+    v1::GetServingForecastResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const app::NodeDirectory* nodes = &ctx_.app->nodes();
+  ctx_.app->inventory().GetServingForecast(
+      CallerOf(*ctx, ctx_.insecure), req->pool(), req->hours() == 0 ? 24 : req->hours(),
+      Answer<core::ForecastView>(
+          reactor, "GetServingForecast",
+          [nodes, resp](const core::ForecastView& f) { FillForecast(f, *nodes, resp); }));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* InventoryService::RegisterNode(grpc::CallbackServerContext* ctx,
                                                          const v1::RegisterNodeRequest* req,
                                                          v1::RegisterNodeResponse* resp) {

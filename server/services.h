@@ -42,6 +42,9 @@ class InventoryService final : public v1::InventoryService::CallbackService {
   grpc::ServerUnaryReactor* ListPools(grpc::CallbackServerContext* ctx,
                                       const v1::ListPoolsRequest* req,
                                       v1::ListPoolsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetServingForecast(grpc::CallbackServerContext* ctx,
+                                               const v1::GetServingForecastRequest* req,
+                                               v1::GetServingForecastResponse* resp) override;
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* ctx,
                                          const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeResponse* resp) override;

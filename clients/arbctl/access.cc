@@ -185,6 +185,9 @@ int Commands::CreatePool(const PoolOptions& o) {
     h->set_milli_gpus(milli);
   }
   pool->set_max_burst_seconds(o.max_burst_seconds);
+  if (o.reclaim_grace_seconds >= 0) pool->set_reclaim_grace_seconds(o.reclaim_grace_seconds);
+  pool->set_proactive_reclaim(o.proactive_reclaim);
+  pool->set_cold_start_seconds(o.cold_start_seconds);
   if (!o.queueing.empty()) {
     v1::QueueingPolicy q = v1::QUEUEING_POLICY_UNSPECIFIED;
     if (!v1::QueueingPolicy_Parse("QUEUEING_POLICY_" + absl::AsciiStrToUpper(o.queueing), &q) ||

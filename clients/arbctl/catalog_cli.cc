@@ -75,6 +75,19 @@ void AddPools(CLI::App& root, CliContext& ctx) {
       ->add_option("--max-burst", f->max_burst_seconds,
                    "longest burst above quota into the headroom, seconds (default 0: none)")
       ->check(CLI::Range(int64_t{0}, int64_t{86400}));
+  create
+      ->add_option("--reclaim-grace", f->reclaim_grace_seconds,
+                   "least seconds a victim of preemption or reclaim gets to vacate (default 30)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400}));
+  create->add_flag("--proactive-reclaim", f->proactive_reclaim,
+                   "serving pools: learn the demand of the classes the pool admits per quarter "
+                   "hour of the week and reclaim lent capacity ahead of a forecast rise "
+                   "(see arbctl pools forecast)");
+  create
+      ->add_option("--cold-start", f->cold_start_seconds,
+                   "seconds a serving replica needs from its GPU to serving; proactive reclaim "
+                   "looks ahead by the reclaim grace plus this (default 0)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400}));
   create->add_option("--description", f->description, "free-form description");
   create->add_option("--queueing", f->queueing,
                      "backfill (default), best_effort or strict: how the queue is admitted");
@@ -94,6 +107,17 @@ void AddPools(CLI::App& root, CliContext& ctx) {
                    "LEASE_EXPIRED (default 0: claims do not expire)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400}));
   create->callback([&ctx, f] { ctx.exit_code = ctx.Connect().CreatePool(*f); });
+  auto forecast = std::make_shared<std::pair<std::string, int32_t>>("", 24);
+  CLI::App* show =
+      pools->add_subcommand("forecast",
+                            "a proactive pool's serving forecast, capacity and reclaim notices\n"
+                            "  e.g. arbctl pools forecast serving --hours 6");
+  show->add_option("name", forecast->first, "pool name")->required();
+  show->add_option("--hours", forecast->second, "hours ahead, 1..168 (default 24)")
+      ->check(CLI::Range(1, 168));
+  show->callback([&ctx, forecast] {
+    ctx.exit_code = ctx.Connect().ServingForecast(forecast->first, forecast->second);
+  });
   pools->require_subcommand(1);
 }
 

@@ -226,6 +226,41 @@ int Commands::ListPools() {
   return 0;
 }
 
+int Commands::ServingForecast(const std::string& pool, int32_t hours) {
+  v1::GetServingForecastRequest req;
+  req.set_pool(pool);
+  req.set_hours(hours);
+  v1::GetServingForecastResponse resp;
+  if (!Call(inventory_, &v1::InventoryService::Stub::GetServingForecast, req, &resp)) return 1;
+  if (options_.json) return PrintJsonMessage(resp), 0;
+  auto utc = [](const google::protobuf::Timestamp& t) {
+    return absl::FormatTime("%Y-%m-%dT%H:%MZ", absl::FromUnixSeconds(t.seconds()),
+                            absl::UTCTimeZone());
+  };
+  std::cout << "pool " << resp.pool() << ": capacity " << Milli(resp.capacity_milli())
+            << " GPU, own classes hold " << Milli(resp.own_milli()) << " (+"
+            << Milli(resp.asked_milli()) << " asked), lent " << Milli(resp.lent_milli())
+            << ", leaving " << Milli(resp.leaving_milli()) << ", free " << Milli(resp.free_milli())
+            << "\n";
+  std::cout << "lead " << resp.lead_seconds() << " s: peak forecast " << Milli(resp.peak_milli())
+            << " GPU" << (resp.peak_milli() > 0 ? " from " + utc(resp.peak_at()) : "")
+            << "; reclaim now " << Milli(resp.reclaim_milli()) << " GPU\n";
+  Table t({"QUARTER_HOUR", "FORECAST_GPU", "OBSERVED"});
+  for (const v1::ForecastSlot& s : resp.slots()) {
+    t.AddRow({utc(s.start()), Milli(s.forecast_milli()), s.observed() ? "yes" : "no"});
+  }
+  PrintTable(t);
+  if (resp.notices_size() > 0) {
+    Table n({"NOTICE", "TEAM", "GPU", "VACATE_BY", "REASON"});
+    for (const v1::CapacityRequest& r : resp.notices()) {
+      n.AddRow(
+          {absl::StrCat(r.id()), r.team(), ShapeText(r), utc(r.preempt_deadline()), r.reason()});
+    }
+    PrintTable(n);
+  }
+  return 0;
+}
+
 int Commands::ListInventory(const std::string& cluster, const std::string& pool) {
   v1::ListNodesRequest req;
   req.set_cluster(cluster);

@@ -80,6 +80,9 @@ struct PoolOptions {
   // "MODEL=MILLI", e.g. "H100-80GB=2000".
   std::vector<std::string> headroom;
   int64_t max_burst_seconds = 0;
+  int64_t reclaim_grace_seconds = -1;
+  bool proactive_reclaim = false;
+  int64_t cold_start_seconds = 0;
   int64_t claim_deadline_seconds = 0;
   int64_t lease_seconds = 0;
 };
@@ -120,6 +123,9 @@ class Commands {
   int ListModels();
   int ListClusters();
   int ListPools();
+  // `pool`'s serving forecast for `hours` ahead: its figures now, the
+  // quarter hours ahead, and the allocations told to vacate ahead of it.
+  int ServingForecast(const std::string& pool, int32_t hours);
   int ListInventory(const std::string& cluster, const std::string& pool);
   struct NodeOptions {
     std::string cluster;

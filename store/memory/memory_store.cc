@@ -202,6 +202,8 @@ struct MemoryStore::Tables {
   std::map<std::tuple<std::string, std::string, absl::Time>, core::Price> prices;
   std::map<std::string, core::Budget> budgets;
   std::map<std::pair<core::PowerScope, std::string>, core::PowerBudget> power_budgets;
+  // Serving demand profiles, by pool and quarter hour of the week.
+  std::map<std::pair<std::string, int32_t>, core::DemandSlot> demand;
   std::map<std::pair<std::string, std::string>, core::Delegation> delegations;
   std::map<std::pair<std::string, std::string>, core::Slo> slos;
   std::map<int64_t, core::Incident> incidents;
@@ -291,6 +293,8 @@ struct Applier {
     row.spot_grace_seconds = p.spot_grace_seconds;
     row.headroom = p.headroom;
     row.max_burst_seconds = p.max_burst_seconds;
+    row.proactive_reclaim = p.proactive_reclaim;
+    row.cold_start_seconds = p.cold_start_seconds;
     t.pools[p.name] = std::move(row);
     return absl::OkStatus();
   }
@@ -699,6 +703,7 @@ absl::Status LoadGovernanceAndRequests(const Tables& t, const LoadScope& scope,
   for (const auto& [key, d] : t.delegations) state.LoadDelegation(d);
   for (const auto& [team, b] : t.budgets) ARBITER_RETURN_IF_ERROR(state.LoadBudget(b));
   for (const auto& [key, b] : t.power_budgets) state.LoadPowerBudget(b);
+  for (const auto& [key, slot] : t.demand) state.LoadDemandSlot(key.first, slot);
   for (const auto& [key, s] : t.slos) ARBITER_RETURN_IF_ERROR(state.LoadSlo(s));
   for (const auto& [key, id] : t.incident_keys) {
     state.LoadIncident(std::get<0>(key), std::get<1>(key), std::get<2>(key), id);
@@ -831,6 +836,17 @@ absl::Status MemoryStore::Commit(const core::ChangeSet& changes, const CommitCon
     --fail_commits_;
     return fail_status_.ok() ? absl::UnavailableError("commit: failure injected") : fail_status_;
   }
+  if (changes.changes.empty()) {  // Demand profiles alone: nothing to ledger.
+    if (fencing_epoch_ != 0 && current_epoch_ != fencing_epoch_) {
+      return absl::FailedPreconditionError(absl::StrCat("commit: fenced: this writer holds epoch ",
+                                                        fencing_epoch_, ", the current epoch is ",
+                                                        current_epoch_));
+    }
+    for (const core::DemandSlotWrite& w : changes.demand) {
+      tables_->demand[{w.pool, w.slot.slot}] = w.slot;
+    }
+    return absl::OkStatus();
+  }
   const std::vector<ledger::Entry> entries =
       ledger::ChainEntries(tables_->head_seq(), tables_->head_hash(), changes, context);
   const int64_t last_checkpoint =
@@ -853,6 +869,8 @@ absl::Status MemoryStore::Commit(const core::ChangeSet& changes, const CommitCon
                                                       fencing_epoch_, ", the current epoch is ",
                                                       current_epoch_));
   }
+  for (const core::DemandSlotWrite& w : changes.demand)
+    next->demand[{w.pool, w.slot.slot}] = w.slot;
   next->ledger.insert(next->ledger.end(), entries.begin(), entries.end());
   if (checkpoint.has_value()) {
     next->checkpoints.push_back(

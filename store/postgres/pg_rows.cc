@@ -382,6 +382,8 @@ absl::StatusOr<core::Pool> PoolFromRow(const pqxx::row& row) {
     p.headroom.push_back(std::move(h));
   }
   p.max_burst_seconds = row[12].as<int64_t>();
+  p.proactive_reclaim = row[13].as<bool>();
+  p.cold_start_seconds = row[14].as<int64_t>();
   return p;
 }
 

@@ -47,7 +47,8 @@ struct ChangeWriter {
                      std::string(core::QueueingPolicyName(p.queueing)), p.starvation_limit_seconds,
                      p.claim_deadline_seconds, p.lease_seconds,
                      rows::ClassRulesLiteral(p.class_rules), p.spot_grace_seconds.value_or(-1),
-                     rows::HeadroomLiteral(p.headroom), p.max_burst_seconds);
+                     rows::HeadroomLiteral(p.headroom), p.max_burst_seconds, p.proactive_reclaim,
+                     p.cold_start_seconds);
   }
   void operator()(const core::Node& n) const {
     tx.exec_prepared(sql::kInsertNode, n.id, n.cluster, n.name, n.pool, n.topology_domain,
@@ -341,6 +342,14 @@ absl::Status LoadGovernanceAndRequests(pqxx::transaction_base& tx, const store::
   for (const core::Delegation& d : DelegationsFrom(tx)) state.LoadDelegation(d);
   for (core::Budget& b : BudgetsFrom(tx)) ARBITER_RETURN_IF_ERROR(state.LoadBudget(std::move(b)));
   for (core::PowerBudget& b : PowerBudgetsFrom(tx)) state.LoadPowerBudget(std::move(b));
+  for (const pqxx::row& row : tx.exec_prepared(sql::kSelectDemandSlots)) {
+    core::DemandSlot slot;
+    slot.slot = row[1].as<int32_t>();
+    slot.learnt_milli = row[2].as<int64_t>();
+    slot.peak_milli = row[3].as<int64_t>();
+    slot.week = row[4].as<int64_t>();
+    state.LoadDemandSlot(row[0].as<std::string>(), slot);
+  }
   for (const pqxx::row& row : tx.exec_prepared(sql::kSelectSlos, std::string())) {
     core::Slo slo;
     slo.team = row[0].as<std::string>();
@@ -486,8 +495,34 @@ absl::Status PgStore::EnsureMonthPartition(pqxx::connection& conn, absl::Time at
   return absl::OkStatus();
 }
 
+namespace {
+
+void WriteDemand(pqxx::transaction_base& tx, const std::vector<core::DemandSlotWrite>& demand) {
+  for (const core::DemandSlotWrite& w : demand) {
+    tx.exec_prepared(sql::kUpsertDemandSlot, w.pool, w.slot.slot, w.slot.learnt_milli,
+                     w.slot.peak_milli, w.slot.week);
+  }
+}
+
+}  // namespace
+
+absl::Status PgStore::CommitDemand(const std::vector<core::DemandSlotWrite>& demand) {
+  ARBITER_ASSIGN_OR_RETURN(auto lease, writer_.Acquire());
+  bool broken = false;
+  const absl::Status status = Guarded("commit demand", &broken, [&]() -> absl::Status {
+    pqxx::work tx(*lease);
+    tx.exec_prepared(sql::kFence, fencing_epoch_);
+    WriteDemand(tx, demand);
+    tx.commit();
+    return absl::OkStatus();
+  });
+  if (broken) lease.Discard();
+  return status;
+}
+
 absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext& context) {
   if (changes.empty()) return absl::OkStatus();
+  if (changes.changes.empty()) return CommitDemand(changes.demand);
   ARBITER_ASSIGN_OR_RETURN(auto lease, writer_.Acquire());
   // The entries and the checkpoint are built before the transaction; the
   // chain advances in memory only once it commits.
@@ -507,13 +542,16 @@ absl::Status PgStore::Commit(const core::ChangeSet& changes, const CommitContext
   // A batch of request writes alone is one statement, committed on its own
   // (PostgreSQL answers it after the commit is flushed); rarer changes add
   // statements of their own, in one explicit transaction.
-  const bool one_statement = std::all_of(
-      changes.changes.begin(), changes.changes.end(),
-      [](const core::Change& c) { return std::holds_alternative<core::RequestWrite>(c); });
+  const bool one_statement =
+      changes.demand.empty() &&
+      std::all_of(changes.changes.begin(), changes.changes.end(), [](const core::Change& c) {
+        return std::holds_alternative<core::RequestWrite>(c);
+      });
   auto write = [&](pqxx::transaction_base& tx) -> absl::Status {
     BatchWriter batch;
     ChangeWriter writer{tx, batch, context.at};
     for (const core::Change& change : changes.changes) std::visit(writer, change);
+    WriteDemand(tx, changes.demand);
     for (const ledger::Entry& e : entries) batch.Add(e);
     if (checkpoint.has_value()) {
       batch.AddCheckpoint(checkpoint->seq, checkpoint->hash, checkpoint->signature, checkpoint->at);

@@ -118,6 +118,10 @@ class PgStore final : public Store {
  private:
   explicit PgStore(const PgStoreOptions& options);
 
+  // A commit of serving demand profiles alone: no decision, so no ledger
+  // entry; fenced like a decision.
+  absl::Status CommitDemand(const std::vector<core::DemandSlotWrite>& demand);
+
   // Makes sure the monthly partitions a commit at `at` of `changes` writes
   // to exist: the ledger's of `at`'s UTC month, and those of the months in
   // which its requests ended or were admitted (migrations 0030 and 0033).

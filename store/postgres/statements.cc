@@ -35,9 +35,9 @@ constexpr Statement kStatements[] = {
     {kInsertPool,
      "INSERT INTO pools (name, latency_class, description, lends_to, reclaim_grace_seconds, "
      "queueing, starvation_limit_seconds, claim_deadline_seconds, lease_seconds, class_rules, "
-     "spot_grace_seconds, headroom, max_burst_seconds) "
+     "spot_grace_seconds, headroom, max_burst_seconds, proactive_reclaim, cold_start_seconds) "
      "VALUES ($1, $2, $3, $4::text[], $5, $6, $7, $8, $9, $10::text[], NULLIF($11, -1), "
-     "$12::text[], $13)"},
+     "$12::text[], $13, $14, $15)"},
     {kInsertNode,
      "INSERT INTO nodes (id, cluster, name, pool, topology_domain, cpu_milli, memory_mib) "
      "VALUES ($1, $2, $3, $4, $5, $6, $7)"},
@@ -68,7 +68,8 @@ constexpr Statement kStatements[] = {
     {kSelectPools,
      "SELECT name, latency_class, description, lends_to, reclaim_grace_seconds, queueing, "
      "starvation_limit_seconds, claim_deadline_seconds, lease_seconds, class_rules, "
-     "COALESCE(spot_grace_seconds, -1), headroom, max_burst_seconds FROM pools ORDER BY name"},
+     "COALESCE(spot_grace_seconds, -1), headroom, max_burst_seconds, proactive_reclaim, "
+     "cold_start_seconds FROM pools ORDER BY name"},
     // $1 cluster, $2 pool ('' = any).
     {kSelectNodes,
      "SELECT id, cluster, name, pool, topology_domain, cpu_milli, memory_mib, cordoned, "
@@ -202,6 +203,16 @@ constexpr Statement kStatements[] = {
      "reclaim = EXCLUDED.reclaim, updated_at = now()"},
     {kSelectPowerBudgets,
      "SELECT scope, name, watts, reclaim FROM power_budgets ORDER BY scope, name"},
+    {kUpsertDemandSlot,
+     "INSERT INTO serving_demand (pool, slot, learnt_milli, peak_milli, week) "
+     "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (pool, slot) DO UPDATE SET "
+     "learnt_milli = EXCLUDED.learnt_milli, peak_milli = EXCLUDED.peak_milli, "
+     "week = EXCLUDED.week"},
+    {kSelectDemandSlots,
+     "SELECT pool, slot, learnt_milli, peak_milli, week FROM serving_demand ORDER BY pool, slot"},
+    // The fence of a commit that writes no decision (arbiter_fence,
+    // migration 0021); 0: unfenced.
+    {kFence, "SELECT CASE WHEN $1::bigint = 0 THEN 0 ELSE arbiter_fence($1) END"},
     {kUpsertBudget,
      "INSERT INTO budgets (team, soft_limit_micros, hard_limit_micros, over) VALUES ($1, $2, $3, "
      "$4)"

@@ -92,9 +92,11 @@ const Base kBases[] = {
                spot_grace_seconds: 10
                headroom { gpu_model: "H100-80GB" milli_gpus: 1000 } max_burst_seconds: 600
                queueing: QUEUEING_POLICY_BACKFILL starvation_limit_seconds: 3600
-               claim_deadline_seconds: 60 lease_seconds: 60 })",
+               claim_deadline_seconds: 60 lease_seconds: 60
+               proactive_reclaim: true cold_start_seconds: 120 })",
      {"pool.name"}},
     {"InventoryService.ListPools", ""},
+    {"InventoryService.GetServingForecast", R"(pool: "adv-pool" hours: 6)"},
     {"InventoryService.RegisterNode", kAdvNode, {"node.name", "node.gpus[0].uuid"}},
     {"InventoryService.ListNodes", R"(cluster: "east" pool: "serving")"},
     {"InventoryService.UpdateNode", kAdvNode},
@@ -242,6 +244,9 @@ const Valid kValid[] = {
     {"", "starvation_limit_seconds", Mutation::kZero, "0: none"},
     {"", "claim_deadline_seconds", Mutation::kZero, "0: no claim required"},
     {"", "lease_seconds", Mutation::kZero, "0: no lease"},
+    {"", "proactive_reclaim", Mutation::kFlipped, "off: the pool reclaims only when asked"},
+    {"", "cold_start_seconds", Mutation::kZero, "0: replicas serve at once"},
+    {"InventoryService.GetServingForecast", "hours", Mutation::kZero, "0: 24 hours"},
     {"InventoryService.DrainNode", "grace_seconds", Mutation::kZero, "0: the pool's reclaim grace"},
     {"InventoryService.MarkNodeFailed", "failed_at", Mutation::kTimePast,
      "a failure is reported after it happened; only the future is refused"},

@@ -85,7 +85,7 @@ const std::set<std::string> kReads = {
     "TelemetryService.ListIdleAllocations", "TelemetryService.GetRightSizing",
     "ChargebackService.ListSlos",           "ChargebackService.ListIncidents",
     "ChargebackService.GetChargeback",      "TelemetryService.ListIdlePolicies",
-    "GovernanceService.ListPowerBudgets"};
+    "GovernanceService.ListPowerBudgets",   "InventoryService.GetServingForecast"};
 
 std::set<std::string> Plus(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -210,6 +210,11 @@ std::map<std::string, std::function<Code(Stubs&, int)>> Calls() {
   };
   calls["InventoryService.ListPools"] = [](Stubs& s, int) {
     return Unary(*s.inventory, &Inv::ListPools, v1::ListPoolsRequest());
+  };
+  calls["InventoryService.GetServingForecast"] = [](Stubs& s, int) {
+    v1::GetServingForecastRequest r;
+    r.set_pool("serving");  // Does not forecast: FAILED_PRECONDITION once allowed.
+    return Unary(*s.inventory, &Inv::GetServingForecast, r);
   };
   calls["InventoryService.ListNodes"] = [](Stubs& s, int) {
     return Unary(*s.inventory, &Inv::ListNodes, v1::ListNodesRequest());

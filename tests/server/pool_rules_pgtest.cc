@@ -656,3 +656,138 @@ TEST_F(PoolRulesTest, AReservationHoldsCpuAndMemoryBesideItsGpus) {
 
 }  // namespace
 }  // namespace arbiter::server
+
+namespace arbiter::server {
+namespace {
+
+// Proactive reclaim through the API (docs/pools.md, "Proactive reclaim"):
+// a serving pool learns its own demand at 08:00 on a Friday; a week later,
+// at 07:56 (a lead of 60 s grace + 240 s cold start before it), it tells the
+// borrowers that lose least to vacate, with reason PROACTIVE_RECLAIM,
+// ledgered; the forecast and its notices are listed; the profile outlives a
+// restart; and the bad inputs are refused naming the field, with nothing
+// written. The test clock starts on Friday 2027-01-15 08:00 UTC.
+TEST_F(PoolRulesTest, ProactiveReclaimActsAheadOfTheLearntRise) {
+  v1::Pool front;
+  front.set_name("front3");
+  front.set_latency_class(v1::LATENCY_CLASS_SERVING);
+  front.set_reclaim_grace_seconds(60);
+  front.set_proactive_reclaim(true);
+  front.set_cold_start_seconds(240);
+  front.add_lends_to(v1::WORKLOAD_CLASS_TRAINING);
+  SeedWith(front, 8000);
+
+  auto forecast = [this](const std::string& pool, int32_t hours,
+                         v1::GetServingForecastResponse* resp) {
+    v1::GetServingForecastRequest req;
+    req.set_pool(pool);
+    req.set_hours(hours);
+    grpc::ClientContext ctx;
+    return inventory_->GetServingForecast(&ctx, req, resp);
+  };
+  // Waits for the arbiter's next observation to show `milli` now.
+  auto observed_now = [&](int64_t milli) {
+    v1::GetServingForecastResponse resp;
+    for (int i = 0; i < 100; ++i) {
+      resp.Clear();
+      if (forecast("front3", 1, &resp).ok() && resp.slots(0).observed() &&
+          resp.slots(0).forecast_milli() == milli) {
+        return true;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    ADD_FAILURE() << resp.DebugString();
+    return false;
+  };
+
+  const v1::CapacityRequest serving =
+      Ask("serve-1", "front3", v1::WORKLOAD_CLASS_INFERENCE, 2, nullptr);
+  ASSERT_EQ(serving.state(), v1::REQUEST_STATE_ADMITTED);
+  clock_.Advance(absl::Seconds(61));  // The next observation is due.
+  ASSERT_TRUE(observed_now(2000));
+  v1::ReleaseAllocationRequest release;
+  release.set_id(serving.id());
+  grpc::ClientContext release_ctx;
+  v1::ReleaseAllocationResponse released;
+  ASSERT_TRUE(allocation_->ReleaseAllocation(&release_ctx, release, &released).ok());
+
+  clock_.Advance(absl::Hours(1));
+  auto no_checkpoints = [](v1::RequestCapacityRequest& r) { r.set_preemptible(true); };
+  auto checkpoints = [](v1::RequestCapacityRequest& r) {
+    r.set_preemptible(true);
+    r.set_checkpoint_interval_seconds(600);
+    r.set_checkpoint_seconds(30);
+  };
+  const v1::CapacityRequest a = Ask("a", "front3", v1::WORKLOAD_CLASS_TRAINING, 2, no_checkpoints);
+  const v1::CapacityRequest b = Ask("b", "front3", v1::WORKLOAD_CLASS_TRAINING, 1, checkpoints);
+  const v1::CapacityRequest c = Ask("c", "front3", v1::WORKLOAD_CLASS_TRAINING, 1, checkpoints);
+  ASSERT_EQ(a.state(), v1::REQUEST_STATE_ADMITTED);
+  ASSERT_EQ(b.state(), v1::REQUEST_STATE_ADMITTED);
+  ASSERT_EQ(c.state(), v1::REQUEST_STATE_ADMITTED);
+
+  ASSERT_NO_FATAL_FAILURE(Restart());  // What was learnt outlives it.
+
+  // A week on, four minutes before 08:00.
+  clock_.Advance(absl::Hours(7 * 24) - absl::Hours(1) - absl::Seconds(61) - absl::Minutes(4));
+  const absl::Time notice_from = clock_.TimeNow();
+  v1::CapacityRequest vb;
+  for (int i = 0; i < 100; ++i) {
+    vb = Get(b.id());
+    if (vb.state() == v1::REQUEST_STATE_PREEMPTING) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(vb.state(), v1::REQUEST_STATE_PREEMPTING);
+  EXPECT_EQ(vb.reason_code(), "PROACTIVE_RECLAIM");
+  EXPECT_EQ(vb.preempt_deadline().seconds(), absl::ToUnixSeconds(notice_from) + 60);
+  EXPECT_TRUE(absl::StrContains(vb.reason(),
+                                "forecasts 2000 milli-GPU of serving demand from "
+                                "2027-01-22T08:00:00Z"))
+      << vb.reason();
+  EXPECT_EQ(Get(c.id()).state(), v1::REQUEST_STATE_PREEMPTING);
+  EXPECT_EQ(Get(a.id()).state(), v1::REQUEST_STATE_ADMITTED);  // Loses most: kept.
+
+  v1::GetServingForecastResponse shown;
+  ASSERT_TRUE(forecast("front3", 2, &shown).ok());
+  EXPECT_EQ(shown.lead_seconds(), 300);
+  EXPECT_EQ(shown.capacity_milli(), 4000);
+  EXPECT_EQ(shown.peak_milli(), 2000);
+  EXPECT_EQ(shown.peak_at().seconds(), kClockStart + 7 * 24 * 3600);
+  EXPECT_EQ(shown.leaving_milli(), 2000);
+  EXPECT_EQ(shown.slots_size(), 8);
+  ASSERT_EQ(shown.notices_size(), 2);
+  EXPECT_EQ(shown.notices(0).reason_code(), "PROACTIVE_RECLAIM");
+  auto ledgered = db_->QueryValue(
+      "SELECT count(*) FROM ledger WHERE action = 'request.preempting' "
+      "AND payload LIKE '%PROACTIVE_RECLAIM%'");
+  ASSERT_THAT(ledgered, IsOk());
+  EXPECT_EQ(*ledgered, "2");
+  auto stored = db_->QueryValue("SELECT count(*) FROM serving_demand WHERE pool = 'front3'");
+  ASSERT_THAT(stored, IsOk());
+  EXPECT_NE(*stored, "0");
+
+  const std::string rows = RowCounts();
+  const std::string ledger = Ledger();
+  v1::Pool batch = BatchPool("never2");
+  batch.set_proactive_reclaim(true);
+  grpc::Status s = CreatePool(batch);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StartsWith(s.error_message(), "pool.proactive_reclaim: ")) << s.error_message();
+  v1::Pool cold = front;
+  cold.set_name("never3");
+  cold.set_cold_start_seconds(-5);
+  s = CreatePool(cold);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StartsWith(s.error_message(), "pool.cold_start_seconds: "))
+      << s.error_message();
+  v1::GetServingForecastResponse none;
+  s = forecast("front3", 500, &none);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StartsWith(s.error_message(), "hours: ")) << s.error_message();
+  EXPECT_EQ(forecast("nowhere", 1, &none).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(forecast("serving", 1, &none).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(RowCounts(), rows);
+  EXPECT_EQ(Ledger(), ledger);
+}
+
+}  // namespace
+}  // namespace arbiter::server

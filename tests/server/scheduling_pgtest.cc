@@ -278,17 +278,7 @@ TEST_F(ServerTest, CoexistenceRuleIsStoredListedAndApplied) {
   EXPECT_EQ(train_resp.request().placements(0).gpu_indices(0),
             inf_resp.request().placements(0).gpu_indices(0));
 
-  server_.reset();  // Restart on the same database.
-  ServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  options.insecure_loopback = true;
-  options.dsn = db_->dsn();
-  auto server = ArbiterServer::Start(options, &clock_);
-  ASSERT_THAT(server, IsOk());
-  server_ = std::move(*server);
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
-                                     grpc::InsecureChannelCredentials());
-  governance_ = v1::GovernanceService::NewStub(channel);
+  Restart();  // On the same database.
   grpc::ClientContext list_ctx;
   v1::ListCoexistenceRulesResponse list;
   ASSERT_TRUE(

@@ -29,6 +29,19 @@ class ServerTest : public ::testing::Test {
     auto db = ::arbiter::testing::TestDatabase::Create();
     ASSERT_THAT(db, ::arbiter::testing::IsOk());
     db_ = std::move(*db);
+    Start();
+  }
+
+  void TearDown() override { server_.reset(); }
+
+  // Stops the server and starts a fresh one on the same database, as after
+  // a restart or failover; the stubs talk to the new one.
+  void Restart() {
+    server_.reset();
+    Start();
+  }
+
+  void Start() {
     ServerOptions options;
     options.listen_address = "127.0.0.1:0";
     options.insecure_loopback = true;
@@ -45,8 +58,6 @@ class ServerTest : public ::testing::Test {
     allocation_ = v1::AllocationService::NewStub(channel);
     ledger_ = v1::LedgerService::NewStub(channel);
   }
-
-  void TearDown() override { server_.reset(); }
 
   void SeedOrganisation() {
     ASSERT_THAT(testing::SeedOrganisation(*inventory_, *governance_, testing::SeedSpec()),

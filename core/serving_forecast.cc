@@ -1,0 +1,77 @@
+#include "core/serving_forecast.h"
+
+#include <algorithm>
+
+namespace arbiter::core {
+namespace {
+
+constexpr int64_t kQuarterHourSeconds = 15 * 60;
+constexpr int64_t kWeekSeconds = 7 * 24 * 3600;
+// 1970-01-01 was a Thursday; the Monday before it is 1969-12-29.
+constexpr int64_t kMondayBeforeEpoch = -3 * 24 * 3600;
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+int64_t SecondsSinceMonday(absl::Time t) { return absl::ToUnixSeconds(t) - kMondayBeforeEpoch; }
+
+}  // namespace
+
+int QuarterHourOfWeek(absl::Time t) {
+  const int64_t s = SecondsSinceMonday(t);
+  return static_cast<int>(
+      FloorDiv(s - FloorDiv(s, kWeekSeconds) * kWeekSeconds, kQuarterHourSeconds));
+}
+
+int64_t WeekOf(absl::Time t) { return FloorDiv(SecondsSinceMonday(t), kWeekSeconds); }
+
+absl::Time QuarterHourStart(absl::Time t) {
+  const int64_t s = SecondsSinceMonday(t);
+  return absl::FromUnixSeconds(FloorDiv(s, kQuarterHourSeconds) * kQuarterHourSeconds +
+                               kMondayBeforeEpoch);
+}
+
+std::array<DemandSlot, kQuarterHoursPerWeek> ServingForecast::MakeSlots() {
+  std::array<DemandSlot, kQuarterHoursPerWeek> slots;
+  for (int q = 0; q < kQuarterHoursPerWeek; ++q) slots[q].slot = q;
+  return slots;
+}
+
+const DemandSlot& ServingForecast::Observe(absl::Time at, int64_t milli) {
+  DemandSlot& s = slots_[QuarterHourOfWeek(at)];
+  const int64_t week = WeekOf(at);
+  if (s.week != week) {
+    if (s.week >= 0) {
+      s.learnt_milli = s.peak_milli >= s.learnt_milli
+                           ? s.peak_milli
+                           : s.learnt_milli - (s.learnt_milli - s.peak_milli) / 2;
+    }
+    s.week = week;
+    s.peak_milli = 0;
+  }
+  s.peak_milli = std::max(s.peak_milli, milli);
+  observed_ = true;
+  return s;
+}
+
+int64_t ServingForecast::At(absl::Time t, absl::Time now) const {
+  const DemandSlot& s = slots_[QuarterHourOfWeek(t)];
+  // A finished occurrence not yet folded counts as if it were.
+  int64_t learnt = s.learnt_milli;
+  const bool current = QuarterHourStart(t) == QuarterHourStart(now) && s.week == WeekOf(now);
+  if (s.week >= 0 && !current) {
+    learnt = s.peak_milli >= learnt ? s.peak_milli : learnt - (learnt - s.peak_milli) / 2;
+  }
+  if (current) return std::max(learnt, s.peak_milli);
+  return learnt;
+}
+
+ServingForecast::Peak ServingForecast::PeakWithin(absl::Time from, absl::Time to) const {
+  Peak peak;
+  for (absl::Time t = QuarterHourStart(from); t <= to; t += absl::Seconds(kQuarterHourSeconds)) {
+    const int64_t milli = At(t, from);
+    if (milli > peak.milli) peak = {milli, std::max(t, from)};
+  }
+  return peak;
+}
+
+}  // namespace arbiter::core
