@@ -961,23 +961,13 @@ absl::StatusOr<std::optional<int64_t>> SeenIdempotencyKey(const State& state,
   return SeenKey(state, spec, FingerprintRequestSpec(spec));
 }
 
-absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
-                                               absl::Time now, ChangeSet& changes,
-                                               absl::Time ended_keys_checked_at) {
-  ARBITER_RETURN_IF_ERROR(ValidateRequestSpec(spec));
-  const uint64_t body_hash = FingerprintRequestSpec(spec);
-  state.ForgetExpiredKeys(now);
-  ARBITER_ASSIGN_OR_RETURN(std::optional<int64_t> seen, SeenKey(state, spec, body_hash));
-  if (seen.has_value()) {
-    RequestOutcome replay;
-    replay.request.id = *seen;
-    replay.replayed = true;
-    return replay;
-  }
-  if (!state.RemembersWholeWindow() && now - ended_keys_checked_at > state.key_lookup_max_age()) {
-    return absl::UnavailableError(
-        "idempotency_key: the lookup of the window's ended requests is out of date; retry");
-  }
+namespace {
+
+// Creates and decides the request of `spec`, whose key is new, recording it
+// (and any victims) in `changes`.
+absl::StatusOr<RequestOutcome> CreateRequest(State& state, const CapacityRequestSpec& spec,
+                                             uint64_t body_hash, absl::Time now,
+                                             ChangeSet& changes) {
   ARBITER_RETURN_IF_ERROR(ValidateWindow(spec, now));
   CapacityRequest request;
   request.spec = spec;
@@ -1036,6 +1026,68 @@ absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityReque
     if (const CapacityRequest* live = state.FindLiveRequest(request.id)) request = *live;
   }
   return RequestOutcome{std::move(request), /*replayed=*/false};
+}
+
+// The first occurrence of recurring `spec` that has not ended at `now`,
+// from `now` when it is under way. INVALID_ARGUMENT naming `recurrence`
+// when none is left.
+absl::StatusOr<CapacityRequestSpec> FirstOccurrence(const CapacityRequestSpec& spec,
+                                                    absl::Time now) {
+  const std::optional<Interval> first = NextOccurrence(*spec.recurrence, now);
+  if (!first.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recurrence: '", FormatRecurringWindow(*spec.recurrence), "' has no occurrence after ",
+        absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone())));
+  }
+  CapacityRequestSpec occurrence = spec;
+  occurrence.start_at = std::max(first->start, now);
+  occurrence.duration = first->end - occurrence.start_at;
+  return occurrence;
+}
+
+}  // namespace
+
+absl::StatusOr<RequestOutcome> RequestCapacity(State& state, const CapacityRequestSpec& spec,
+                                               absl::Time now, ChangeSet& changes,
+                                               absl::Time ended_keys_checked_at) {
+  ARBITER_RETURN_IF_ERROR(ValidateRequestSpec(spec));
+  const uint64_t body_hash = FingerprintRequestSpec(spec);
+  state.ForgetExpiredKeys(now);
+  ARBITER_ASSIGN_OR_RETURN(std::optional<int64_t> seen, SeenKey(state, spec, body_hash));
+  if (seen.has_value()) {
+    RequestOutcome replay;
+    replay.request.id = *seen;
+    replay.replayed = true;
+    return replay;
+  }
+  if (!state.RemembersWholeWindow() && now - ended_keys_checked_at > state.key_lookup_max_age()) {
+    return absl::UnavailableError(
+        "idempotency_key: the lookup of the window's ended requests is out of date; retry");
+  }
+  if (!spec.recurrence.has_value()) return CreateRequest(state, spec, body_hash, now, changes);
+  ARBITER_ASSIGN_OR_RETURN(const CapacityRequestSpec first, FirstOccurrence(spec, now));
+  ARBITER_ASSIGN_OR_RETURN(RequestOutcome outcome,
+                           CreateRequest(state, first, body_hash, now, changes));
+  // One under way is decided now: the next is booked at once.
+  if (first.start_at <= now) BookNextOccurrence(state, outcome.request, now, changes);
+  return outcome;
+}
+
+void BookNextOccurrence(State& state, const CapacityRequest& started, absl::Time now,
+                        ChangeSet& changes) {
+  const CapacityRequestSpec& spec = started.spec;
+  const std::optional<Interval> next =
+      NextOccurrence(*spec.recurrence, spec.start_at + spec.duration);
+  if (!next.has_value()) return;  // Past the window's `until`: the series ends.
+  CapacityRequestSpec occurrence = spec;
+  absl::string_view series = spec.idempotency_key;
+  absl::ConsumeSuffix(&series, absl::StrCat("@", absl::ToUnixSeconds(spec.start_at)));
+  occurrence.idempotency_key = absl::StrCat(series, "@", absl::ToUnixSeconds(next->start));
+  occurrence.start_at = next->start;
+  occurrence.duration = next->end - next->start;
+  if (state.FindIdempotencyKey(occurrence.idempotency_key) != nullptr) return;  // Booked already.
+  // Cannot fail: the spec was valid, and the occurrence starts after now.
+  (void)CreateRequest(state, occurrence, FingerprintRequestSpec(occurrence), now, changes);
 }
 
 namespace {
@@ -1247,6 +1299,7 @@ void Tick(State& state, absl::Time now, ChangeSet& changes) {
       changes.changes.emplace_back(RequestWrite{request, /*is_new=*/false});
       for (Change& c : victims.changes) changes.changes.push_back(std::move(c));
       pools.insert(request.spec.pool);
+      if (request.spec.recurrence.has_value()) BookNextOccurrence(state, request, now, changes);
       continue;
     }
     pools.insert(request.spec.pool);

@@ -33,6 +33,13 @@ void SettleCost(State& state, CapacityRequest& request, absl::Time end);
 // Re-decides the queued requests of `pool` at `now`, recording what changes.
 void AdmitQueued(State& state, const std::string& pool, absl::Time now, ChangeSet& changes);
 
+// Books the occurrence of `started`'s recurrence after `started`'s own (a
+// reservation, key "<series key>@<start, Unix seconds>"), unless the window
+// has no more or it is booked already. Called when an occurrence starts.
+// REQUIRES: started.spec.recurrence is set.
+void BookNextOccurrence(State& state, const CapacityRequest& started, absl::Time now,
+                        ChangeSet& changes);
+
 // The seconds `victim` in `pool` gets to vacate: the spot grace for spot
 // work, else the reclaim grace or its checkpoint time, whichever is longer.
 int64_t GraceOf(const Pool& pool, const CapacityRequest& victim);

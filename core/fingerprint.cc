@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "core/recurrence.h"
+
 namespace arbiter::core {
 namespace {
 
@@ -73,6 +75,9 @@ uint64_t FingerprintRequestSpec(const CapacityRequestSpec& spec) {
   }
   if (spec.spot) AppendField(enc, "spot");
   if (spec.burst_seconds != 0) AppendField(enc, absl::StrCat("burst=", spec.burst_seconds));
+  if (spec.recurrence.has_value()) {
+    AppendField(enc, absl::StrCat("every=", FormatRecurringWindow(*spec.recurrence)));
+  }
   return Fnv1a64(enc);
 }
 

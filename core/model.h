@@ -517,6 +517,12 @@ struct CapacityRequestSpec {
   // this many seconds (docs/pools.md), charged at the burst price; 0: no
   // burst. Only for a class the pool admits, never with `spot`.
   int64_t burst_seconds = 0;
+  // A recurring reservation (docs/quotas-and-preemption.md, "Recurring reservations"):
+  // one reservation per occurrence of the window, each for the whole
+  // occurrence. As asked, start_at and duration are unset; the arbiter sets
+  // them to the first occurrence that has not ended (from now when it is
+  // under way), and books the next occurrence when one starts.
+  std::optional<RecurringWindow> recurrence;
   // Advance reservation: when the work starts (InfinitePast: now).
   absl::Time start_at = absl::InfinitePast();
   // Declared run time; ZeroDuration: open-ended (until released). Work with

@@ -350,6 +350,34 @@ absl::Status ValidateBurst(const CapacityRequestSpec& spec) {
   return absl::OkStatus();
 }
 
+// A recurring reservation's terms: its occurrences set its start and
+// duration, it never bursts, and its key leaves room for the occurrences'
+// keys ("<key>@<start, Unix seconds>").
+absl::Status ValidateRecurrence(const CapacityRequestSpec& spec) {
+  if (!spec.recurrence.has_value()) return absl::OkStatus();
+  ARBITER_RETURN_IF_ERROR(ValidateRecurringWindow(*spec.recurrence, "recurrence"));
+  if (spec.start_at != absl::InfinitePast()) {
+    return Invalid("start_time",
+                   "a recurring reservation starts at each occurrence of its "
+                   "recurrence; leave start_time unset");
+  }
+  if (spec.duration != absl::ZeroDuration()) {
+    return Invalid("duration_seconds",
+                   "each occurrence of a recurring reservation lasts as long "
+                   "as its window; leave duration_seconds unset");
+  }
+  if (spec.burst_seconds != 0) {
+    return Invalid("burst_seconds", "a reservation cannot burst; ask when the work starts");
+  }
+  if (spec.idempotency_key.size() > kMaxIdempotencyKeyLength - kOccurrenceKeySuffix) {
+    return Invalid("idempotency_key",
+                   absl::StrCat("a recurring reservation's key must be at most ",
+                                kMaxIdempotencyKeyLength - kOccurrenceKeySuffix,
+                                " characters: each occurrence's key adds '@' and its start"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Priority, preemption and time terms of a request.
@@ -366,6 +394,7 @@ absl::Status ValidateScheduling(const CapacityRequestSpec& spec) {
     return Invalid("spot", "spot work is preempted first; it cannot be guaranteed");
   }
   ARBITER_RETURN_IF_ERROR(ValidateBurst(spec));
+  ARBITER_RETURN_IF_ERROR(ValidateRecurrence(spec));
   const int64_t duration_s = absl::ToInt64Seconds(spec.duration);
   if (spec.duration < absl::ZeroDuration() || duration_s > kMaxDurationSeconds ||
       spec.duration != absl::Seconds(duration_s)) {

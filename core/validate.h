@@ -17,6 +17,9 @@ namespace arbiter::core {
 inline constexpr size_t kMaxNameLength = 64;
 inline constexpr size_t kMaxNodeNameLength = 128;
 inline constexpr size_t kMaxIdempotencyKeyLength = 128;
+// What an occurrence of a recurring reservation adds to its series' key:
+// '@' and the occurrence's start in Unix seconds (up to 11 characters).
+inline constexpr size_t kOccurrenceKeySuffix = 12;
 inline constexpr size_t kMaxDescriptionLength = 256;
 inline constexpr int32_t kMaxGangMembers = 1024;
 inline constexpr int32_t kMaxWholeGpusPerMember = 64;

@@ -160,6 +160,9 @@ struct EntryOf {
                 {"placements", PlacementsField(r.placements)}};
     if (r.spec.guaranteed) f.emplace_back("guaranteed", "true");
     if (r.spec.spot) f.emplace_back("spot", "true");
+    if (r.spec.recurrence.has_value()) {
+      f.emplace_back("recurrence", core::FormatRecurringWindow(*r.spec.recurrence));
+    }
     if (r.burst_until != absl::InfinitePast()) {
       // A burst above quota into the pool's headroom, charged at the burst price.
       f.emplace_back("burst_until_us", absl::StrCat(absl::ToUnixMicros(r.burst_until)));

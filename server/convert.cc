@@ -81,6 +81,10 @@ absl::StatusOr<core::CapacityRequestSpec> SpecFromProto(const v1::RequestCapacit
   spec.guaranteed = req.guaranteed();
   spec.spot = req.spot();
   spec.burst_seconds = req.burst_seconds();
+  if (!req.recurrence().empty()) {
+    ARBITER_ASSIGN_OR_RETURN(spec.recurrence,
+                             core::ParseRecurringWindow(req.recurrence(), "recurrence"));
+  }
   if (req.has_start_time()) {
     const google::protobuf::Timestamp& t = req.start_time();
     if (t.nanos() < 0 || t.nanos() > 999'999'999) {
@@ -576,6 +580,9 @@ void ToProto(const core::CapacityRequest& r, const app::NodeDirectory& nodes,
   out->set_checkpoint_interval_seconds(r.spec.checkpoint_interval_seconds);
   out->set_spot(r.spec.spot);
   out->set_burst_seconds(r.spec.burst_seconds);
+  if (r.spec.recurrence.has_value()) {
+    out->set_recurrence(core::FormatRecurringWindow(*r.spec.recurrence));
+  }
   if (r.burst_until != absl::InfinitePast())
     *out->mutable_burst_until() = TimestampOf(r.burst_until);
   out->set_guaranteed(r.spec.guaranteed);

@@ -176,8 +176,9 @@ struct Scenario {
   // not take it. 0: none.
   int64_t serving_headroom_milli = 0;
   // Arbiter (proactive): the weight of each new observation in the learnt
-  // serving demand profile (an exponentially weighted mean per quarter hour
-  // of the week), permille.
+  // demand profiles (the services' asks and each team's demand in each
+  // pool: an exponentially weighted mean per quarter hour of the week),
+  // permille.
   int32_t forecast_weight_permille = 300;
   // A watt budget for the whole site (the cluster), by the core's TDP
   // accounting (core/power.h): under every policy admission keeps the

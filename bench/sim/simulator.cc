@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <queue>
+#include <set>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -226,9 +227,6 @@ void Simulator::Schedule() {
   services_.resize(s_.services.size());
   for (size_t i = 0; i < services_.size(); ++i) {
     services_[i].rng = Rng(s_.seed * 1'000'003 + 104'729 * (i + 1));
-    services_[i].by_week_slot.assign(kWeekSlots, -1);
-    services_[i].by_day_type_slot.assign(2 * kDaySlots, -1);
-    services_[i].by_day_slot.assign(kDaySlots, -1);
   }
   for (const ServiceSpec& v : s_.services) {
     ServiceResult& r = result_.services.emplace_back();
@@ -334,6 +332,10 @@ void Simulator::Handle(const Event& e) {
       break;
     case EventType::kStep:
       Step();
+      if (proactive()) {
+        if (now_ % kMinute == 0) ObservePools();
+        Reoffer();
+      }
       if (now_ + s_.autoscale_seconds < horizon_) {
         Push(now_ + s_.autoscale_seconds, EventType::kStep);
       }
@@ -346,12 +348,16 @@ void Simulator::Handle(const Event& e) {
 
 std::vector<std::string> Simulator::PoolsFor(const Job& job) const {
   const std::string home = HomePool(job.team);
-  std::vector<std::string> pools = {home};
+  // kArbiter: home too only where LendWithoutLoss allows (beyond its nominal
+  // the team borrows there as well); none allowed: the job waits parked.
+  const bool at_home = LendWithoutLoss(job, home);
+  std::vector<std::string> pools;
+  if (at_home) pools.push_back(home);
   std::vector<std::string> spot = SpotPools(job.team, job.spec);
   std::erase_if(spot, [&](const std::string& pool) { return !LendWithoutLoss(job, pool); });
   if (spot.empty()) return pools;
   pools.insert(pools.end(), spot.begin(), spot.end());
-  pools.push_back(home);
+  if (at_home) pools.push_back(home);
   return pools;
 }
 
@@ -389,12 +395,19 @@ void Simulator::Submit(int32_t id) {
     Abandon(id);  // An earlier gang of the same batch was not admitted.
     return;
   }
+  if (proactive() && job.spec.spot && !(fresh && Daily(job))) {
+    // Spot work starts only where it will not be evicted at once.
+    std::map<std::string, std::vector<int32_t>> free;
+    if (!PlaceSpot(id, free)) Park(id);
+    return;
+  }
   // A daily gang that nothing admits is dropped; other work waits in the
   // last pool it tried (its home), or where it reclaims.
   const bool all_it_can_get = fresh && Daily(job);
   const std::vector<std::string> pools = PoolsFor(job);
   for (size_t i = 0; i < pools.size(); ++i) {
-    const bool wait_here = i + 1 == pools.size() && !all_it_can_get;
+    const bool wait_here =
+        i + 1 == pools.size() && pools[i] == HomePool(job.team) && !all_it_can_get;
     const core::RequestState got = Request(id, pools[i]);
     if (got == core::RequestState::kAdmitted) return;
     if (got == core::RequestState::kQueued) {
@@ -411,7 +424,11 @@ void Simulator::Submit(int32_t id) {
       return;
     }
   }
-  Abandon(id);
+  if (all_it_can_get || !proactive()) {
+    Abandon(id);
+  } else {
+    Park(id);  // No pool where it would not be reclaimed: it waits with the arbiter.
+  }
 }
 
 bool Simulator::Daily(const Job& job) const {
@@ -482,6 +499,105 @@ void Simulator::Pump(int32_t stream) {
     const int32_t id = waiting.front();
     waiting.pop_front();
     Submit(id);
+  }
+}
+
+std::vector<int32_t> Simulator::FreeGpus(const std::string& pool) const {
+  std::vector<int32_t> free;
+  for (const core::Node& n : state_.nodes()) {
+    if (n.pool != pool) continue;
+    int32_t k = 0;
+    for (const core::Gpu& g : n.gpus) k += g.allocated_milli == 0 ? 1 : 0;
+    free.push_back(k);
+  }
+  return free;
+}
+
+bool Simulator::FitsFree(const Job& job, const std::string& pool,
+                         const std::vector<int32_t>& free) const {
+  if (!job.spec.shape.is_whole()) return false;  // Fractions stay where they wait.
+  const int64_t per_member = job.spec.shape.whole_gpus();
+  if (per_member <= 0) return false;
+  int64_t members = 0, gpus = 0;
+  for (int32_t k : free) {
+    members += k / per_member;
+    gpus += k;
+  }
+  const core::Pool* p = state_.FindPool(pool);
+  const int64_t headroom = p == nullptr ? 0 : core::HeadroomOf(*p, s_.cluster.gpu_model) / 1000;
+  return members >= job.spec.members && gpus - headroom >= job.spec.members * per_member;
+}
+
+bool Simulator::NonSpotWaiting(const std::string& pool) const {
+  for (int64_t rid : state_.requests().WaitingIn(pool)) {
+    const core::CapacityRequest* r = state_.FindLiveRequest(rid);
+    if (r != nullptr && !r->spec.spot) return true;
+  }
+  return false;
+}
+
+void Simulator::Park(int32_t id) {
+  Job& job = jobs_[id];
+  job.phase = Phase::kParked;
+  parked_.insert(id);
+  ++pending_[job.stream];
+}
+
+bool Simulator::PlaceSpot(int32_t id, std::map<std::string, std::vector<int32_t>>& free) {
+  // The site's watt budget: the draw as core/power.h counts it.
+  const core::PowerBudget* site = state_.power().FindBudget(core::PowerScope::kSite, kCluster);
+  if (site != nullptr && state_.power().DrawMilliwatts(core::PowerScope::kSite, kCluster) +
+                                 jobs_[id].spec.total_gpu_milli() * s_.cluster.gpu_tdp_watts >
+                             site->watts * 1000) {
+    jobs_[id].phase = Phase::kWaiting;
+    return false;
+  }
+  std::vector<std::string> pools = PoolsFor(jobs_[id]);
+  if (pools.size() > 1) pools.pop_back();  // Home, tried first, ends the list again.
+  for (const std::string& pool : pools) {
+    if (!free.contains(pool)) free[pool] = FreeGpus(pool);
+    if (!FitsFree(jobs_[id], pool, free[pool]) || NonSpotWaiting(pool)) continue;
+    const core::RequestState got = Request(id, pool);
+    if (got == core::RequestState::kAdmitted) {
+      free[pool] = FreeGpus(pool);
+      return true;
+    }
+    if (got == core::RequestState::kQueued) Cancel(id);
+  }
+  jobs_[id].phase = Phase::kWaiting;
+  return false;
+}
+
+void Simulator::Reoffer() {
+  std::map<std::string, std::vector<int32_t>> free;
+  // The jobs of a stream are alike: once one stays parked, nothing has
+  // changed for the others of the pass.
+  std::set<int32_t> stuck;
+  // Work that is not spot first: spot started before it would be evicted
+  // by it at once.
+  std::vector<int32_t> ids;
+  for (bool spot : {false, true}) {
+    for (int32_t id : parked_) {
+      if (jobs_[id].spec.spot == spot) ids.push_back(id);
+    }
+  }
+  for (int32_t id : ids) {
+    Job& job = jobs_[id];
+    if (stuck.contains(job.stream)) continue;
+    parked_.erase(id);
+    --pending_[job.stream];
+    job.phase = Phase::kWaiting;
+    if (job.spec.spot) {
+      if (!PlaceSpot(id, free)) Park(id);
+    } else {
+      Submit(id);
+      free.clear();
+    }
+    if (jobs_[id].phase == Phase::kParked) {
+      stuck.insert(job.stream);
+    } else {
+      Push(now_, EventType::kPump, job.stream);
+    }
   }
 }
 

@@ -31,10 +31,12 @@ enum class Policy {
   // scenario's grace, spot work, idle reclaim of interactive sessions,
   // guarantees as nominal quota instead of standing reservations, and
   // proactive reclaim: a demand profile of each service learnt from what it
-  // asked for (never the future load), replicas asked for ahead of the
-  // predicted rise by the grace plus their cold start, and work that loses
-  // its progress when preempted kept off serving capacity the profile says
-  // will be needed within its time limit.
+  // asked for (never the future load), with its largest burst, and of each
+  // team's demand in each pool; replicas asked for ahead of the predicted
+  // rise by the grace plus their cold start; work started only where the
+  // profiles say it will not be reclaimed before its time limit or next
+  // checkpoint (else it waits with the arbiter), and spot work only on free
+  // GPUs no waiting work takes (docs/economics.md).
   kArbiter = 2,
   // As kArbiter without the demand profile: replicas are asked for when the
   // load arrives, and lent capacity is reclaimed then.

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -35,7 +36,17 @@ constexpr int64_t kMicrojoulesPerWh = 3'600'000'000;
 // saturated, in base p99s.
 constexpr double kSaturatedP99 = 50.0;
 
-enum class Phase { kWaiting, kQueued, kHeld, kDone };
+// Quarter hours of a day and a week.
+constexpr int64_t kSlotSeconds = 900;
+constexpr int64_t kDaySlots = 86'400 / kSlotSeconds;
+constexpr int64_t kWeekSlots = 7 * kDaySlots;
+// A rise of a service's asks by this multiple within a reclaim's lead time
+// that falls back within kBurstSeconds is a burst (kArbiter).
+constexpr double kBurstMultiple = 1.25;
+constexpr int64_t kBurstSeconds = 900;
+
+// kParked: waiting with the arbiter (kArbiter), in no pool's queue.
+enum class Phase { kWaiting, kQueued, kParked, kHeld, kDone };
 
 struct Job {
   int32_t stream = -1;   // -1 for a serving replica and a standing reservation.
@@ -76,6 +87,24 @@ struct Event {
   bool operator>(const Event& o) const { return std::tie(at, seq) > std::tie(o.at, o.seq); }
 };
 
+// A quantity learnt per quarter hour of the week (kArbiter's demand
+// profiles): each quarter hour is observed as the median of its samples and
+// folded into an exponentially weighted mean per quarter hour of the week,
+// of weekdays or weekend days, and of any day (the fallbacks while a slot is
+// unseen); negative: unseen.
+struct LearntProfile {
+  LearntProfile();
+  // Adds a sample taken in absolute quarter hour `k` (from the Unix epoch);
+  // a new quarter hour folds the previous one's median into the means with
+  // weight `weight`.
+  void Observe(int64_t k, int64_t value, double weight);
+  // The mean for absolute quarter hour `k`; negative when unseen.
+  double At(int64_t k) const;
+  std::vector<double> by_week_slot, by_day_type_slot, by_day_slot;
+  int64_t slot = -1;  // The quarter hour being observed (absolute).
+  std::vector<int64_t> samples;
+};
+
 // A replica that serves, and how much slower than alone on its GPU.
 struct ReadyReplica {
   int32_t id = 0;
@@ -104,14 +133,22 @@ struct ServiceState {
   std::string breach_cause;      // The previous minute's, if it breached.
   std::vector<core::WaitingRequest> waits;
   absl::flat_hash_map<int64_t, size_t> wait_index;  // Request id -> waits index.
-  // The learnt demand profile (kArbiter): the replicas asked for, an
-  // exponentially weighted mean per quarter hour of the week, of weekdays
-  // or weekend days, and of any day (the fallbacks while a slot is unseen);
-  // negative: unseen. Each quarter hour is observed as the median of its
-  // steps' asks, so that a spike of a few minutes does not teach a rise.
-  std::vector<double> by_week_slot, by_day_type_slot, by_day_slot;
-  int64_t slot = -1;  // The quarter hour being observed (absolute).
-  std::vector<int64_t> slot_asks;
+  // The learnt demand profile (kArbiter): the replicas asked for, each
+  // quarter hour observed as the median of its steps' asks, so that a spike
+  // of a few minutes does not teach a rise.
+  LearntProfile profile;
+  // kArbiter: the largest burst seen, as a multiple of the asks before it:
+  // a rise by kBurstMultiple or more within a reclaim's lead time (the grace
+  // plus the cold start; `recent_asks` holds that window's asks) that falls
+  // back within kBurstSeconds. Learnt, like the profile, from what it asked
+  // for; a rise that stays is a change of level, not a burst.
+  double burst = 1.0;
+  std::deque<int64_t> recent_asks;
+  // The rise being watched: since when (kNever: none), from what ask, and
+  // its highest multiple so far.
+  int64_t rise_since = kNever;
+  int64_t rise_base = 0;
+  double rise_peak = 1.0;
 };
 
 // Whether `job` holds GPUs that are busy at `t`, and how busy (permille).
@@ -166,7 +203,9 @@ class Simulator {
   void Handle(const Event& e);
 
   // --- Submission: the pools a job tries, in order; it stays queued in the
-  // last one (or where it waits for victims it started to preempt).
+  // last one if that is its home (or where it waits for victims it started
+  // to preempt). Under kArbiter only the pools LendWithoutLoss allows, its
+  // home included: with none, the job is parked.
   std::vector<std::string> PoolsFor(const Job& job) const;
 
   // Arbiter: the other pools whose lent capacity `spec` may borrow, as
@@ -189,6 +228,25 @@ class Simulator {
 
   // Submits what waits with the submitter, up to the stream's limit.
   void Pump(int32_t stream);
+
+  // kArbiter: spot work starts only on free GPUs (`free`: FreeGpus by pool,
+  // kept up to date) of a pool that PoolsFor allows and where no other work
+  // waits (that work would evict it at once). Whether it started; if not it
+  // is in Phase::kWaiting.
+  bool PlaceSpot(int32_t id, std::map<std::string, std::vector<int32_t>>& free);
+  // kArbiter: work with no pool to start in now (spot work: no free room;
+  // other work: no pool where it would not be reclaimed) waits with the
+  // arbiter, counted as pending, in no pool's queue.
+  void Park(int32_t id);
+  // kArbiter, every step: the parked work, oldest first, is offered the
+  // pools again.
+  void Reoffer();
+  // Whether work other than spot waits in `pool`'s queue.
+  bool NonSpotWaiting(const std::string& pool) const;
+  // Whether `job` would fit on free whole GPUs of `pool` now, beyond the
+  // pool's headroom: `free` is each of the pool's nodes' free GPUs.
+  bool FitsFree(const Job& job, const std::string& pool, const std::vector<int32_t>& free) const;
+  std::vector<int32_t> FreeGpus(const std::string& pool) const;
 
   // --- What the core decided, for the jobs it concerns.
   void Apply(const core::ChangeSet& ch);
@@ -228,14 +286,38 @@ class Simulator {
   // --- The demand profile (kArbiter). Observes the replicas service `i`
   // asks for at this step (reactively: for the load now).
   void ObserveDemand(int32_t i, int64_t asked);
+  // Learns service `i`'s bursts from its ask at this step (ServiceState::burst).
+  void LearnBurst(int32_t i, int64_t asked);
   // The replicas the profile predicts service `i` asks for at `t`,
   // interpolated between quarter hours; negative when it has not seen the
   // time of day yet.
   double Forecast(int32_t i, int64_t t) const;
-  // Whether work that loses its progress when preempted may borrow `pool`
-  // (kArbiter): the profile's serving demand over its time limit leaves
-  // room for it beyond the headroom. Always true elsewhere.
+  // `profile` at `t` (seconds from the start), interpolated between
+  // quarter hours; negative while unseen.
+  double ProfileAt(const LearntProfile& profile, int64_t t) const;
+  // Whether `job` may start in `pool` without being reclaimed before its
+  // time limit (no checkpoints) or its next checkpoint (kArbiter). Serving:
+  // the services' profiles times their bursts, the headroom and (for spot
+  // work) the rise the other borrowers' profiles predict leave room for it
+  // over that horizon. Batch and dev pools: KeptFromOwners. Always true
+  // under the other policies.
   bool LendWithoutLoss(const Job& job, const std::string& pool) const;
+  // The batch and dev pools (kArbiter): work within its team's nominal is
+  // kept; beyond it, what the other teams demand in `pool` now, or their
+  // learnt demand within their nominal over `horizon` when more, must leave
+  // room for it. Spot work: always (PlaceSpot decides).
+  bool KeptFromOwners(const Job& job, const std::string& pool, int64_t horizon) const;
+  // Milli-GPU that each team's work, not spot and not inference, holds or
+  // waits for in `pool`.
+  std::map<std::string, int64_t> DemandByTeam(const std::string& pool) const;
+  // What the other teams demand in `pool` (for spot work: every team): `now`
+  // (DemandByTeam) when `t` < 0, else the larger of now and their profile at
+  // `t`, within their nominal when `job` is not spot.
+  int64_t OthersDemand(const Job& job, const std::string& pool, int64_t t,
+                       const std::map<std::string, int64_t>& now) const;
+  // Observes each team's DemandByTeam in each pool into pool_demand_; once
+  // a minute.
+  void ObservePools();
   void AddReplica(int32_t i);
 
   // Removes the replica that serves least: a queued one, else the newest.
@@ -300,6 +382,9 @@ class Simulator {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   absl::flat_hash_map<int64_t, int32_t> by_request_;
   std::map<int32_t, int32_t> pending_;
+  std::set<int32_t> parked_;  // Jobs in Phase::kParked.
+  // kArbiter: each (team, pool)'s demand, learnt.
+  std::map<std::pair<std::string, std::string>, LearntProfile> pool_demand_;
   std::map<int32_t, int64_t> daily_stopped_;  // Stream -> arrival of the batch that stopped.
   std::map<int32_t, std::deque<int32_t>> backlog_;
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> standing_windows_;
@@ -309,10 +394,5 @@ class Simulator {
   std::map<std::string, int64_t> team_microjoules_;
   int64_t unallocated_microjoules_ = 0;
 };
-
-// Quarter hours of a day and a week.
-constexpr int64_t kSlotSeconds = 900;
-constexpr int64_t kDaySlots = 86'400 / kSlotSeconds;
-constexpr int64_t kWeekSlots = 7 * kDaySlots;
 
 }  // namespace arbiter::daysim::internal

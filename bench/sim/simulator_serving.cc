@@ -119,6 +119,7 @@ int64_t Simulator::WantedReplicas(int32_t i) {
       v.min_replicas, static_cast<int64_t>(std::ceil(Load(i, now_) / per_replica)));
   if (!proactive()) return now;
   ObserveDemand(i, now);
+  LearnBurst(i, now);
   // Ahead of the predicted rise by the grace its victims get plus its cold
   // start: the replicas are ready when the load comes.
   const double ahead = Forecast(i, now_ + s_.arbiter_grace_seconds + v.cold_start_seconds);
@@ -140,66 +141,106 @@ int64_t AbsoluteSlot(absl::Time start, int64_t t) {
 
 }  // namespace
 
-void Simulator::ObserveDemand(int32_t i, int64_t asked) {
-  ServiceState& sv = services_[i];
-  const int64_t k = AbsoluteSlot(s_.start, now_);
-  if (k != sv.slot) {
-    if (sv.slot >= 0 && !sv.slot_asks.empty()) {
-      std::vector<int64_t>& asks = sv.slot_asks;
-      std::nth_element(asks.begin(), asks.begin() + asks.size() / 2, asks.end());
-      const double median = static_cast<double>(asks[asks.size() / 2]);
-      const double w = s_.forecast_weight_permille / 1000.0;
-      for (double* p :
-           {&sv.by_week_slot[sv.slot % kWeekSlots],
-            &sv.by_day_type_slot[(WeekendSlot(sv.slot) ? kDaySlots : 0) + sv.slot % kDaySlots],
-            &sv.by_day_slot[sv.slot % kDaySlots]}) {
-        *p = *p < 0 ? median : *p + w * (median - *p);
+LearntProfile::LearntProfile()
+    : by_week_slot(kWeekSlots, -1),
+      by_day_type_slot(2 * kDaySlots, -1),
+      by_day_slot(kDaySlots, -1) {}
+
+void LearntProfile::Observe(int64_t k, int64_t value, double weight) {
+  if (k != slot) {
+    if (slot >= 0 && !samples.empty()) {
+      std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+      const double median = static_cast<double>(samples[samples.size() / 2]);
+      for (double* p : {&by_week_slot[slot % kWeekSlots],
+                        &by_day_type_slot[(WeekendSlot(slot) ? kDaySlots : 0) + slot % kDaySlots],
+                        &by_day_slot[slot % kDaySlots]}) {
+        *p = *p < 0 ? median : *p + weight * (median - *p);
       }
     }
-    sv.slot = k;
-    sv.slot_asks.clear();
+    slot = k;
+    samples.clear();
   }
-  sv.slot_asks.push_back(asked);
+  samples.push_back(value);
 }
 
-double Simulator::Forecast(int32_t i, int64_t t) const {
-  const ServiceState& sv = services_[i];
-  auto at = [&](int64_t k) {
-    for (double v : {sv.by_week_slot[k % kWeekSlots],
-                     sv.by_day_type_slot[(WeekendSlot(k) ? kDaySlots : 0) + k % kDaySlots],
-                     sv.by_day_slot[k % kDaySlots]}) {
-      if (v >= 0) return v;
-    }
-    return -1.0;
-  };
+double LearntProfile::At(int64_t k) const {
+  for (double v : {by_week_slot[k % kWeekSlots],
+                   by_day_type_slot[(WeekendSlot(k) ? kDaySlots : 0) + k % kDaySlots],
+                   by_day_slot[k % kDaySlots]}) {
+    if (v >= 0) return v;
+  }
+  return -1.0;
+}
+
+double Simulator::ProfileAt(const LearntProfile& profile, int64_t t) const {
   // Between the centres of the quarter hours around `t`.
   const double x = static_cast<double>(absl::ToUnixSeconds(s_.start) + t) / kSlotSeconds - 0.5;
   const int64_t k = static_cast<int64_t>(std::floor(x));
-  const double a = at(k), b = at(k + 1), f = x - static_cast<double>(k);
+  const double a = profile.At(k), b = profile.At(k + 1), f = x - static_cast<double>(k);
   if (a < 0 || b < 0) return std::max(a, b);
   return a + f * (b - a);
+}
+
+void Simulator::ObserveDemand(int32_t i, int64_t asked) {
+  services_[i].profile.Observe(AbsoluteSlot(s_.start, now_), asked,
+                               s_.forecast_weight_permille / 1000.0);
+}
+
+void Simulator::LearnBurst(int32_t i, int64_t asked) {
+  ServiceState& sv = services_[i];
+  sv.recent_asks.push_back(asked);
+  const int64_t lead = s_.arbiter_grace_seconds + s_.services[i].cold_start_seconds;
+  while (static_cast<int64_t>(sv.recent_asks.size() - 1) * s_.autoscale_seconds > lead) {
+    sv.recent_asks.pop_front();
+  }
+  const int64_t low =
+      std::max<int64_t>(1, *std::min_element(sv.recent_asks.begin(), sv.recent_asks.end()));
+  if (sv.rise_since == kNever) {
+    if (asked < kBurstMultiple * static_cast<double>(low)) return;
+    sv.rise_since = now_;
+    sv.rise_base = low;
+    sv.rise_peak = 1.0;
+  }
+  sv.rise_peak = std::max(sv.rise_peak, static_cast<double>(asked) / sv.rise_base);
+  if (asked < kBurstMultiple * static_cast<double>(sv.rise_base)) {  // It fell back: a burst.
+    if (now_ - sv.rise_since <= kBurstSeconds) sv.burst = std::max(sv.burst, sv.rise_peak);
+    sv.rise_since = kNever;
+  } else if (now_ - sv.rise_since > kBurstSeconds) {
+    sv.rise_since = kNever;  // It stayed: a new level, not a burst.
+  }
+}
+
+double Simulator::Forecast(int32_t i, int64_t t) const {
+  return ProfileAt(services_[i].profile, t);
 }
 
 bool Simulator::LendWithoutLoss(const Job& job, const std::string& pool) const {
   if (!proactive() || job.stream < 0) return true;
   const StreamSpec& st = s_.streams[job.stream];
   const core::Pool* p = state_.FindPool(pool);
-  if (p == nullptr || p->latency_class != core::LatencyClass::kServing) return true;
+  if (p == nullptr) return true;
   // Work without checkpoints must be able to finish: its time limit. Work
   // with them must reach its first checkpoint: one interval.
   const int64_t horizon =
       st.checkpoint_seconds == 0 ? st.max_work_seconds : st.checkpoint_interval_seconds;
-  // The serving demand the profile predicts over that horizon.
+  if (p->latency_class != core::LatencyClass::kServing) return KeptFromOwners(job, pool, horizon);
+  // The serving demand the profile predicts over that horizon, the room
+  // its services' bursts would need on top (free: a burst rises faster than
+  // a reclaim), and the headroom. Spot work, which any other work evicts,
+  // also leaves room for the rise the borrowers' profiles predict.
+  const std::map<std::string, int64_t> now = DemandByTeam(pool);
+  const int64_t borrowers_now = job.spec.spot ? OthersDemand(job, pool, -1, now) : 0;
   int64_t need = 0;
   for (int64_t t = now_; t <= now_ + horizon; t += kSlotSeconds) {
-    int64_t at = 0;
+    int64_t at = core::HeadroomOf(*p, s_.cluster.gpu_model);
     for (int32_t i = 0; i < static_cast<int32_t>(s_.services.size()); ++i) {
       const ServiceSpec& v = s_.services[i];
       if (HomePool(v.team) != pool) continue;
       const double f = Forecast(i, t);
       if (f < 0) return true;  // Not learnt yet: lend as the reactive policy does.
-      at += static_cast<int64_t>(std::ceil(f)) * v.replica_milli;
+      at += static_cast<int64_t>(std::ceil(f * services_[i].burst)) * v.replica_milli;
     }
+    if (job.spec.spot) at += std::max<int64_t>(0, OthersDemand(job, pool, t, now) - borrowers_now);
     need = std::max(need, at);
   }
   int64_t capacity = 0, allocated = 0, inference = 0;
@@ -218,8 +259,78 @@ bool Simulator::LendWithoutLoss(const Job& job, const std::string& pool) const {
     }
   }
   const int64_t borrowed = allocated - inference;
-  return capacity - borrowed - job.spec.total_gpu_milli() >=
-         need + core::HeadroomOf(*p, s_.cluster.gpu_model);
+  return capacity - borrowed - job.spec.total_gpu_milli() >= need;
+}
+
+std::map<std::string, int64_t> Simulator::DemandByTeam(const std::string& pool) const {
+  std::map<std::string, int64_t> milli;
+  for (const auto* ids : {&state_.HoldingIn(pool), &state_.requests().WaitingIn(pool)}) {
+    for (int64_t id : *ids) {
+      const core::CapacityRequest* r = state_.FindLiveRequest(id);
+      if (r != nullptr && !r->spec.spot && r->spec.workload_class != WorkloadClass::kInference) {
+        milli[r->spec.team] += r->spec.total_gpu_milli();
+      }
+    }
+  }
+  return milli;
+}
+
+void Simulator::ObservePools() {
+  const int64_t k = AbsoluteSlot(s_.start, now_);
+  for (const char* pool : {"serving", "batch", "dev"}) {
+    const std::map<std::string, int64_t> now = DemandByTeam(pool);
+    for (const TeamSpec& t : s_.teams) {
+      auto it = now.find(t.name);
+      pool_demand_[{t.name, pool}].Observe(k, it == now.end() ? 0 : it->second,
+                                           s_.forecast_weight_permille / 1000.0);
+    }
+  }
+}
+
+int64_t Simulator::OthersDemand(const Job& job, const std::string& pool, int64_t t,
+                                const std::map<std::string, int64_t>& now) const {
+  int64_t milli = 0;
+  for (const TeamSpec& team : s_.teams) {
+    if (!job.spec.spot && team.name == job.team) continue;
+    auto held = now.find(team.name);
+    const int64_t current = held == now.end() ? 0 : held->second;
+    auto it = pool_demand_.find({team.name, pool});
+    if (t < 0 || it == pool_demand_.end()) {
+      milli += current;
+      continue;
+    }
+    // Work that is not spot fears only the owners, within their nominal;
+    // spot work fears all other work.
+    int64_t cap = core::kUnlimited;
+    if (!job.spec.spot) {
+      const core::Quota* q = state_.FindQuota(team.name, pool);
+      cap = q == nullptr ? 0 : q->nominal_milli;
+    }
+    const double f = std::max(0.0, ProfileAt(it->second, t));
+    milli += std::max(current, std::min(cap, static_cast<int64_t>(std::ceil(f))));
+  }
+  return milli;
+}
+
+bool Simulator::KeptFromOwners(const Job& job, const std::string& pool, int64_t horizon) const {
+  if (job.spec.spot) return true;  // PlaceSpot keeps it off GPUs that waiting work takes.
+  const std::map<std::string, int64_t> now = DemandByTeam(pool);
+  auto held = now.find(job.team);
+  const int64_t mine = job.spec.total_gpu_milli() + (held == now.end() ? 0 : held->second);
+  const core::Quota* own = state_.FindQuota(job.team, pool);
+  if (own != nullptr && mine <= own->nominal_milli) return true;  // Within nominal: kept.
+  // Beyond it the owners may take their nominal back: what they demand
+  // there now, or their profile's demand over the horizon when more, must
+  // leave room for it.
+  int64_t others = 0;
+  for (int64_t t = now_; t <= now_ + horizon; t += kSlotSeconds) {
+    others = std::max(others, OthersDemand(job, pool, t, now));
+  }
+  int64_t capacity = 0;
+  for (const core::Node& n : state_.nodes()) {
+    if (n.pool == pool) capacity += core::kMilliPerGpu * static_cast<int64_t>(n.gpus.size());
+  }
+  return others + mine <= capacity;
 }
 
 void Simulator::Autoscale(int32_t i) {

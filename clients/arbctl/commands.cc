@@ -237,6 +237,11 @@ int Commands::ServingForecast(const std::string& pool, int32_t hours) {
     return absl::FormatTime("%Y-%m-%dT%H:%MZ", absl::FromUnixSeconds(t.seconds()),
                             absl::UTCTimeZone());
   };
+  Table t({"QUARTER_HOUR", "FORECAST_GPU", "OBSERVED"});
+  for (const v1::ForecastSlot& s : resp.slots()) {
+    t.AddRow({utc(s.start()), Milli(s.forecast_milli()), s.observed() ? "yes" : "no"});
+  }
+  if (options_.output == "csv") return PrintTable(t), 0;  // The quarter hours only.
   std::cout << "pool " << resp.pool() << ": capacity " << Milli(resp.capacity_milli())
             << " GPU, own classes hold " << Milli(resp.own_milli()) << " (+"
             << Milli(resp.asked_milli()) << " asked), lent " << Milli(resp.lent_milli())
@@ -245,10 +250,6 @@ int Commands::ServingForecast(const std::string& pool, int32_t hours) {
   std::cout << "lead " << resp.lead_seconds() << " s: peak forecast " << Milli(resp.peak_milli())
             << " GPU" << (resp.peak_milli() > 0 ? " from " + utc(resp.peak_at()) : "")
             << "; reclaim now " << Milli(resp.reclaim_milli()) << " GPU\n";
-  Table t({"QUARTER_HOUR", "FORECAST_GPU", "OBSERVED"});
-  for (const v1::ForecastSlot& s : resp.slots()) {
-    t.AddRow({utc(s.start()), Milli(s.forecast_milli()), s.observed() ? "yes" : "no"});
-  }
   PrintTable(t);
   if (resp.notices_size() > 0) {
     Table n({"NOTICE", "TEAM", "GPU", "VACATE_BY", "REASON"});
@@ -440,6 +441,7 @@ int Commands::Request(const RequestOptions& r) {
   req.set_guaranteed(r.guaranteed);
   req.set_spot(r.spot);
   req.set_burst_seconds(r.burst_seconds);
+  req.set_recurrence(r.recurrence);  // The server parses and validates it.
   req.set_checkpoint_seconds(r.checkpoint_seconds);
   req.set_checkpoint_interval_seconds(r.checkpoint_every_seconds);
   if (!r.duration.empty()) {
@@ -483,6 +485,7 @@ void Commands::PrintRequest(const v1::CapacityRequest& r) const {
   if (r.has_start_time()) {
     std::cout << "  starts " << google::protobuf::util::TimeUtil::ToString(r.start_time());
     if (r.duration_seconds() > 0) std::cout << " for " << r.duration_seconds() << " s";
+    if (!r.recurrence().empty()) std::cout << ", one of the series '" << r.recurrence() << "'";
     std::cout << "\n";
   }
   if (!r.reason().empty()) {

@@ -107,6 +107,8 @@ struct RequestOptions {
   bool guaranteed = false;
   bool spot = false;
   int64_t burst_seconds = 0;
+  // A recurring window, e.g. "weekdays 01:00-06:00 Europe/Berlin"; empty: none.
+  std::string recurrence;
   int64_t checkpoint_seconds = 0;
   int64_t checkpoint_every_seconds = 0;
   // RFC 3339 time, or "+<duration>" from now (e.g. "+2h"); empty: now.

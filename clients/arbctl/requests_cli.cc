@@ -61,6 +61,9 @@ void AddRequest(CLI::App& root, CliContext& ctx) {
       ->add_option("--burst", req->burst_seconds,
                    "beyond quota, take the serving pool's headroom for at most this many seconds")
       ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  request->add_option("--recurrence", req->recurrence,
+                      "a recurring reservation: one per occurrence of a window such as "
+                      "'weekdays 01:00-06:00 Europe/Berlin' (not with --start or --duration)");
   request->add_flag("--spot", req->spot,
                     "spot capacity: the spot price, preempted first, never preempts (waits)");
   request

@@ -93,6 +93,7 @@ core::CapacityRequest Persisted(const core::CapacityRequest& in) {
   r.spec.guaranteed = in.spec.guaranteed;
   r.spec.spot = in.spec.spot;
   r.spec.burst_seconds = in.spec.burst_seconds;
+  r.spec.recurrence = in.spec.recurrence;
   r.spec.start_at = Micros(in.spec.start_at);
   r.spec.duration = absl::Seconds(absl::ToInt64Seconds(in.spec.duration));
   r.state = in.state;
@@ -829,6 +830,13 @@ absl::StatusOr<core::State> MemoryStore::LoadState(const LoadScope& scope) {
   return state;
 }
 
+absl::Status MemoryStore::CheckFence() const {
+  if (fencing_epoch_ == 0 || current_epoch_ == fencing_epoch_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("commit: fenced: this writer holds epoch ",
+                                                    fencing_epoch_, ", the current epoch is ",
+                                                    current_epoch_));
+}
+
 absl::Status MemoryStore::Commit(const core::ChangeSet& changes, const CommitContext& context) {
   if (changes.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
@@ -837,11 +845,7 @@ absl::Status MemoryStore::Commit(const core::ChangeSet& changes, const CommitCon
     return fail_status_.ok() ? absl::UnavailableError("commit: failure injected") : fail_status_;
   }
   if (changes.changes.empty()) {  // Demand profiles alone: nothing to ledger.
-    if (fencing_epoch_ != 0 && current_epoch_ != fencing_epoch_) {
-      return absl::FailedPreconditionError(absl::StrCat("commit: fenced: this writer holds epoch ",
-                                                        fencing_epoch_, ", the current epoch is ",
-                                                        current_epoch_));
-    }
+    ARBITER_RETURN_IF_ERROR(CheckFence());
     for (const core::DemandSlotWrite& w : changes.demand) {
       tables_->demand[{w.pool, w.slot.slot}] = w.slot;
     }
@@ -864,11 +868,7 @@ absl::Status MemoryStore::Commit(const core::ChangeSet& changes, const CommitCon
   }
   ARBITER_RETURN_IF_ERROR(applier.Flush());
   // The fence is checked by the statement that writes the batch, last.
-  if (fencing_epoch_ != 0 && current_epoch_ != fencing_epoch_) {
-    return absl::FailedPreconditionError(absl::StrCat("commit: fenced: this writer holds epoch ",
-                                                      fencing_epoch_, ", the current epoch is ",
-                                                      current_epoch_));
-  }
+  ARBITER_RETURN_IF_ERROR(CheckFence());
   for (const core::DemandSlotWrite& w : changes.demand)
     next->demand[{w.pool, w.slot.slot}] = w.slot;
   next->ledger.insert(next->ledger.end(), entries.begin(), entries.end());

@@ -160,6 +160,10 @@ class MemoryStore final : public Store {
   struct Telemetry;
 
  private:
+  // FAILED_PRECONDITION (as arbiter_fence's AR001) when this writer's
+  // epoch is set and no longer the current one.
+  absl::Status CheckFence() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const MemoryStoreOptions options_;
   mutable absl::Mutex mu_;
   // Decisions: replaced whole by each successful Commit.

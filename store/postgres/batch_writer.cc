@@ -80,8 +80,8 @@ void BatchWriter::Flush(pqxx::transaction_base& tx, int64_t fencing_epoch) {
 }
 
 void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
-  // Inserts: 53 columns (statements.cc: the request columns), one array each.
-  std::vector<ArrayLiteral> ins(53);
+  // Inserts: 54 columns (statements.cc: the request columns), one array each.
+  std::vector<ArrayLiteral> ins(54);
   // Updates: 18 columns after the id.
   std::vector<ArrayLiteral> upd(19);
   for (int64_t id : order_) {
@@ -166,6 +166,8 @@ void BatchWriter::WriteRequests(std::vector<std::string>& params) const {
     ins[c++].AddBool(r.spec.spot);
     ins[c++].Add(r.spec.burst_seconds);
     ins[c++].Add(rows::ToMicrosOrMin(r.burst_until));
+    ins[c++].Add(r.spec.recurrence.has_value() ? core::FormatRecurringWindow(*r.spec.recurrence)
+                                               : std::string());
     ins[c++].Add(EndedAtMicros(r));
   }
   for (const ArrayLiteral& a : ins) params.push_back(a.Done());

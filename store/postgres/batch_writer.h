@@ -55,10 +55,10 @@ class BatchWriter {
     std::string signature;
     absl::Time at;
   };
-  // kWriteDecisions' parameters: requests inserted (53 columns) and updated
+  // kWriteDecisions' parameters: requests inserted (54 columns) and updated
   // (18), placements (14), layouts (3), ledger entries (8), checkpoints (4),
   // ended spend (3), and the fencing epoch.
-  static constexpr size_t kParams = 53 + 19 + 14 + 3 + 8 + 4 + 3 + 1;
+  static constexpr size_t kParams = 54 + 19 + 14 + 3 + 8 + 4 + 3 + 1;
   // Each appends its tables' arrays to `params`, in statement order.
   void WriteRequests(std::vector<std::string>& params) const;
   void WritePlacements(std::vector<std::string>& params) const;

@@ -107,6 +107,12 @@ absl::StatusOr<core::CapacityRequest> RequestFromRow(const pqxx::row& row) {
   r.spec.spot = row[49].as<bool>();
   r.spec.burst_seconds = row[50].as<int64_t>();
   r.burst_until = FromMicrosOrMin(row[51].as<int64_t>());
+  if (const std::string recurrence = row[52].as<std::string>(); !recurrence.empty()) {
+    absl::StatusOr<core::RecurringWindow> w = core::ParseRecurringWindow(recurrence, "recurrence");
+    if (!w.ok())
+      return absl::InternalError(absl::StrCat("request ", r.id, ": ", w.status().message()));
+    r.spec.recurrence = *std::move(w);
+  }
   if (r.state == core::RequestState::kUnspecified ||
       r.spec.workload_class == core::WorkloadClass::kUnspecified) {
     return absl::InternalError(absl::StrCat("request ", r.id, ": unknown state or class"));

@@ -610,6 +610,7 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                        {"spot", O},
                                        {"burst_seconds", B},
                                        {"burst_until", B, Value::kTimeOrNull},
+                                       {"recurrence", T},
                                        // The partition key (migration 0033).
                                        {"ended_at", B, Value::kTimeOrInfinity}};
   // The columns a decision changes, after the id; typed as in `request`.

@@ -28,7 +28,7 @@ namespace arbiter::store::sql {
   ARBITER_MICROS_OR_MIN("preempt_deadline") ", preempted_by, holds, approvals, approvers, "     \
   ARBITER_MICROS_OR_MIN("approval_deadline") ", cost_micros, claims, "                         \
   ARBITER_MICROS_OR_MIN("run_started_at") ", " ARBITER_MICROS_OR_MIN("run_ended_at") ", spot, burst_seconds, " \
-  ARBITER_MICROS_OR_MIN("burst_until")
+  ARBITER_MICROS_OR_MIN("burst_until") ", recurrence"
 #define ARBITER_PLACEMENT_COLUMNS                                                                \
   "request_id, member, node_id, gpu_indices, gpu_milli, gpu_memory_mib, cpu_milli, memory_mib, " \
   "exclusive, mig_profile, mig_start, mig_new_layout, mig_layout_cleared"

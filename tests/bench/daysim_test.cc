@@ -467,9 +467,19 @@ TEST(DaysimTest, DefaultWeekShowsTheClaims) {
     EXPECT_LT(BreachMinutes(*r) * 5, BreachMinutes(quota));
     EXPECT_LE(BreachMinutes(*r) - BreachMinutes(*r, "held:batch_analytics"), BreachMinutes(fixed));
   }
-  // Proactive reclaim preempts less and loses no more work than reactive.
+  // Issue 24's targets for the full policy: at least 1.8x static's used
+  // GPU-hours, no breach minute held by batch or spot work (whatever the
+  // class: "held:" is only ever work other than inference), and at most
+  // half the work arbiter-reactive loses to preemption, with fewer
+  // preemptions.
+  EXPECT_GE(arbiter.used_milli_seconds * 10, fixed.used_milli_seconds * 18);
+  for (const ServiceResult& v : arbiter.services) {
+    for (const auto& [cause, minutes] : v.breach_minutes_by_cause) {
+      EXPECT_EQ(cause.rfind("held:", 0), std::string::npos) << v.name << " " << cause;
+    }
+  }
   EXPECT_LT(arbiter.preemptions, reactive.preemptions);
-  EXPECT_LE(arbiter.lost_milli_seconds, reactive.lost_milli_seconds);
+  EXPECT_LE(arbiter.lost_milli_seconds * 2, reactive.lost_milli_seconds);
   // The formula, as a cross-check, ranks the policies the same way.
   EXPECT_LE(formula_arbiter, formula_quota);
 }
@@ -536,6 +546,137 @@ TEST(DaysimTest, HeadroomKeepsBorrowersFromCausingBreaches) {
       EXPECT_EQ(cause.rfind("held:", 0), std::string::npos) << cause << " " << minutes;
     }
   }
+}
+
+// Two batch teams of one node each. The owner o runs an 8-GPU job of two
+// hours at 10:00 every day, within its nominal; at 08:00 b asks for a
+// 16-GPU gang of four hours without checkpoints, 8 GPUs beyond its nominal
+// (o's idle node). Arbiter-reactive starts it at once and o takes its node
+// back at 10:00 with the 30 s grace: the gang loses 2 h 30 s of 16 GPUs and
+// runs again when o is done, at 12:00:30. After the warm-up Monday has taught it o's demand
+// (8 GPUs from 10:00 to 12:00), Arbiter does not start what o would take
+// back: the gang waits until the profile, interpolated between the centres
+// of its quarter hours, has no demand of o left over its four hours, at
+// 12:07:30 (the centre of the 12:00 quarter hour), and runs to its end.
+Scenario LenderReturns() {
+  auto s = ParseScenario(R"(
+name: lender-returns
+days: 1
+warmup_days: 1
+start: "2026-11-03T00:00:00Z"  # A Tuesday: the warm-up day is a weekday like it.
+cluster: {nodes: 2, gpus_per_node: 8}
+teams:
+  - {name: o, gpus: 8, pool_class: batch}
+  - {name: b, gpus: 8, pool_class: batch}
+streams:
+  - {name: own, team: o, class: training, kind: daily, count: 1, from_hour: 10, gpus_per_member: 8,
+     min_work_seconds: 7200, max_work_seconds: 7200, busy_permille: 1000}
+  - {name: report, team: b, class: batch_analytics, kind: daily, count: 1, from_hour: 8, members: 2,
+     gpus_per_member: 8, min_work_seconds: 14400, max_work_seconds: 14400, busy_permille: 1000}
+)");
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+TEST(DaysimTest, BorrowerNotStartedWhereTheOwnerReturns) {
+  const Scenario s = LenderReturns();
+  const Result reactive = Simulate(s, Policy::kArbiterReactive);
+  EXPECT_EQ(reactive.preemptions, 1);
+  EXPECT_EQ(reactive.lost_progress_milli_seconds, 16 * (7200 + 30) * kGpuSecond);
+  EXPECT_EQ(reactive.delay_by_class.at("batch_analytics").p50_seconds, 0);
+  EXPECT_EQ(reactive.delay_by_class.at("training").p50_seconds, 30);  // o's wait for the grace.
+
+  const Result arbiter = Simulate(s, Policy::kArbiter);
+  EXPECT_EQ(arbiter.core_errors, 0);
+  EXPECT_EQ(arbiter.preemptions, 0);
+  EXPECT_EQ(arbiter.lost_milli_seconds, 0);
+  EXPECT_EQ(arbiter.delay_by_class.at("batch_analytics").p50_seconds, 4 * 3600 + 450);
+  EXPECT_EQ(arbiter.delay_by_class.at("training").p50_seconds, 0);
+  EXPECT_EQ(arbiter.jobs_completed, 4);  // Both jobs, each day (the warm-up counts).
+  // o's two hours and the gang's four, on 16 GPUs.
+  EXPECT_EQ(arbiter.used_milli_seconds, (8 * 7200 + 16 * 14400) * kGpuSecond);
+  EXPECT_EQ(arbiter.held_by_jobs_milli_seconds, arbiter.held_by_inventory_milli_seconds);
+}
+
+// A spot job and a job that is not spot both wait for the one node that a
+// first job holds until 02:00. Arbiter-reactive queues the spot job in the
+// pool, where the core admits it first at 02:00 (it is older) and the other
+// job preempts it at once. Arbiter does not start spot work where work that
+// is not spot waits: the spot job runs after the other, and nothing is
+// preempted.
+TEST(DaysimTest, SpotNotStartedWhereWaitingWorkTakesItBack) {
+  auto s = ParseScenario(R"(
+name: spot-behind-waiting-work
+days: 1
+warmup_days: 0
+cluster: {nodes: 1, gpus_per_node: 8}
+arbiter_spot_grace_seconds: 30
+teams:
+  - {name: a, gpus: 8, pool_class: batch}
+streams:
+  - {name: first, team: a, class: training, kind: daily, count: 1, gpus_per_member: 8,
+     min_work_seconds: 7200, max_work_seconds: 7200, busy_permille: 1000}
+  - {name: backfill, team: a, class: batch_analytics, kind: daily, count: 1, from_hour: 1,
+     gpus_per_member: 8, min_work_seconds: 3600, max_work_seconds: 3600, checkpoint_seconds: 30,
+     checkpoint_interval_seconds: 1800, spot: true, busy_permille: 1000}
+  - {name: next, team: a, class: training, kind: daily, count: 1, from_hour: 1, gpus_per_member: 8,
+     min_work_seconds: 3600, max_work_seconds: 3600, busy_permille: 1000}
+)");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Result reactive = Simulate(*s, Policy::kArbiterReactive);
+  EXPECT_EQ(reactive.preemptions, 1);
+  EXPECT_EQ(reactive.delay_by_class.at("spot").p50_seconds, 3600);  // Started at 02:00, evicted.
+
+  const Result arbiter = Simulate(*s, Policy::kArbiter);
+  EXPECT_EQ(arbiter.preemptions, 0);
+  EXPECT_EQ(arbiter.lost_milli_seconds, 0);
+  EXPECT_EQ(arbiter.delay_by_class.at("spot").p50_seconds, 2 * 3600);  // After next: 03:00.
+  EXPECT_EQ(arbiter.delay_by_class.at("training").p95_seconds, 3600);  // next, at 02:00.
+  EXPECT_EQ(arbiter.jobs_completed, 3);
+}
+
+// A serving team with two nodes and a service of 2 replicas (whole GPUs)
+// whose load triples within 30 s about four times a day; spot work of a
+// batch team borrows the serving pool. Arbiter-reactive lends all it can, so
+// a spike's replicas wait for spot work to vacate (held:spot). Arbiter
+// learns the spikes (a rise within the reclaim's lead time that falls back
+// within 15 minutes) on the warm-up day and keeps their room free: no
+// replica waits for a borrower, and no borrower is evicted.
+TEST(DaysimTest, LearntBurstsKeepTheirRoomFree) {
+  auto s = ParseScenario(R"(
+name: serving-bursts
+days: 1
+warmup_days: 1
+start: "2026-11-03T00:00:00Z"
+cluster: {nodes: 3, gpus_per_node: 8}
+teams:
+  - {name: s, gpus: 16, pool_class: serving}
+  - {name: t, gpus: 8, pool_class: batch}
+services:
+  - {name: api, team: s, peak_rps: 50, trough_permille: 1000, replica_rps: 50, min_replicas: 2,
+     cold_start_seconds: 60, base_p99_ms: 50, slo_p99_ms: 150, service_cv_permille: 500,
+     spikes_per_week: 28, spike_factor: 3, spike_ramp_seconds: 30, spike_minutes: 5}
+streams:
+  - {name: backfill, team: t, class: batch_analytics, kind: poisson, per_day: 48, gpus_per_member: 4,
+     min_work_seconds: 7200, max_work_seconds: 7200, checkpoint_seconds: 30,
+     checkpoint_interval_seconds: 1800, spot: true, max_pending: 8}
+)");
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto held = [](const Result& r) {
+    int64_t minutes = 0;
+    for (const auto& [cause, m] : r.services[0].breach_minutes_by_cause) {
+      if (cause.rfind("held:", 0) == 0) minutes += m;
+    }
+    return minutes;
+  };
+  const Result reactive = Simulate(*s, Policy::kArbiterReactive);
+  EXPECT_GT(held(reactive), 0);
+  EXPECT_GT(reactive.preemptions, 0);
+  const Result arbiter = Simulate(*s, Policy::kArbiter);
+  EXPECT_EQ(held(arbiter), 0);
+  EXPECT_EQ(arbiter.preemptions, 0);
+  EXPECT_GT(arbiter.services[0].breach_minutes, 0);  // The spikes' cold starts remain.
+  EXPECT_GT(arbiter.used_milli_seconds, 0);
 }
 
 // Under the power-capped scenario's site budget the allocated draw, by the

@@ -51,7 +51,8 @@ def main():
                       tls=True) as live:
         a = Arbctl(arbctl, live)
         a("clusters", "create", "east", "--description", "the east region")
-        a("pools", "create", "serving", "--class", "serving", "--lends-to", "batch_analytics")
+        a("pools", "create", "serving", "--class", "serving", "--lends-to", "batch_analytics",
+          "--proactive-reclaim", "--cold-start", 120)
         a("pools", "create", "batch", "--class", "batch")
         a("inventory", "register", "h100-0", "--cluster", "east", "--pool", "serving",
           "--model", "H100-80GB", "--gpus", 8, "--uuid", "GPU-aaaa-0")
@@ -145,7 +146,7 @@ def main():
                      ("inventory", "list"), ("teams", "list"), ("quotas", "list"),
                      ("coexistence", "list"), ("roles", "list"), ("whoami",), ("authority", "list"),
                      ("delegations", "list"), ("prices", "list"), ("budgets", "list"),
-                     ("power", "list"),
+                     ("power", "list"), ("pools", "forecast", "serving"),
                      ("slo", "list"), ("incidents", "list"), ("requests", "list"),
                      ("ledger", "list"), ("ledger", "checkpoints"), ("usage",),
                      ("idle", "list"), ("idle", "policies"), ("rightsize",)]:

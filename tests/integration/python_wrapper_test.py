@@ -39,6 +39,8 @@ def main():
             call("CreateCluster", cluster={"name": "east"})
             call("CreatePool", pool={"name": "serving", "latency_class": "LATENCY_CLASS_SERVING"})
             call("CreatePool", pool={"name": "batch", "latency_class": "LATENCY_CLASS_BATCH"})
+            call("CreatePool", pool={"name": "front", "latency_class": "LATENCY_CLASS_SERVING",
+                                     "proactive_reclaim": True, "cold_start_seconds": 120})
             call("RegisterNode", node={
                 "cluster": "east", "name": "h100-0", "pool": "serving", "cpu_milli": 96000,
                 "memory_mib": 1024000,
@@ -170,6 +172,7 @@ def main():
                                           "p50_us": 80_000, "p99_us": 350_000})
             period = {"from": iso(-3), "to": iso(1)}
             for name, fields in [("ListClusters", {}), ("ListPools", {}), ("ListNodes", {}),
+                                 ("GetServingForecast", {"pool": "front", "hours": 2}),
                                  ("ListGpuModels", {}), ("ListTeams", {}), ("ListQuotas", {}),
                                  ("ListCoexistenceRules", {}), ("ListRoleBindings", {}), ("WhoAmI", {}),
                                  ("ListAuthorityRules", {}), ("ListPrices", {}),

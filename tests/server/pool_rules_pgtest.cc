@@ -791,3 +791,96 @@ TEST_F(PoolRulesTest, ProactiveReclaimActsAheadOfTheLearntRise) {
 
 }  // namespace
 }  // namespace arbiter::server
+
+namespace arbiter::server {
+namespace {
+
+// A recurring reservation through the API (docs/quotas-and-preemption.md,
+// "Recurring reservations"): the request is the next occurrence, RESERVED
+// for its window, its recurrence shown in canonical form; when it starts,
+// the next occurrence is booked by the arbiter under "<key>@<start>"; and
+// the bad inputs are refused naming the field, with nothing written. The
+// test clock starts on Friday 2027-01-15 08:00 UTC.
+TEST_F(PoolRulesTest, RecurringReservationBooksEachOccurrence) {
+  SeedWith(BatchPool("nightly"), 4000);
+  auto nightly = [](v1::RequestCapacityRequest& r) {
+    r.set_preemptible(true);
+    r.set_recurrence("daily 09:00-10:00 UTC");
+  };
+  const v1::CapacityRequest first =
+      Ask("fine-tune", "nightly", v1::WORKLOAD_CLASS_TRAINING, 2, nightly);
+  ASSERT_EQ(first.state(), v1::REQUEST_STATE_RESERVED) << first.reason();
+  EXPECT_EQ(first.start_time().seconds(), kClockStart + 3600);
+  EXPECT_EQ(first.duration_seconds(), 3600);
+  EXPECT_EQ(first.recurrence(), "daily 09:00-10:00 UTC");
+
+  clock_.Advance(absl::Hours(1));
+  v1::CapacityRequest next;
+  for (int i = 0; i < 100; ++i) {  // Booked by the arbiter's timer.
+    v1::GetRequestRequest req;
+    req.set_id(first.id() + 1);
+    grpc::ClientContext ctx;
+    v1::GetRequestResponse resp;
+    if (allocation_->GetRequest(&ctx, req, &resp).ok()) {
+      next = resp.request();
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(next.id(), first.id() + 1);
+  EXPECT_EQ(Get(first.id()).state(), v1::REQUEST_STATE_ADMITTED);
+  EXPECT_EQ(next.state(), v1::REQUEST_STATE_RESERVED);
+  EXPECT_EQ(next.idempotency_key(), absl::StrCat("fine-tune@", kClockStart + 3600 + 86400));
+  EXPECT_EQ(next.start_time().seconds(), kClockStart + 3600 + 86400);
+  EXPECT_EQ(next.recurrence(), "daily 09:00-10:00 UTC");
+
+  const std::string rows = RowCounts();
+  const std::string ledger = Ledger();
+  struct Case {
+    void (*adjust)(v1::RequestCapacityRequest&);
+    const char* message;
+  };
+  for (const Case& c :
+       std::vector<Case>{{[](v1::RequestCapacityRequest& r) {
+                            r.set_recurrence(
+                                "mon 09:00-10:00 UTC from 2027-01-05T00:00:00Z until "
+                                "2027-01-06T00:00:00Z");  // Never occurs.
+                          },
+                          "recurrence: "},
+                         {[](v1::RequestCapacityRequest& r) {
+                            r.set_recurrence(
+                                "mon 09:00-10:00 UTC from 2027-01-04T00:00:00Z until "
+                                "2027-01-05T00:00:00Z");  // Occurred once, before now.
+                          },
+                          "recurrence: "},
+                         {[](v1::RequestCapacityRequest& r) {
+                            r.set_recurrence("daily 09:00-10:00 Mars/Olympus");
+                          },
+                          "recurrence: "},
+                         {[](v1::RequestCapacityRequest& r) {
+                            r.set_recurrence("daily 09:00-10:00 UTC");
+                            r.mutable_start_time()->set_seconds(kClockStart + 7 * 3600);
+                          },
+                          "start_time: "},
+                         {[](v1::RequestCapacityRequest& r) {
+                            r.set_recurrence("daily 09:00-10:00 UTC");
+                            r.set_duration_seconds(600);
+                          },
+                          "duration_seconds: "}}) {
+    v1::RequestCapacityRequest req = ValidRequest("bad-series");
+    req.set_pool("nightly");
+    req.set_workload_class(v1::WORKLOAD_CLASS_TRAINING);
+    req.mutable_shape()->set_whole_gpus(1);
+    req.set_preemptible(true);
+    c.adjust(req);
+    v1::RequestCapacityResponse resp;
+    const grpc::Status s = Request(req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << req.recurrence();
+    EXPECT_TRUE(absl::StartsWith(s.error_message(), c.message)) << s.error_message();
+  }
+  EXPECT_EQ(RowCounts(), rows);
+  EXPECT_EQ(Ledger(), ledger);
+}
+
+}  // namespace
+}  // namespace arbiter::server
