@@ -179,6 +179,17 @@ int64_t GraceOf(const Pool& pool, const CapacityRequest& victim) {
   return std::max(pool.reclaim_grace_seconds, victim.spec.checkpoint_seconds);
 }
 
+int64_t TellToVacate(const Pool& pool, CapacityRequest& victim, absl::string_view code,
+                     absl::Time now) {
+  const int64_t grace = GraceOf(pool, victim);
+  victim.state = RequestState::kPreempting;
+  victim.preempt_deadline = now + absl::Seconds(grace);
+  victim.preempted_by = 0;
+  victim.updated_at = now;
+  victim.reason_code = std::string(code);
+  return grace;
+}
+
 namespace {
 
 // Withdraws the notices of `preemptor`'s victims that still hold capacity:
@@ -696,11 +707,7 @@ void EndUnenforced(State& state, CapacityRequest& request, absl::Time now) {
 void ReclaimLent(State& state, CapacityRequest& request, absl::Time now) {
   const Pool& pool = *state.FindPool(request.spec.pool);
   const PoolClassRule& rule = *ClassRuleOf(pool, request.spec.workload_class);
-  const int64_t grace = GraceOf(pool, request);
-  request.state = RequestState::kPreempting;
-  request.preempt_deadline = now + absl::Seconds(grace);
-  request.preempted_by = 0;
-  request.reason_code = kReasonLendingWindowClosed;
+  const int64_t grace = TellToVacate(pool, request, kReasonLendingWindowClosed, now);
   request.reason =
       absl::StrCat("pool ", pool.name, " lends to ", WorkloadClassName(request.spec.workload_class),
                    " work only in the window '", FormatRecurringWindow(*rule.window),

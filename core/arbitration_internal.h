@@ -44,6 +44,13 @@ void BookNextOccurrence(State& state, const CapacityRequest& started, absl::Time
 // work, else the reclaim grace or its checkpoint time, whichever is longer.
 int64_t GraceOf(const Pool& pool, const CapacityRequest& victim);
 
+// Tells admitted `victim` of `pool` to vacate at its grace (GraceOf) for a
+// reason of the arbiter's own (no request preempts it): PREEMPTING with
+// `code`; returns the grace. The caller sets the reason's text and stores
+// and records the request.
+int64_t TellToVacate(const Pool& pool, CapacityRequest& victim, absl::string_view code,
+                     absl::Time now);
+
 // Pool admission (core/pool_admission.cc).
 
 // Work on a SPOT pool is spot, and spot work is preemptible. INVALID_ARGUMENT

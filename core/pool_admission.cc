@@ -91,13 +91,7 @@ void ReclaimPower(State& state, const PowerBudget& budget, absl::Time now, Chang
   for (const auto& [not_spot, lost, priority, id, mw] : candidates) {
     if (excess <= 0) break;
     CapacityRequest v = *state.FindLiveRequest(id);
-    const Pool& pool = *state.FindPool(v.spec.pool);
-    const int64_t grace = GraceOf(pool, v);
-    v.state = RequestState::kPreempting;
-    v.preempt_deadline = now + absl::Seconds(grace);
-    v.preempted_by = 0;
-    v.updated_at = now;
-    v.reason_code = kReasonPowerReclaim;
+    const int64_t grace = TellToVacate(*state.FindPool(v.spec.pool), v, kReasonPowerReclaim, now);
     v.reason = absl::StrCat("the power budget of ", PowerScopeName(budget.scope), " ", budget.name,
                             " is ", budget.watts, " W; vacate within ", grace, " s");
     state.PutRequest(v);

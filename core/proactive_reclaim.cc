@@ -65,12 +65,7 @@ void ReclaimAhead(State& state, const Pool& pool, const ServingForecast::Peak& p
   for (const auto& [not_spot, lost, priority, id] : candidates) {
     if (need <= 0) break;
     CapacityRequest v = *state.FindLiveRequest(id);
-    const int64_t grace = GraceOf(pool, v);
-    v.state = RequestState::kPreempting;
-    v.preempt_deadline = now + absl::Seconds(grace);
-    v.preempted_by = 0;
-    v.updated_at = now;
-    v.reason_code = kReasonProactiveReclaim;
+    const int64_t grace = TellToVacate(pool, v, kReasonProactiveReclaim, now);
     v.reason = absl::StrCat(
         "pool ", pool.name, " forecasts ", peak.milli, " milli-GPU of serving demand from ",
         Utc(peak.at), " (learnt from past weeks; its own classes hold ", figures.own_milli, ", ",

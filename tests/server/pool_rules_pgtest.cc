@@ -99,6 +99,18 @@ class PoolRulesTest : public ServerTest {
     return resp.request();
   }
 
+  // Request `id` once it is in `state` (the arbiter's timer acts within a
+  // second of the test clock's advance), or as it stands after 5 s.
+  v1::CapacityRequest WaitFor(int64_t id, v1::RequestState state) {
+    v1::CapacityRequest r;
+    for (int i = 0; i < 100; ++i) {
+      r = Get(id);
+      if (r.state() == state) break;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return r;
+  }
+
   std::string Ledger() {
     auto n = db_->QueryValue("SELECT count(*) FROM ledger");
     EXPECT_THAT(n, IsOk());
@@ -389,12 +401,7 @@ TEST_F(PoolRulesTest, HeadroomIsKeptAndBurstsEndOnTheirOwn) {
   EXPECT_EQ(more.state(), v1::REQUEST_STATE_QUEUED);  // No free L4 left.
 
   clock_.Advance(absl::Seconds(601));
-  v1::CapacityRequest ended;
-  for (int i = 0; i < 100; ++i) {
-    ended = Get(burst.id());
-    if (ended.state() == v1::REQUEST_STATE_RELEASED) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  const v1::CapacityRequest ended = WaitFor(burst.id(), v1::REQUEST_STATE_RELEASED);
   EXPECT_EQ(ended.state(), v1::REQUEST_STATE_RELEASED);
   EXPECT_EQ(ended.reason_code(), "BURST_ENDED");
   EXPECT_EQ(ended.cost_micros(), 500'000);
@@ -550,12 +557,7 @@ TEST_F(PoolRulesTest, LendingWindowsHoldOnlyWhileOpen) {
 
   clock_.Advance(absl::Hours(1));
   const absl::Time closed = clock_.TimeNow();
-  v1::CapacityRequest reclaimed;
-  for (int i = 0; i < 100; ++i) {
-    reclaimed = Get(lent.id());
-    if (reclaimed.state() == v1::REQUEST_STATE_PREEMPTING) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  const v1::CapacityRequest reclaimed = WaitFor(lent.id(), v1::REQUEST_STATE_PREEMPTING);
   EXPECT_EQ(reclaimed.state(), v1::REQUEST_STATE_PREEMPTING);
   EXPECT_EQ(reclaimed.reason_code(), "LENDING_WINDOW_CLOSED");
   EXPECT_EQ(reclaimed.preempt_deadline().seconds(), absl::ToUnixSeconds(closed) + 30);
@@ -730,12 +732,7 @@ TEST_F(PoolRulesTest, ProactiveReclaimActsAheadOfTheLearntRise) {
   // A week on, four minutes before 08:00.
   clock_.Advance(absl::Hours(7 * 24) - absl::Hours(1) - absl::Seconds(61) - absl::Minutes(4));
   const absl::Time notice_from = clock_.TimeNow();
-  v1::CapacityRequest vb;
-  for (int i = 0; i < 100; ++i) {
-    vb = Get(b.id());
-    if (vb.state() == v1::REQUEST_STATE_PREEMPTING) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  const v1::CapacityRequest vb = WaitFor(b.id(), v1::REQUEST_STATE_PREEMPTING);
   ASSERT_EQ(vb.state(), v1::REQUEST_STATE_PREEMPTING);
   EXPECT_EQ(vb.reason_code(), "PROACTIVE_RECLAIM");
   EXPECT_EQ(vb.preempt_deadline().seconds(), absl::ToUnixSeconds(notice_from) + 60);
