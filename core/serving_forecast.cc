@@ -14,6 +14,14 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) !
 
 int64_t SecondsSinceMonday(absl::Time t) { return absl::ToUnixSeconds(t) - kMondayBeforeEpoch; }
 
+// `s`'s learnt figure once its observed occurrence is folded in: a higher
+// peak replaces it, a lower one halves the gap.
+int64_t Folded(const DemandSlot& s) {
+  if (s.week < 0) return s.learnt_milli;
+  return s.peak_milli >= s.learnt_milli ? s.peak_milli
+                                        : s.learnt_milli - (s.learnt_milli - s.peak_milli) / 2;
+}
+
 }  // namespace
 
 int QuarterHourOfWeek(absl::Time t) {
@@ -40,11 +48,7 @@ const DemandSlot& ServingForecast::Observe(absl::Time at, int64_t milli) {
   DemandSlot& s = slots_[QuarterHourOfWeek(at)];
   const int64_t week = WeekOf(at);
   if (s.week != week) {
-    if (s.week >= 0) {
-      s.learnt_milli = s.peak_milli >= s.learnt_milli
-                           ? s.peak_milli
-                           : s.learnt_milli - (s.learnt_milli - s.peak_milli) / 2;
-    }
+    s.learnt_milli = Folded(s);
     s.week = week;
     s.peak_milli = 0;
   }
@@ -55,14 +59,9 @@ const DemandSlot& ServingForecast::Observe(absl::Time at, int64_t milli) {
 
 int64_t ServingForecast::At(absl::Time t, absl::Time now) const {
   const DemandSlot& s = slots_[QuarterHourOfWeek(t)];
-  // A finished occurrence not yet folded counts as if it were.
-  int64_t learnt = s.learnt_milli;
   const bool current = QuarterHourStart(t) == QuarterHourStart(now) && s.week == WeekOf(now);
-  if (s.week >= 0 && !current) {
-    learnt = s.peak_milli >= learnt ? s.peak_milli : learnt - (learnt - s.peak_milli) / 2;
-  }
-  if (current) return std::max(learnt, s.peak_milli);
-  return learnt;
+  if (current) return std::max(s.learnt_milli, s.peak_milli);
+  return Folded(s);  // A finished occurrence not yet folded counts as if it were.
 }
 
 ServingForecast::Peak ServingForecast::PeakWithin(absl::Time from, absl::Time to) const {
