@@ -109,20 +109,15 @@ FreeCapacity After(FreeCapacity free, const MemberShape& shape, int64_t had, int
 }
 
 // Score of a candidate, lower is better. Arbiter's policy: for a fraction,
-// the share value it loses (SharePrices::Loss, in micro-GPU) plus what it
-// takes from work limited to the node's GPU model (PressureCost); then the
-// growth of the node's expected fragmentation for the learnt demand mix (0
-// without a mix), plus PressureCost for whole GPUs; then how much GPU
+// the share value it loses on the node (NodeShareLoss, in micro-GPU) plus
+// what it takes from work limited to the node's GPU model (PressureCost);
+// then the growth of the node's expected fragmentation for the learnt demand
+// mix (0 without a mix), plus, for whole GPUs, PressureCost and the value of
+// the holes their host use leaves unfed (NodeShareLoss); then how much GPU
 // capacity the node keeps free (best fit); then node id and GPU index. The
 // published policies (ReferenceScore) rank by their own whole-number node
 // score instead.
 using Score = std::tuple<int64_t, int64_t, int64_t, int64_t, int32_t>;
-
-// SharePrices::Loss of putting `take` on a GPU with `had` free, in micro-GPU,
-// rounded so that floating-point noise never decides.
-int64_t ShareLoss(const State& state, int64_t had, int64_t take) {
-  return std::llround(state.share_prices().Loss(had, take) * 1e6);
-}
 
 // Growth in micro-GPU, rounded, so that floating-point noise never decides
 // between candidates that are equal; ties fall to the rest of the Score.
@@ -130,6 +125,36 @@ int64_t FragmentGrowth(const State& state, const FreeCapacity& before, const Fre
   const FragmentationModel& model = state.fragmentation();
   if (model.empty()) return 0;
   return std::llround((model.Expected(after) - model.Expected(before)) * 1000.0);
+}
+
+// What the node's shared GPUs' holes are worth as its free host can feed
+// them (SharePrices::FedHoleValue), in GPUs.
+double FedHoles(const SharePrices& prices, const FreeCapacity& free) {
+  double value = 0;
+  for (int64_t f : free.free_milli) {
+    if (f > 0 && f < kMilliPerGpu) {
+      value += prices.FedHoleValue(f, free.free_cpu_milli, free.free_memory_mib);
+    }
+  }
+  return value;
+}
+
+// The share value a placement loses on the node, in micro-GPU: for a
+// fraction of `take` on a GPU with `had` free, the value of the node's holes
+// before (an empty GPU worth a GPU) less their value after and less the
+// fraction's price; for whole GPUs (take 0), what the holes lose because the
+// node's host can no longer feed them. Equal to SharePrices::Loss while the
+// host left can feed every priced size.
+int64_t NodeShareLoss(const State& state, const FreeCapacity& before, const FreeCapacity& after,
+                      int64_t had, int64_t take) {
+  const SharePrices& prices = state.share_prices();
+  if (prices.empty()) return 0;
+  if (prices.FeedsAll(after.free_cpu_milli, after.free_memory_mib)) {
+    return take == 0 ? 0 : std::llround(prices.Loss(had, take) * 1e6);
+  }
+  double lost = FedHoles(prices, before) - FedHoles(prices, after);
+  if (take > 0) lost += (had == kMilliPerGpu ? 1.0 : 0.0) - prices.Price(take);
+  return std::llround(std::max(0.0, lost) * 1e6);
 }
 
 int64_t TotalFree(const FreeCapacity& free) {
@@ -207,7 +232,8 @@ std::optional<Placement> PlaceWhole(const State& state, const CapacityRequestSpe
                             ? ReferenceScore(state, before, after, node.id, 0, 0)
                             : Score{0,
                                     FragmentGrowth(state, before, after) +
-                                        PressureCost(state, before, int64_t{k} * kMilliPerGpu),
+                                        PressureCost(state, before, int64_t{k} * kMilliPerGpu) +
+                                        NodeShareLoss(state, before, after, 0, 0),
                                     TotalFree(after), node.id, 0};
     if (best == nullptr || score < best_score) {
       best = &node;
@@ -255,9 +281,9 @@ std::optional<Placement> PlaceFraction(const State& state, const CapacityRequest
       const Score score =
           PublishedPolicy(state)
               ? ReferenceScore(state, *before, after, node.id, had - f.gpu_milli, gpu.index)
-              : Score{
-                    ShareLoss(state, had, f.gpu_milli) + PressureCost(state, *before, f.gpu_milli),
-                    FragmentGrowth(state, *before, after), had - f.gpu_milli, node.id, gpu.index};
+              : Score{NodeShareLoss(state, *before, after, had, f.gpu_milli) +
+                          PressureCost(state, *before, f.gpu_milli),
+                      FragmentGrowth(state, *before, after), had - f.gpu_milli, node.id, gpu.index};
       if (best_node == nullptr || score < best_score) {
         best_node = &node;
         best_gpu = gpu.index;

@@ -1,6 +1,7 @@
 #include "core/share_prices.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -76,6 +77,10 @@ void SharePrices::Reset(const DemandProfile& profile) {
   prices_.clear();
   hole_value_.clear();
   price_of_.clear();
+  min_cpu_milli_.clear();
+  min_memory_mib_.clear();
+  feeds_all_cpu_milli_ = 0;
+  feeds_all_memory_mib_ = 0;
   const std::vector<std::pair<int64_t, int64_t>> mix = FractionSizes(profile);
   if (mix.empty()) return;
 
@@ -122,6 +127,41 @@ void SharePrices::Reset(const DemandProfile& profile) {
   hole_value_ = std::move(k.best);
   price_of_ = hole_value_;
   for (size_t i = 0; i < sizes_.size(); ++i) price_of_[static_cast<size_t>(sizes_[i])] = prices_[i];
+  SetHostAsks(profile);
+}
+
+void SharePrices::SetHostAsks(const DemandProfile& profile) {
+  min_cpu_milli_.assign(sizes_.size(), std::numeric_limits<int64_t>::max());
+  min_memory_mib_.assign(sizes_.size(), std::numeric_limits<int64_t>::max());
+  for (const DemandProfile::Entry& e : profile.Entries()) {
+    if (!e.shape.fractional()) continue;
+    auto it = std::find(sizes_.begin(), sizes_.end(), e.shape.gpu_milli);
+    if (it == sizes_.end()) continue;
+    const size_t i = static_cast<size_t>(it - sizes_.begin());
+    min_cpu_milli_[i] = std::min(min_cpu_milli_[i], e.shape.cpu_milli);
+    min_memory_mib_[i] = std::min(min_memory_mib_[i], e.shape.memory_mib);
+  }
+  feeds_all_cpu_milli_ = 0;
+  feeds_all_memory_mib_ = 0;
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    feeds_all_cpu_milli_ = std::max(feeds_all_cpu_milli_, min_cpu_milli_[i]);
+    feeds_all_memory_mib_ = std::max(feeds_all_memory_mib_, min_memory_mib_[i]);
+  }
+}
+
+double SharePrices::FedHoleValue(int64_t hole, int64_t free_cpu_milli,
+                                 int64_t free_memory_mib) const {
+  if (hole_value_.empty() || hole <= 0) return 0;
+  if (FeedsAll(free_cpu_milli, free_memory_mib)) return HoleValue(hole);
+  double best = 0;
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    if (sizes_[i] > hole || min_cpu_milli_[i] > free_cpu_milli ||
+        min_memory_mib_[i] > free_memory_mib) {
+      continue;
+    }
+    best = std::max(best, prices_[i] + HoleValue(hole - sizes_[i]));
+  }
+  return best;
 }
 
 double SharePrices::HoleValue(int64_t free_milli) const {

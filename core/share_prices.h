@@ -58,13 +58,32 @@ class SharePrices {
   // (>= 0 up to rounding). REQUIRES: 0 < take <= had <= 1000.
   double Loss(int64_t had, int64_t take) const;
 
+  // V(hole) as the host can feed it: the most that fractions fitting in
+  // `hole` are worth when the first of them must fit `free_cpu_milli` and
+  // `free_memory_mib` (each priced size's smallest host ask in the mix),
+  // V(hole - s) for the rest. V(hole) when the host could feed any priced
+  // size; 0 when it can feed none. REQUIRES: 0 <= hole <= 1000.
+  double FedHoleValue(int64_t hole, int64_t free_cpu_milli, int64_t free_memory_mib) const;
+  // Whether the host can feed every priced size (FedHoleValue == HoleValue).
+  bool FeedsAll(int64_t free_cpu_milli, int64_t free_memory_mib) const {
+    return free_cpu_milli >= feeds_all_cpu_milli_ && free_memory_mib >= feeds_all_memory_mib_;
+  }
+
   // The priced sizes and their prices, for tests and reports.
   const std::vector<int64_t>& sizes() const { return sizes_; }
   const std::vector<double>& prices() const { return prices_; }
 
  private:
+  void SetHostAsks(const DemandProfile& profile);
+
   std::vector<int64_t> sizes_;
   std::vector<double> prices_;
+  // Per priced size, the smallest CPU and memory a fraction of it asks.
+  std::vector<int64_t> min_cpu_milli_;
+  std::vector<int64_t> min_memory_mib_;
+  // The largest of those: a host with this much free feeds every size.
+  int64_t feeds_all_cpu_milli_ = 0;
+  int64_t feeds_all_memory_mib_ = 0;
   std::vector<double> hole_value_;  // Indexed by free milli, 0..1000.
   std::vector<double> price_of_;    // Price(size), indexed by size, 0..1000.
 };

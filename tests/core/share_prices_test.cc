@@ -185,6 +185,31 @@ TEST(SharePricesTest, NoPatternIsWorthMoreThanAGpuAndNoLossIsNegative) {
   }
 }
 
+TEST(SharePricesTest, AHoleTheHostCannotFeedIsWorthNothing) {
+  // 650s ask 4 cores, 320s 2 or 3: a 350 hole is worth a 320 while the host
+  // has 2 cores and 1,024 MiB (the smallest asks of the 320s, of different
+  // shapes: a lenient test).
+  DemandProfile profile;
+  profile.Observe({1, 650, 4000, 1024}, 10);
+  profile.Observe({1, 320, 3000, 1024}, 10);
+  profile.Observe({1, 320, 2000, 2048}, 20);
+  SharePrices p;
+  p.Reset(profile);
+  EXPECT_NEAR(p.HoleValue(350), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(p.FedHoleValue(350, 64000, 64000), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(p.FedHoleValue(350, 2000, 1024), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(p.FedHoleValue(350, 2000, 1023), 0.0, 1e-9);
+  EXPECT_NEAR(p.FedHoleValue(350, 1999, 64000), 0.0, 1e-9);
+  // A 1000 hole with 3 cores: a 320 first (the 650 needs 4), then V(680).
+  EXPECT_NEAR(p.FedHoleValue(1000, 3000, 64000), 1.0 / 3 + p.HoleValue(680), 1e-9);
+  EXPECT_NEAR(p.FedHoleValue(0, 64000, 64000), 0.0, 1e-9);
+  // Every size is fed with the largest of the sizes' smallest asks: 4 cores
+  // (the 650's) and 1,024 MiB.
+  EXPECT_TRUE(p.FeedsAll(4000, 1024));
+  EXPECT_FALSE(p.FeedsAll(3999, 1024));
+  EXPECT_FALSE(p.FeedsAll(4000, 1023));
+}
+
 TEST(SharePricesTest, NoFractionsNoPrices) {
   DemandProfile profile;
   profile.Observe({4, 1000, 0, 0}, 3);
@@ -240,6 +265,59 @@ TEST_F(SharePlacementTest, A320OpensAnEmptyGpuRatherThanStrandA470sHole) {
   EXPECT_NE(c, with_470);
   // The 470's hole stays for another 470.
   EXPECT_EQ(Place("d", 470), with_470);
+}
+
+// Two nodes of two GPUs: "poor" (H100s) with little CPU, "rich" (A100s)
+// with 64 cores. The mix: 650s, 320s that pair with them, and whole GPUs,
+// none limited to a model, each kind asking its own CPU.
+class FedHolePlacementTest : public ::testing::Test {
+ protected:
+  void Make(int64_t poor_cpu, int64_t cpu_650, int64_t cpu_320, int64_t cpu_whole) {
+    state_ = ::arbiter::testing::MakeState();
+    ::arbiter::testing::AddNode(
+        state_, ::arbiter::testing::MakeNode("poor", 2, "H100-80GB", "serving", poor_cpu));
+    ::arbiter::testing::AddNode(state_, ::arbiter::testing::MakeNode("rich", 2, "A100-40GB"));
+    // 64 tasks: the packer's models are made again after the 32nd and the
+    // 64th (PackingModel's epoch), so the last snapshot holds them all.
+    for (int i = 0; i < 10; ++i) state_.ObserveDemand(Fraction("o650", 650, cpu_650));
+    for (int i = 0; i < 30; ++i) state_.ObserveDemand(Fraction("o320", 320, cpu_320));
+    for (int i = 0; i < 24; ++i) state_.ObserveDemand(Whole("o1", cpu_whole));
+  }
+
+  static CapacityRequestSpec Fraction(const std::string& key, int64_t milli, int64_t cpu) {
+    CapacityRequestSpec spec = ::arbiter::testing::FractionSpec(key, 1, milli, 1024);
+    spec.shape.cpu_milli = cpu;
+    return spec;
+  }
+  static CapacityRequestSpec Whole(const std::string& key, int64_t cpu) {
+    CapacityRequestSpec spec = ::arbiter::testing::WholeSpec(key, 1, 1);
+    spec.shape.cpu_milli = cpu;
+    return spec;
+  }
+
+  // Places `spec` (PlaceGang applies it) and returns its node's name.
+  std::string Place(const CapacityRequestSpec& spec) {
+    GangPlacement g = PlaceGang(state_, spec);
+    EXPECT_EQ(g.result, FitResult::kPlaced) << spec.idempotency_key;
+    if (g.result != FitResult::kPlaced) return "";
+    return state_.FindNode(g.placements[0].node_id)->name;
+  }
+
+  State state_;
+};
+
+TEST_F(FedHolePlacementTest, AWholeGpuLeavesTheCpuThatAHoleNeeds) {
+  // 650s and whole GPUs of 4 cores, 320s of 2; "poor" has 9 cores. A 650
+  // on each node (each limited to the node's model); a whole GPU on "poor"
+  // would leave 1 core there and strand the 650's hole.
+  Make(9'000, 4'000, 2'000, 4'000);
+  CapacityRequestSpec a = Fraction("a", 650, 4'000);
+  a.gpu_models = {"H100-80GB"};
+  CapacityRequestSpec b = Fraction("b", 650, 4'000);
+  b.gpu_models = {"A100-40GB"};
+  ASSERT_EQ(Place(a), "poor");
+  ASSERT_EQ(Place(b), "rich");
+  EXPECT_EQ(Place(Whole("w", 4'000)), "rich");
 }
 
 }  // namespace
