@@ -419,7 +419,7 @@ std::string DsnOf(const PgStoreOptions& options) {
 PgStore::PgStore(const PgStoreOptions& options)
     : reads_(DsnOf(options), options.read_connections, sql::PrepareAll),
       writer_(DsnOf(options), 1, sql::PrepareWriter),
-      key_lookups_(DsnOf(options), 1, sql::PrepareAll),
+      key_lookups_(DsnOf(options), 1, sql::PrepareKeyLookups),
       ledger_key_pem_(options.ledger_key_pem),
       checkpoint_every_(std::max<int64_t>(1, options.checkpoint_every)) {}
 

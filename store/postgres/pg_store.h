@@ -152,10 +152,9 @@ class PgStore final : public Store {
   ConnectionPool reads_;
   ConnectionPool writer_;
   // FindEndedKeys's own connection: one statement, run for every new
-  // request outside a transaction, planned at each execution (custom
-  // plans, as the reads): a generic plan made while `requests` was empty
-  // may scan the window's ended requests and filter them by key for as
-  // long as the connection lives.
+  // request outside a transaction, planned once (sql::PrepareKeyLookups:
+  // a generic plan kept to index scans, so that one made while `requests`
+  // was empty still finds the keys by their index as the table grows).
   ConnectionPool key_lookups_;
   const std::string ledger_key_pem_;
   const int64_t checkpoint_every_;

@@ -135,16 +135,17 @@ constexpr Statement kStatements[] = {
     // condition is the key's, through requests_ended_key (migration 0032);
     // "ended_at >= $2" only prunes the months before the window (0033),
     // and the latest request of a key is the last to end, so it drops no
-    // key's latest request. The statement is planned for each execution
-    // (PgStore's key lookups): a plan made on a small table would otherwise
-    // read the window's ended requests through requests_ended and filter
-    // them by key.
+    // key's latest request. PgStore's key lookups plan it once
+    // (PrepareKeyLookups), with sequential scans, hash and merge joins off,
+    // so that the plan made while `requests` is empty still finds the keys
+    // through requests_ended_key as the table grows (KeyLookupPlanTest).
     {kFindEndedKeys,
-     "SELECT idempotency_key, id, body_hash FROM (SELECT DISTINCT ON (idempotency_key)"
-     " idempotency_key, id, body_hash, updated_at FROM requests"
-     " WHERE idempotency_key = ANY($1::text[]) AND state NOT IN " ARBITER_LIVE_STATES
-     " AND ended_at >= " TS(2) " ORDER BY idempotency_key, id DESC) latest"
-                               " WHERE updated_at >= " TS(2)},
+     "SELECT idempotency_key, id, body_hash FROM (SELECT DISTINCT ON (r.idempotency_key)"
+     " r.idempotency_key, r.id, r.body_hash, r.updated_at FROM unnest($1::text[]) AS k(key),"
+     " LATERAL (SELECT idempotency_key, id, body_hash, updated_at FROM requests"
+     " WHERE idempotency_key = k.key AND state NOT IN " ARBITER_LIVE_STATES
+     " AND ended_at >= " TS(2) " OFFSET 0) r ORDER BY r.idempotency_key, r.id DESC)"
+                               " latest WHERE updated_at >= " TS(2)},
     // $1: months starting at or after, in microseconds.
     {kSelectEndedSpend,
      "SELECT team, (extract(epoch FROM month) * 1000000)::bigint, micros FROM ended_spend"
@@ -748,6 +749,8 @@ std::string StatementText(const std::string& name) {
 void PrepareAll(pqxx::connection& conn) { Prepare(conn, PlanMode::kCustom); }
 
 void PrepareWriter(pqxx::connection& conn) { Prepare(conn, PlanMode::kGeneric); }
+
+void PrepareKeyLookups(pqxx::connection& conn) { Prepare(conn, PlanMode::kGeneric); }
 
 void Prepare(pqxx::connection& conn, PlanMode mode) {
   {

@@ -202,11 +202,11 @@ TEST_F(HistoryPlansTest, FrequentReadsTouchTheLiveStateAndTheirPageNotTheHistory
 }
 
 // The idempotency key lookup runs before every new request (PgStore's key
-// lookups, planned at each execution as the reads are: sql::PrepareAll).
-// On a table that grew since the last ANALYZE, which said it was empty, it
-// must find the keys through requests_ended_key, not read the window's
-// ended requests by time and filter them by key: over a window of a year,
-// that is every row. (A generic plan made on the empty table did.)
+// lookups, planned once: sql::PrepareKeyLookups). With its plan made while
+// the table was empty, and on a table that grew since the last ANALYZE,
+// which said it was empty, it must find the keys through
+// requests_ended_key, not read the window's ended requests by time and
+// filter them by key: over a window of a year, that is every row.
 class KeyLookupPlanTest : public HistoryPlansTest {
  protected:
   static void SetUpTestSuite() {
@@ -220,7 +220,7 @@ class KeyLookupPlanTest : public HistoryPlansTest {
 
 TEST_F(KeyLookupPlanTest, OnATableThatGrewSinceItsLastAnalyzeItReadsOnlyTheKeysAsked) {
   pqxx::connection lookups(db_->dsn());
-  sql::PrepareAll(lookups);
+  sql::PrepareKeyLookups(lookups);
   const std::string year = absl::StrCat(Micros(2027, 1, 1));
   pqxx::nontransaction tx(lookups);
   tx.exec_prepared(sql::kFindEndedKeys, "{key-1}", year);  // On no rows.
@@ -241,7 +241,10 @@ TEST_F(KeyLookupPlanTest, OnATableThatGrewSinceItsLastAnalyzeItReadsOnlyTheKeysA
   for (const std::string& table : plan.seq_scanned) {
     EXPECT_EQ(plan.seq_rows_touched[table], 0) << "scans " << table;  // Only empty ones.
   }
-  EXPECT_LE(plan.rows_touched["requests"], 2) << r[0][0].as<std::string>();
+  // Each key asked is looked up by its index: at most its one ended row
+  // (EXPLAIN's rows per loop are rounded, so three loops that found two
+  // rows read as three).
+  EXPECT_LE(plan.rows_touched["requests"], 3) << r[0][0].as<std::string>();
 }
 
 // A day of raw samples, 100 GPUs every 30 s, laid out in time order as
