@@ -60,9 +60,10 @@ class SharePrices {
 
   // V(hole) as the host can feed it: the most that fractions fitting in
   // `hole` are worth when the first of them must fit `free_cpu_milli` and
-  // `free_memory_mib` (each priced size's smallest host ask in the mix),
-  // V(hole - s) for the rest. V(hole) when the host could feed any priced
-  // size; 0 when it can feed none. REQUIRES: 0 <= hole <= 1000.
+  // `free_memory_mib` (each priced size's smallest host asks in the mix),
+  // V(hole - s) for the rest. V(hole) when the host can feed every priced
+  // size (FeedsAll); 0 when it can feed none that fits. REQUIRES: 0 <= hole
+  // <= 1000.
   double FedHoleValue(int64_t hole, int64_t free_cpu_milli, int64_t free_memory_mib) const;
   // Whether the host can feed every priced size (FedHoleValue == HoleValue).
   bool FeedsAll(int64_t free_cpu_milli, int64_t free_memory_mib) const {
