@@ -9,7 +9,6 @@ pattern on small random multisets, that it never exceeds an exact bin
 packing found by search, and the script's report on a tiny replay.
 """
 import importlib.util
-import itertools
 import os
 import random
 import subprocess
