@@ -240,7 +240,12 @@ constexpr Statement kStatements[] = {
   "END, r.priority, r.spot, r.burst_until IS NOT NULL "                                  \
   "FROM requests r JOIN placements p ON p.request_id = r.id "
     // Members held at some time in [$1, $2): admitted, and not ended before
-    // $1 (a request's last update is when it ended).
+    // $1 (a request's last update is when it ended). The ids are found as
+    // the requests themselves are, the live ones and those ended since $1,
+    // through the partial indexes requests_live and requests_ended: by
+    // "ended_at > $1" alone each month's partition is read whole (its
+    // primary key is (id, ended_at)), and the month grows with every
+    // decision (HeldMembersPlanTest).
     {kSelectHeldMembers, ARBITER_MEMBER_COLUMNS
      "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
      "AND r.admitted_at < " TS(
@@ -248,8 +253,10 @@ constexpr Statement kStatements[] = {
             " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(1) " AND p.admitted_at < " TS(
                 2) " AND p.request_id = ANY(ARRAY(SELECT id FROM requests WHERE state IN "
                    "('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
-                   "AND admitted_at < " TS(2) " AND ended_at > " TS(
-                       1) ")) ORDER BY r.id, p.member"},
+                   "AND admitted_at < " TS(2) " AND (state IN ('admitted', 'preempting') OR "
+                                              "(state NOT IN " ARBITER_LIVE_STATES
+                                              " AND updated_at > " TS(1) ")) AND ended_at > " TS(
+                                                  1) ")) ORDER BY r.id, p.member"},
     {kSelectLiveMembers, ARBITER_MEMBER_COLUMNS
      "WHERE r.state IN ('admitted', 'preempting') AND r.ended_at = 'infinity' "
      "AND p.request_id = ANY(" ARBITER_HOLDING_IDS ") ORDER BY r.id, p.member"},

@@ -247,6 +247,96 @@ TEST_F(KeyLookupPlanTest, OnATableThatGrewSinceItsLastAnalyzeItReadsOnlyTheKeysA
   EXPECT_LE(plan.rows_touched["requests"], 3) << r[0][0].as<std::string>();
 }
 
+// The telemetry rollups, idle tracking and SLO attribution ask who held
+// capacity in a window of a minute or so, many times an hour. Under load the
+// current month's partition holds hundreds of thousands of requests that
+// ended before the window: the read must find the window's through
+// requests_ended (by when they ended), not by reading the month's partition
+// (measured in a soak: 1-3 s per read and growing through the month).
+class HeldMembersPlanTest : public HistoryPlansTest {
+ protected:
+  // The index conditions of the plan's scans of a requests primary key.
+  static std::vector<std::string> PrimaryKeyConditions(const nlohmann::json& node) {
+    std::vector<std::string> out;
+    const std::string index = node.value("Index Name", "");
+    if (index.rfind("requests", 0) == 0 && index.find("pkey") != std::string::npos) {
+      out.push_back(node.value("Index Cond", "(none)"));
+    }
+    if (node.contains("Plans")) {
+      for (const nlohmann::json& child : node["Plans"]) {
+        for (std::string& c : PrimaryKeyConditions(child)) out.push_back(std::move(c));
+      }
+    }
+    return out;
+  }
+
+  static constexpr int kEndedBefore = 200000;  // In December, before the window.
+  static constexpr int kEndedIn = 300;         // In the window, the last minute.
+
+  static void SetUpTestSuite() {
+    Open(+[] {
+      pqxx::nontransaction tx(*conn_);
+      EnsureRequestPartitions(tx);
+      // Ids 1..kEndedBefore end through December; the next kEndedIn in the
+      // last minute of the year; the last kLive are live. Each was admitted
+      // an hour before it ended (the live ones in the last hour).
+      tx.exec(absl::StrCat(
+          "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class,"
+          " members, whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib,"
+          " gpu_models, description, state, created_at, updated_at, admitted_at,"
+          " gpu_milli_per_member, ended_at)"
+          " SELECT g, 'key-' || g, g, 'team' || (g % 20), 'pool' || (g % 4), 'training', 1, 1,"
+          " 0, 0, 0, 0, '{}', '', CASE WHEN live THEN 'admitted' ELSE 'released' END,"
+          " e - interval '1 hour', e, e - interval '1 hour', 1000,"
+          " CASE WHEN live THEN 'infinity' ELSE e END FROM generate_series(1, ",
+          kEndedBefore + kEndedIn + kLive, ") g, LATERAL (SELECT g > ", kEndedBefore + kEndedIn,
+          " AS live, CASE WHEN g <= ", kEndedBefore,
+          " THEN timestamptz '2027-12-01 UTC' + g * (interval '30 days' / ", kEndedBefore,
+          ") ELSE timestamptz '2027-12-31 23:59:30 UTC' + (g - ", kEndedBefore,
+          ") * interval '1 millisecond' END AS e) x"));
+      tx.exec(
+          "INSERT INTO placements (request_id, member, node_id, gpu_indices, gpu_milli,"
+          " gpu_memory_mib, cpu_milli, memory_mib, exclusive, admitted_at)"
+          " SELECT r.id, 0, 1 + r.id % 100, ARRAY[r.id % 8], 1000, 81920, 0, 0, true,"
+          " r.admitted_at FROM requests r");
+      tx.exec("ANALYZE");
+    });
+  }
+};
+
+TEST_F(HeldMembersPlanTest, AMinuteOfAFullMonthReadsTheMinuteNotTheMonth) {
+  const std::string year_end = absl::StrCat(Micros(2028, 1, 1));
+  const std::string last_minute = absl::StrCat(Micros(2028, 1, 1) - 60'000'000);
+  const std::string args = absl::StrCat("(", last_minute, ", ", year_end, ")");
+  const std::string text = sql::StatementText(sql::kSelectHeldMembers);
+  const PartitionParents parents = Parents();
+  pqxx::nontransaction tx(*conn_);
+  tx.exec(absl::StrCat("PREPARE held AS ", text));
+  const pqxx::result r = tx.exec(absl::StrCat("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE held", args));
+  const pqxx::result rows = tx.exec(absl::StrCat("EXECUTE held", args));
+  tx.exec("DEALLOCATE held");
+  EXPECT_EQ(rows.size(), static_cast<size_t>(kEndedIn + kLive));
+  const std::string json = r[0][0].as<std::string>();
+  PlanReads plan = ReadsOfPlan(json, parents);
+  for (const std::string& table : plan.seq_scanned) {
+    // The live partition holds the live state; any other scanned whole must
+    // be a month of a few rows (here November's placements of the requests
+    // that ended early on December 1).
+    if (table == "requests_live_partition") continue;
+    EXPECT_LE(plan.seq_rows_touched[table], kEndedIn + kLive) << "scans " << table << "\n" << json;
+  }
+  // A primary key (id, ended_at) searched without its id reads the whole
+  // index of the month: EXPLAIN counts only the rows it returns.
+  for (const std::string& cond :
+       PrimaryKeyConditions(nlohmann::json::parse(json).at(0).at("Plan"))) {
+    EXPECT_NE(cond.find("id ="), std::string::npos) << "a primary key scanned by " << cond;
+  }
+  // Each member held is read once from requests and once from placements,
+  // and once more as an id: about three rows per row returned.
+  EXPECT_LE(plan.rows_touched["requests"] + plan.rows_touched["placements"], 4 * (kEndedIn + kLive))
+      << r[0][0].as<std::string>();
+}
+
 // A day of raw samples, 100 GPUs every 30 s, laid out in time order as
 // agents send them: the rollup's read of a minute must touch that minute's
 // block ranges (the BRIN index on `at`), not scan the day's partition.
