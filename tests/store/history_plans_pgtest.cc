@@ -30,6 +30,23 @@ using ::arbiter::testing::PlanReads;
 using ::arbiter::testing::ReadsOfPlan;
 using ::arbiter::testing::TestDatabase;
 
+// Requests numbered by g, 20 teams in 4 pools, one whole GPU each; the
+// caller's SELECT list goes on from the state: state, created_at,
+// updated_at, admitted_at, gpu_milli_per_member, cost_micros, ended_at.
+constexpr char kInsertRequestRows[] =
+    "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class,"
+    " members, whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib,"
+    " gpu_models, description, state, created_at, updated_at, admitted_at,"
+    " gpu_milli_per_member, cost_micros, ended_at)"
+    " SELECT g, 'key-' || g, g, 'team' || (g % 20), 'pool' || (g % 4), 'training', 1, 1, 0,"
+    " 0, 0, 0, '{}', '', ";
+// A placement for every request, admitted when it was.
+constexpr char kInsertPlacementPerRequest[] =
+    "INSERT INTO placements (request_id, member, node_id, gpu_indices, gpu_milli,"
+    " gpu_memory_mib, cpu_milli, memory_mib, exclusive, admitted_at)"
+    " SELECT r.id, 0, 1 + r.id % 100, ARRAY[r.id % 8], 1000, 81920, 0, 0, true,"
+    " r.admitted_at FROM requests r";
+
 constexpr int kEnded = 300000;  // Over the twelve months of 2027.
 constexpr int kLive = 500;      // Admitted, at the end of the year.
 
@@ -58,22 +75,13 @@ class HistoryPlansTest : public ::testing::Test {
     // A year of ended requests, 20 teams in 4 pools, each with its
     // placement, then the live ones; what the month's ended requests cost.
     tx.exec(absl::StrCat(
-        "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class,"
-        " members, whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib,"
-        " gpu_models, description, state, created_at, updated_at, admitted_at,"
-        " gpu_milli_per_member, cost_micros, ended_at)"
-        " SELECT g, 'key-' || g, g, 'team' || (g % 20), 'pool' || (g % 4), 'training', 1, 1, 0,"
-        " 0, 0, 0, '{}', '', CASE WHEN g > ",
-        kEnded, " THEN 'admitted' ELSE 'released' END, t, t + interval '2 hours',",
+        kInsertRequestRows, "CASE WHEN g > ", kEnded,
+        " THEN 'admitted' ELSE 'released' END, t, t + interval '2 hours',",
         " t + interval '1 minute', 1000, 5000, CASE WHEN g > ", kEnded,
         " THEN 'infinity' ELSE t + interval '2 hours' END FROM generate_series(1, ", kEnded + kLive,
         ") g, LATERAL (SELECT timestamptz '2027-01-01 UTC' + g * (interval '365 days' / ",
         kEnded + kLive, ") AS t) x"));
-    tx.exec(
-        absl::StrCat("INSERT INTO placements (request_id, member, node_id, gpu_indices, gpu_milli,"
-                     " gpu_memory_mib, cpu_milli, memory_mib, exclusive, admitted_at)"
-                     " SELECT r.id, 0, 1 + r.id % 100, ARRAY[r.id % 8], 1000, 81920, 0, 0, true,"
-                     " r.admitted_at FROM requests r"));
+    tx.exec(kInsertPlacementPerRequest);
     tx.exec(
         "INSERT INTO ended_spend SELECT team, date_trunc('month', admitted_at, 'UTC'),"
         " sum(cost_micros) FROM requests WHERE state = 'released' GROUP BY 1, 2");
@@ -280,25 +288,16 @@ class HeldMembersPlanTest : public HistoryPlansTest {
       // Ids 1..kEndedBefore end through December; the next kEndedIn in the
       // last minute of the year; the last kLive are live. Each was admitted
       // an hour before it ended (the live ones in the last hour).
-      tx.exec(absl::StrCat(
-          "INSERT INTO requests (id, idempotency_key, body_hash, team, pool, workload_class,"
-          " members, whole_gpus, fraction_milli, fraction_memory_mib, cpu_milli, memory_mib,"
-          " gpu_models, description, state, created_at, updated_at, admitted_at,"
-          " gpu_milli_per_member, ended_at)"
-          " SELECT g, 'key-' || g, g, 'team' || (g % 20), 'pool' || (g % 4), 'training', 1, 1,"
-          " 0, 0, 0, 0, '{}', '', CASE WHEN live THEN 'admitted' ELSE 'released' END,"
-          " e - interval '1 hour', e, e - interval '1 hour', 1000,"
-          " CASE WHEN live THEN 'infinity' ELSE e END FROM generate_series(1, ",
-          kEndedBefore + kEndedIn + kLive, ") g, LATERAL (SELECT g > ", kEndedBefore + kEndedIn,
-          " AS live, CASE WHEN g <= ", kEndedBefore,
-          " THEN timestamptz '2027-12-01 UTC' + g * (interval '30 days' / ", kEndedBefore,
-          ") ELSE timestamptz '2027-12-31 23:59:30 UTC' + (g - ", kEndedBefore,
-          ") * interval '1 millisecond' END AS e) x"));
-      tx.exec(
-          "INSERT INTO placements (request_id, member, node_id, gpu_indices, gpu_milli,"
-          " gpu_memory_mib, cpu_milli, memory_mib, exclusive, admitted_at)"
-          " SELECT r.id, 0, 1 + r.id % 100, ARRAY[r.id % 8], 1000, 81920, 0, 0, true,"
-          " r.admitted_at FROM requests r");
+      tx.exec(absl::StrCat(kInsertRequestRows,
+                           "CASE WHEN live THEN 'admitted' ELSE 'released' END,"
+                           " e - interval '1 hour', e, e - interval '1 hour', 1000, 0,"
+                           " CASE WHEN live THEN 'infinity' ELSE e END FROM generate_series(1, ",
+                           kEndedBefore + kEndedIn + kLive, ") g, LATERAL (SELECT g > ",
+                           kEndedBefore + kEndedIn, " AS live, CASE WHEN g <= ", kEndedBefore,
+                           " THEN timestamptz '2027-12-01 UTC' + g * (interval '30 days' / ",
+                           kEndedBefore, ") ELSE timestamptz '2027-12-31 23:59:30 UTC' + (g - ",
+                           kEndedBefore, ") * interval '1 millisecond' END AS e) x"));
+      tx.exec(kInsertPlacementPerRequest);
       tx.exec("ANALYZE");
     });
   }
