@@ -22,6 +22,17 @@ namespace {
 #define ARBITER_HOLDING_IDS                                                                 \
   "ARRAY(SELECT id FROM requests WHERE state IN ('admitted', 'preempting') AND ended_at = " \
   "'infinity')"
+// Requests (alias r) that held capacity at some time in [$1, $2): admitted
+// before $2, and live or ended after $1 (a request's last update is when it
+// ended), found through the partial indexes requests_live and
+// requests_ended. By "ended_at > $1" alone each month's partition would be
+// read whole (its primary key is (id, ended_at)); that condition only
+// prunes the months that ended before $1 (HeldMembersPlanTest).
+#define ARBITER_HELD_IN_WINDOW \
+  "r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "           \
+  "AND r.admitted_at < " TS(2) " AND (r.state IN ('admitted', 'preempting') OR (r.state " \
+                               "NOT IN " ARBITER_LIVE_STATES " AND r.updated_at > " TS(   \
+                                   1) ")) AND r.ended_at > " TS(1)
 #define OPT_MICROS(column) \
   "COALESCE((extract(epoch FROM " column ") * 1000000)::bigint, -9223372036854775808)"
 
@@ -239,24 +250,12 @@ constexpr Statement kStatements[] = {
   "ELSE (extract(epoch FROM COALESCE(r.run_ended_at, r.updated_at)) * 1000000)::bigint " \
   "END, r.priority, r.spot, r.burst_until IS NOT NULL "                                  \
   "FROM requests r JOIN placements p ON p.request_id = r.id "
-    // Members held at some time in [$1, $2): admitted, and not ended before
-    // $1 (a request's last update is when it ended). The ids are found as
-    // the requests themselves are, the live ones and those ended since $1,
-    // through the partial indexes requests_live and requests_ended: by
-    // "ended_at > $1" alone each month's partition is read whole (its
-    // primary key is (id, ended_at)), and the month grows with every
-    // decision (HeldMembersPlanTest).
-    {kSelectHeldMembers, ARBITER_MEMBER_COLUMNS
-     "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
-     "AND r.admitted_at < " TS(
-         2) " AND (r.state IN ('admitted', 'preempting') OR (r.state NOT IN " ARBITER_LIVE_STATES
-            " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(1) " AND p.admitted_at < " TS(
-                2) " AND p.request_id = ANY(ARRAY(SELECT id FROM requests WHERE state IN "
-                   "('admitted', 'preempting', 'released', 'preempted', 'cancelled') "
-                   "AND admitted_at < " TS(2) " AND (state IN ('admitted', 'preempting') OR "
-                                              "(state NOT IN " ARBITER_LIVE_STATES
-                                              " AND updated_at > " TS(1) ")) AND ended_at > " TS(
-                                                  1) ")) ORDER BY r.id, p.member"},
+    // Members held at some time in [$1, $2). Their placements are found by
+    // the ids of the requests (ARBITER_HOLDING_IDS explains why).
+    {kSelectHeldMembers,
+     ARBITER_MEMBER_COLUMNS "WHERE " ARBITER_HELD_IN_WINDOW " AND p.admitted_at < " TS(
+         2) " AND p.request_id = ANY(ARRAY(SELECT r.id "
+            "FROM requests r WHERE " ARBITER_HELD_IN_WINDOW ")) ORDER BY r.id, p.member"},
     {kSelectLiveMembers, ARBITER_MEMBER_COLUMNS
      "WHERE r.state IN ('admitted', 'preempting') AND r.ended_at = 'infinity' "
      "AND p.request_id = ANY(" ARBITER_HOLDING_IDS ") ORDER BY r.id, p.member"},
@@ -378,13 +377,7 @@ constexpr Statement kStatements[] = {
                    "(extract(epoch FROM GREATEST(COALESCE(r.run_started_at, r.admitted_at), " TS(
                        1) ")) * 1000000)::bigint) / 1000000), 0)::bigint "
                           "FROM requests r JOIN placements p ON p.request_id = r.id "
-                          "WHERE r.state IN ('admitted', 'preempting', 'released', 'preempted', "
-                          "'cancelled') "
-                          "AND r.admitted_at < " TS(
-                              2) " AND (r.state IN ('admitted', "
-                                 "'preempting') OR (r.state NOT IN " ARBITER_LIVE_STATES
-                                 " AND r.updated_at > " TS(1) ")) AND r.ended_at > " TS(
-                                     1) " AND p.admitted_at < " TS(2)},
+                          "WHERE " ARBITER_HELD_IN_WINDOW " AND p.admitted_at < " TS(2)},
     {kSelectUsedByHour,
      "SELECT (extract(epoch FROM hour) * 1000000)::bigint, sum(used_milli_seconds)::bigint "
      "FROM usage_hourly WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "

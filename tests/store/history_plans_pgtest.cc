@@ -118,16 +118,21 @@ class HistoryPlansTest : public ::testing::Test {
   // EXPLAIN ANALYZE of the prepared statement `name` with `args` (SQL
   // literals).
   static PlanReads Explain(const std::string& name, const std::vector<std::string>& args) {
+    const PartitionParents parents = Parents();
+    return ReadsOfPlan(ExplainJson(name, args), parents);
+  }
+
+  // The same plan as EXPLAIN (FORMAT JSON) gives it.
+  static std::string ExplainJson(const std::string& name, const std::vector<std::string>& args) {
     const std::string text = sql::StatementText(name);
     EXPECT_FALSE(text.empty()) << name;
-    const PartitionParents parents = Parents();
     pqxx::nontransaction tx(*conn_);
     tx.exec(absl::StrCat("PREPARE explained_", name, " AS ", text));
     const pqxx::result r = tx.exec(
         absl::StrCat("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE explained_", name,
                      args.empty() ? "" : absl::StrCat("(", absl::StrJoin(args, ", "), ")")));
     tx.exec(absl::StrCat("DEALLOCATE explained_", name));
-    return ReadsOfPlan(r[0][0].as<std::string>(), parents);
+    return r[0][0].as<std::string>();
   }
 
   static TestDatabase* db_;
@@ -304,19 +309,16 @@ class HeldMembersPlanTest : public HistoryPlansTest {
 };
 
 TEST_F(HeldMembersPlanTest, AMinuteOfAFullMonthReadsTheMinuteNotTheMonth) {
-  const std::string year_end = absl::StrCat(Micros(2028, 1, 1));
-  const std::string last_minute = absl::StrCat(Micros(2028, 1, 1) - 60'000'000);
-  const std::string args = absl::StrCat("(", last_minute, ", ", year_end, ")");
-  const std::string text = sql::StatementText(sql::kSelectHeldMembers);
-  const PartitionParents parents = Parents();
-  pqxx::nontransaction tx(*conn_);
-  tx.exec(absl::StrCat("PREPARE held AS ", text));
-  const pqxx::result r = tx.exec(absl::StrCat("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE held", args));
-  const pqxx::result rows = tx.exec(absl::StrCat("EXECUTE held", args));
-  tx.exec("DEALLOCATE held");
-  EXPECT_EQ(rows.size(), static_cast<size_t>(kEndedIn + kLive));
-  const std::string json = r[0][0].as<std::string>();
-  PlanReads plan = ReadsOfPlan(json, parents);
+  const int64_t year_end = Micros(2028, 1, 1);
+  const int64_t last_minute = year_end - 60'000'000;
+  const std::string json =
+      ExplainJson(sql::kSelectHeldMembers, {absl::StrCat(last_minute), absl::StrCat(year_end)});
+  PlanReads plan = ReadsOfPlan(json, Parents());
+  {
+    pqxx::nontransaction tx(*conn_);
+    EXPECT_EQ(tx.exec_prepared(sql::kSelectHeldMembers, last_minute, year_end).size(),
+              static_cast<size_t>(kEndedIn + kLive));
+  }
   for (const std::string& table : plan.seq_scanned) {
     // The live partition holds the live state; any other scanned whole must
     // be a month of a few rows (here November's placements of the requests
@@ -333,7 +335,7 @@ TEST_F(HeldMembersPlanTest, AMinuteOfAFullMonthReadsTheMinuteNotTheMonth) {
   // Each member held is read once from requests and once from placements,
   // and once more as an id: about three rows per row returned.
   EXPECT_LE(plan.rows_touched["requests"] + plan.rows_touched["placements"], 4 * (kEndedIn + kLive))
-      << r[0][0].as<std::string>();
+      << json;
 }
 
 // A day of raw samples, 100 GPUs every 30 s, laid out in time order as
