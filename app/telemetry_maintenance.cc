@@ -1,6 +1,9 @@
 #include "app/telemetry_maintenance.h"
 
 #include <map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
 #include <spdlog/spdlog.h>
@@ -23,6 +26,10 @@ constexpr absl::Duration kReadingsBefore = absl::Minutes(5);
 
 // How many of the rollup's reads a pass keeps for the idle tracker.
 constexpr size_t kKeptReads = 2;
+// The most members a pass holds at once: a slice's members are as many as
+// the decisions made in it (240,000 in a minute at 4,000 decisions/s), and
+// a pass reads them in parts (store::TelemetryStore::ScanHeldMembers).
+constexpr size_t kMembersPerPart = 16'384;
 
 // Records `at` for `hour` in `earliest` unless an earlier time is there.
 void KeepEarliest(std::map<absl::Time, absl::Time>& earliest, absl::Time hour, absl::Time at) {
@@ -94,20 +101,18 @@ absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
   to = std::min(to, end);
   ARBITER_ASSIGN_OR_RETURN(absl::Time from, store_->UsageRolledTo(hour));
   while (from < to) {
-    store::UsageSlice slice;
-    slice.hour = hour;
-    slice.from = from;
-    slice.to = std::min(to, from + kLongestSlice);
-    slice.computed_at = clock_->TimeNow();
-    ARBITER_ASSIGN_OR_RETURN(slice.members, store_->ListHeldMembers(slice.from, slice.to));
+    const absl::Time slice_to = std::min(to, from + kLongestSlice);
     std::vector<core::GpuSample> samples;
     {
       absl::MutexLock lock(&slices_mu_);
-      ARBITER_ASSIGN_OR_RETURN(samples, rollup_slices_.Read(slice.from, slice.to, RollupReads()));
+      ARBITER_ASSIGN_OR_RETURN(samples, rollup_slices_.Read(from, slice_to, RollupReads()));
     }
-    slice.usage = core::RollUp(slice.members, samples, slice.from, slice.to);
-    ARBITER_RETURN_IF_ERROR(store_->AddUsageSlice(slice));
-    from = slice.to;
+    ARBITER_RETURN_IF_ERROR(store_->RollUpSlice(
+        hour, from, slice_to, clock_->TimeNow(), kMembersPerPart,
+        [&](absl::Span<const core::HeldMember> members) {
+          return core::RollUp(members, samples, from, slice_to);
+        }));
+    from = slice_to;
   }
   return absl::OkStatus();
 }
@@ -150,7 +155,7 @@ absl::Status TelemetryMaintenance::TrackIdle(absl::Time now, absl::Time late,
     }
   }
   // Held and sampled time of each member over the pass's slices.
-  std::map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> held;
+  absl::flat_hash_map<std::pair<int64_t, int32_t>, std::pair<int64_t, int64_t>> held;
   const absl::Time pass_from = from;
   while (from < to) {
     absl::Time slice_to;
@@ -158,20 +163,25 @@ absl::Status TelemetryMaintenance::TrackIdle(absl::Time now, absl::Time late,
       absl::MutexLock lock(&idle_mu_);
       slice_to = std::min({to, idle_->BucketEnd(from), from + kLongestSlice});
     }
-    ARBITER_ASSIGN_OR_RETURN(auto members, store_->ListHeldMembers(from, slice_to));
     std::vector<core::GpuSample> samples;
     {
       absl::MutexLock lock(&slices_mu_);
       ARBITER_ASSIGN_OR_RETURN(samples, idle_slices_.Read(from, slice_to, TrackerReads()));
     }
-    std::vector<core::MemberUsage> usage = core::RollUp(members, samples, from, slice_to);
-    for (size_t i = 0; i < members.size(); ++i) {
-      auto& [allocated, sampled] = held[{members[i].request_id, members[i].member}];
-      allocated += usage[i].allocated_milli_seconds;
-      sampled += usage[i].sampled_milli_seconds;
-    }
-    absl::MutexLock lock(&idle_mu_);
-    idle_->Add(from, slice_to, members, usage);
+    ARBITER_RETURN_IF_ERROR(store_->ScanHeldMembers(
+        from, slice_to, kMembersPerPart,
+        [&](absl::Span<const core::HeldMember> members) -> absl::Status {
+          const std::vector<core::MemberUsage> usage =
+              core::RollUp(members, samples, from, slice_to);
+          for (size_t i = 0; i < members.size(); ++i) {
+            auto& [allocated, sampled] = held[{members[i].request_id, members[i].member}];
+            allocated += usage[i].allocated_milli_seconds;
+            sampled += usage[i].sampled_milli_seconds;
+          }
+          absl::MutexLock lock(&idle_mu_);
+          idle_->Add(from, slice_to, members, usage);
+          return absl::OkStatus();
+        }));
     from = slice_to;
   }
   if (pass_from < to) {

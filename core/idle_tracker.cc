@@ -30,10 +30,12 @@ absl::Time IdleTracker::BucketStart(absl::Time t) const {
 
 void IdleTracker::Add(absl::Time from, absl::Time to, absl::Span<const HeldMember> members,
                       absl::Span<const MemberUsage> usage) {
-  if (from != tracked_to_) {
+  const bool next_part = from == last_from_ && to == tracked_to_;
+  if (!next_part && from != tracked_to_) {
     by_request_.clear();
     tracked_from_ = from;
   }
+  last_from_ = from;
   tracked_to_ = to;
   const int64_t index = IndexOf(from);
   for (size_t i = 0; i < members.size() && i < usage.size(); ++i) {
@@ -73,6 +75,7 @@ void IdleTracker::DropBefore(int64_t first_index) {
 
 void IdleTracker::Rewind(absl::Time t) {
   if (t >= tracked_to_) return;
+  last_from_ = absl::InfinitePast();  // What is added next is no part of a slice.
   const absl::Time start = BucketStart(t);
   if (start <= tracked_from_) {
     by_request_.clear();

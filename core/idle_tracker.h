@@ -52,8 +52,10 @@ class IdleTracker {
   size_t tracked_requests() const { return by_request_.size(); }
 
   // Adds usage[i], the usage of members[i] over [from, to), and drops the
-  // requests of the members that ended (finite `until`). A `from` other
-  // than tracked_to() starts tracking again from `from` (what came before is
+  // requests of the members that ended (finite `until`). A slice may come in
+  // parts: calls with the [from, to) of the last call add further members of
+  // that slice (each member in one part). Otherwise a `from` other than
+  // tracked_to() starts tracking again from `from` (what came before is
   // forgotten). Buckets that no window can reach any more are dropped.
   // REQUIRES: from < to <= BucketEnd(from); members.size() == usage.size().
   void Add(absl::Time from, absl::Time to, absl::Span<const HeldMember> members,
@@ -86,6 +88,7 @@ class IdleTracker {
   const absl::Duration bucket_;
   absl::Time tracked_from_ = absl::InfinitePast();
   absl::Time tracked_to_ = absl::InfinitePast();
+  absl::Time last_from_ = absl::InfinitePast();  // The last Add's `from`.
   int64_t dropped_before_ = 0;  // The first bucket index kept at the last drop.
   // Per request, its buckets in index order.
   absl::flat_hash_map<int64_t, std::vector<Bucket>> by_request_;

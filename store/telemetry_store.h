@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,26 @@ class TelemetryStore {
   // preempted), ordered by request and member: as many as the live state
   // holds, whatever the history.
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::HeldMember>> ListLiveMembers() = 0;
+
+  // One part of the members held in a window; a non-OK status stops the
+  // scan and is returned by it.
+  using HeldPart = std::function<absl::Status(absl::Span<const core::HeldMember>)>;
+  // The members ListHeldMembers(from, to) returns, in its order, handed to
+  // `part` at most `max_part` at a time: a window's members are as many as
+  // the decisions made in it (240,000 in a minute at 4,000 decisions/s),
+  // and PgStore holds one part in memory, not the window (this default,
+  // for stores that hold everything in memory anyway, reads the window
+  // whole). The parts are read in one snapshot. REQUIRES: max_part > 0.
+  [[nodiscard]] virtual absl::Status ScanHeldMembers(absl::Time from, absl::Time to,
+                                                     size_t max_part, const HeldPart& part) {
+    absl::StatusOr<std::vector<core::HeldMember>> members = ListHeldMembers(from, to);
+    if (!members.ok()) return members.status();
+    const absl::Span<const core::HeldMember> all(*members);
+    for (size_t at = 0; at < all.size(); at += max_part) {
+      if (absl::Status s = part(all.subspan(at, max_part)); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   // How far the rollups of the hour starting at `hour` are computed: the
   // end of the last slice added since the hour was last reset, `hour` when
   // none was.
@@ -89,6 +110,30 @@ class TelemetryStore {
   // hour: read UsageRolledTo again); INTERNAL when members and usage differ
   // in length. REQUIRES: slice.hour <= slice.from < slice.to.
   [[nodiscard]] virtual absl::Status AddUsageSlice(const UsageSlice& slice) = 0;
+
+  // The usage over a slice of each member of one part (in its order).
+  using RollPart =
+      std::function<std::vector<core::MemberUsage>(absl::Span<const core::HeldMember>)>;
+  // AddUsageSlice of the slice [from, to) of the hour starting at `hour`,
+  // computed at `computed_at`, whose members are those held in it and whose
+  // usage `roll` gives, part by part: as in ScanHeldMembers, PgStore holds
+  // at most `max_part` members in memory at once. One transaction; errors as
+  // AddUsageSlice's (INTERNAL when `roll` returns a usage per member of
+  // another length). REQUIRES: hour <= from < to, max_part > 0.
+  [[nodiscard]] virtual absl::Status RollUpSlice(absl::Time hour, absl::Time from, absl::Time to,
+                                                 absl::Time computed_at, size_t max_part,
+                                                 const RollPart& roll) {
+    UsageSlice slice{hour, from, to, {}, {}, computed_at};
+    absl::StatusOr<std::vector<core::HeldMember>> members = ListHeldMembers(from, to);
+    if (!members.ok()) return members.status();
+    slice.members = *std::move(members);
+    const absl::Span<const core::HeldMember> all(slice.members);
+    for (size_t at = 0; at < all.size(); at += max_part) {
+      std::vector<core::MemberUsage> usage = roll(all.subspan(at, max_part));
+      slice.usage.insert(slice.usage.end(), usage.begin(), usage.end());
+    }
+    return AddUsageSlice(slice);
+  }
   // Drops the rollups of the hour starting at `hour`, so that it is rolled
   // up again from its start (late samples arrived).
   [[nodiscard]] virtual absl::Status ResetUsageHour(absl::Time hour) = 0;

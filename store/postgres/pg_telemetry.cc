@@ -155,6 +155,91 @@ core::MemberUsage UsageFromColumns(const pqxx::row& row, int first) {
   return u;
 }
 
+// Hands the members held in [from, to) to `part`, at most `max_part` at a
+// time, read through a cursor in `tx` (so libpq holds a fetch's rows, not
+// the window's). REQUIRES: max_part > 0.
+absl::Status ScanHeldThroughCursor(pqxx::transaction_base& tx, absl::Time from, absl::Time to,
+                                   size_t max_part, const TelemetryStore::HeldPart& part) {
+  // A cursor is planned for its first tenth by default (an index scan in
+  // the ORDER BY's order over all of `requests`); the scan reads it all.
+  tx.exec0("SET LOCAL cursor_tuple_fraction = 1");
+  tx.exec_prepared(sql::kDeclareHeldMembers, rows::ToMicros(from), rows::ToMicros(to));
+  std::vector<core::HeldMember> members;
+  members.reserve(max_part);
+  for (;;) {
+    const pqxx::result r = tx.exec_prepared(sql::kFetchHeldMembers);
+    if (r.empty()) break;
+    for (const pqxx::row& row : r) {
+      members.push_back(HeldMemberFromRow(row));
+      if (members.size() == max_part) {
+        ARBITER_RETURN_IF_ERROR(part(members));
+        members.clear();
+      }
+    }
+  }
+  tx.exec0("CLOSE held_members");
+  if (!members.empty()) return part(members);
+  return absl::OkStatus();
+}
+
+// Adds usage[i] of members[i] (those that held nothing are left out) to the
+// rollups of `hour`. `*partitioned` is set once the month's partition is
+// made sure of.
+void AddUsageRows(pqxx::work& tx, absl::Time hour, absl::Time computed_at,
+                  absl::Span<const core::HeldMember> members,
+                  absl::Span<const core::MemberUsage> usage, bool* partitioned) {
+  rows::ArrayLiteral cols[14];
+  size_t n = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const core::HeldMember& m = members[i];
+    const core::MemberUsage& u = usage[i];
+    if (u.allocated_milli_seconds == 0) continue;
+    ++n;
+    cols[0].Add(rows::ToMicros(hour));
+    cols[1].Add(m.request_id);
+    cols[2].Add(int64_t{m.member});
+    cols[3].Add(m.team);
+    cols[4].Add(m.pool);
+    cols[5].Add(core::WorkloadClassName(m.workload_class));
+    cols[6].Add(m.gpu_model);
+    cols[7].Add(u.allocated_milli_seconds);
+    cols[8].Add(u.sampled_milli_seconds);
+    cols[9].Add(u.used_milli_seconds);
+    cols[10].Add(int64_t{u.peak_busy_milli});
+    cols[11].Add(u.peak_memory_mib);
+    cols[12].Add(u.energy_mwh);
+    cols[13].Add(rows::ToMicros(computed_at));
+  }
+  if (n == 0) return;
+  if (!*partitioned) {
+    // The partition of the hour's month (migration 0033).
+    tx.exec_prepared(sql::kEnsureUsagePartition,
+                     absl::FormatCivilTime(absl::ToCivilDay(hour, absl::UTCTimeZone())));
+    *partitioned = true;
+  }
+  tx.exec_prepared(sql::kAddUsageRows, cols[0].Done(), cols[1].Done(), cols[2].Done(),
+                   cols[3].Done(), cols[4].Done(), cols[5].Done(), cols[6].Done(), cols[7].Done(),
+                   cols[8].Done(), cols[9].Done(), cols[10].Done(), cols[11].Done(),
+                   cols[12].Done(), cols[13].Done());
+}
+
+// Records that `hour` is rolled up to `to` from `from`, locking its
+// progress row until commit (a concurrent pass waits, then finds the new
+// end). ABORTED when the hour is no longer rolled up to `from`.
+absl::Status AdvanceUsageProgress(pqxx::work& tx, absl::Time hour, absl::Time from,
+                                  absl::Time to) {
+  const int64_t h = rows::ToMicros(hour);
+  const int64_t f = rows::ToMicros(from);
+  const int64_t t = rows::ToMicros(to);
+  bool advanced = !tx.exec_prepared(sql::kAdvanceUsageProgress, h, f, t).empty();
+  if (!advanced && f == h) advanced = !tx.exec_prepared(sql::kInsertUsageProgress, h, t).empty();
+  if (!advanced) {
+    return absl::AbortedError(
+        "add usage slice: the hour is no longer rolled up to the slice's start");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> PgStore::InsertSampleBatches(
@@ -272,56 +357,43 @@ absl::StatusOr<absl::Time> PgStore::UsageRolledTo(absl::Time hour) {
   });
 }
 
+absl::Status PgStore::ScanHeldMembers(absl::Time from, absl::Time to, size_t max_part,
+                                      const HeldPart& part) {
+  return WithConnection("scan held members", [&](pqxx::connection& c) -> absl::Status {
+    pqxx::read_transaction tx(c);
+    return ScanHeldThroughCursor(tx, from, to, max_part, part);
+  });
+}
+
 absl::Status PgStore::AddUsageSlice(const UsageSlice& slice) {
   if (slice.members.size() != slice.usage.size()) {
     return absl::InternalError("AddUsageSlice: members and usage differ in length");
   }
   return WithConnection("add usage slice", [&](pqxx::connection& c) -> absl::Status {
     pqxx::work tx(c);
-    const int64_t hour = rows::ToMicros(slice.hour);
-    const int64_t from = rows::ToMicros(slice.from);
-    const int64_t to = rows::ToMicros(slice.to);
-    // Moved on from the slice's start: the row is locked until commit, so a
-    // concurrent pass waits here and then finds the new end.
-    bool advanced = !tx.exec_prepared(sql::kAdvanceUsageProgress, hour, from, to).empty();
-    if (!advanced && from == hour) {
-      advanced = !tx.exec_prepared(sql::kInsertUsageProgress, hour, to).empty();
-    }
-    if (!advanced) {
-      return absl::AbortedError(
-          "add usage slice: the hour is no longer rolled up to the slice's start");
-    }
-    rows::ArrayLiteral cols[14];
-    size_t n = 0;
-    for (size_t i = 0; i < slice.members.size(); ++i) {
-      const core::HeldMember& m = slice.members[i];
-      const core::MemberUsage& u = slice.usage[i];
-      if (u.allocated_milli_seconds == 0) continue;
-      ++n;
-      cols[0].Add(hour);
-      cols[1].Add(m.request_id);
-      cols[2].Add(int64_t{m.member});
-      cols[3].Add(m.team);
-      cols[4].Add(m.pool);
-      cols[5].Add(core::WorkloadClassName(m.workload_class));
-      cols[6].Add(m.gpu_model);
-      cols[7].Add(u.allocated_milli_seconds);
-      cols[8].Add(u.sampled_milli_seconds);
-      cols[9].Add(u.used_milli_seconds);
-      cols[10].Add(int64_t{u.peak_busy_milli});
-      cols[11].Add(u.peak_memory_mib);
-      cols[12].Add(u.energy_mwh);
-      cols[13].Add(rows::ToMicros(slice.computed_at));
-    }
-    if (n > 0) {
-      // The partition of the hour's month (migration 0033).
-      tx.exec_prepared(sql::kEnsureUsagePartition,
-                       absl::FormatCivilTime(absl::ToCivilDay(slice.hour, absl::UTCTimeZone())));
-      tx.exec_prepared(sql::kAddUsageRows, cols[0].Done(), cols[1].Done(), cols[2].Done(),
-                       cols[3].Done(), cols[4].Done(), cols[5].Done(), cols[6].Done(),
-                       cols[7].Done(), cols[8].Done(), cols[9].Done(), cols[10].Done(),
-                       cols[11].Done(), cols[12].Done(), cols[13].Done());
-    }
+    ARBITER_RETURN_IF_ERROR(AdvanceUsageProgress(tx, slice.hour, slice.from, slice.to));
+    bool partitioned = false;
+    AddUsageRows(tx, slice.hour, slice.computed_at, slice.members, slice.usage, &partitioned);
+    tx.commit();
+    return absl::OkStatus();
+  });
+}
+
+absl::Status PgStore::RollUpSlice(absl::Time hour, absl::Time from, absl::Time to,
+                                  absl::Time computed_at, size_t max_part, const RollPart& roll) {
+  return WithConnection("roll up usage slice", [&](pqxx::connection& c) -> absl::Status {
+    pqxx::work tx(c);
+    ARBITER_RETURN_IF_ERROR(AdvanceUsageProgress(tx, hour, from, to));
+    bool partitioned = false;
+    ARBITER_RETURN_IF_ERROR(ScanHeldThroughCursor(
+        tx, from, to, max_part, [&](absl::Span<const core::HeldMember> members) -> absl::Status {
+          const std::vector<core::MemberUsage> usage = roll(members);
+          if (usage.size() != members.size()) {
+            return absl::InternalError("RollUpSlice: members and usage differ in length");
+          }
+          AddUsageRows(tx, hour, computed_at, members, usage, &partitioned);
+          return absl::OkStatus();
+        }));
     tx.commit();
     return absl::OkStatus();
   });

@@ -121,6 +121,10 @@ inline constexpr const char* kDropSamplePartitions = "drop_sample_partitions";
 inline constexpr const char* kInsertSamples = "insert_samples";
 inline constexpr const char* kSelectSamples = "select_samples";
 inline constexpr const char* kSelectHeldMembers = "select_held_members";
+// kSelectHeldMembers as cursor `held_members`, and its next few thousand
+// rows (none once it is read to the end).
+inline constexpr const char* kDeclareHeldMembers = "declare_held_members";
+inline constexpr const char* kFetchHeldMembers = "fetch_held_members";
 inline constexpr const char* kSelectLiveMembers = "select_live_members";
 inline constexpr const char* kDeleteUsageHour = "delete_usage_hour";
 inline constexpr const char* kAddUsageRows = "add_usage_rows";

@@ -74,8 +74,10 @@ Fleet RandomFleet(std::mt19937& rng, int gpus, absl::Time start, absl::Time end)
 }
 
 // What TelemetryMaintenance does each pass: the RollUp of [from, to) from
-// the members held in it and the samples from 5 minutes before it.
-void AddSlice(IdleTracker& tracker, const Fleet& fleet, absl::Time from, absl::Time to) {
+// the members held in it and the samples from 5 minutes before it; in
+// parts of `part` members (all at once when 0).
+void AddSlice(IdleTracker& tracker, const Fleet& fleet, absl::Time from, absl::Time to,
+              size_t part = 0) {
   std::vector<HeldMember> held;
   for (const HeldMember& m : fleet.members) {
     if (m.from < to) held.push_back(m);
@@ -84,7 +86,12 @@ void AddSlice(IdleTracker& tracker, const Fleet& fleet, absl::Time from, absl::T
   for (const GpuSample& s : fleet.samples) {
     if (s.at >= from - absl::Minutes(5) && s.at < to) read.push_back(s);
   }
-  tracker.Add(from, to, held, RollUp(held, read, from, to));
+  if (part == 0) part = std::max<size_t>(held.size(), 1);
+  const absl::Span<const HeldMember> all(held);
+  for (size_t at = 0; at < all.size(); at += part) {
+    const absl::Span<const HeldMember> some = all.subspan(at, part);
+    tracker.Add(from, to, some, RollUp(some, read, from, to));
+  }
 }
 
 std::string Describe(const std::vector<IdleFinding>& findings) {
@@ -176,6 +183,41 @@ TEST(IdleTrackerTest, KeepsOnlyTheLiveRequests) {
   }
   EXPECT_GT(judged, 10);
   EXPECT_GT(tracker.tracked_requests(), 0u);
+}
+
+// TelemetryMaintenance hands a slice's members over in parts: the tracker
+// keeps what it keeps of the whole slice, and judges alike.
+TEST(IdleTrackerTest, ASliceInPartsIsTheSliceWhole) {
+  std::mt19937 rng(20261129);
+  const std::vector<IdlePolicy> policies = IdlePoliciesInForce({});
+  const absl::Time start = kT0 - absl::Hours(5);
+  const absl::Time end = kT0 + absl::Hours(1);
+  Fleet fleet = RandomFleet(rng, 16, start, end);
+  for (HeldMember& m : fleet.members) {
+    if (m.request_id % 3 == 0) m.until = m.from + absl::Minutes(10 + m.request_id * 7 % 200);
+  }
+  std::vector<HeldMember> live;
+  for (const HeldMember& m : fleet.members) {
+    if (m.until == absl::InfiniteFuture()) live.push_back(m);
+  }
+  IdleTracker whole(absl::Hours(4));
+  IdleTracker parts(absl::Hours(4));
+  int judged = 0;
+  for (absl::Time t = start; t < end;) {
+    const absl::Time to = std::min(t + absl::Minutes(1), whole.BucketEnd(t));
+    AddSlice(whole, fleet, t, to);
+    AddSlice(parts, fleet, t, to, 3);
+    t = to;
+    ASSERT_EQ(parts.tracked_from(), whole.tracked_from()) << "at " << t;
+    ASSERT_EQ(parts.tracked_to(), whole.tracked_to()) << "at " << t;
+    ASSERT_EQ(parts.tracked_requests(), whole.tracked_requests()) << "at " << t;
+    if (t != whole.BucketStart(t) || t - start < absl::Hours(4)) continue;
+    EXPECT_EQ(Describe(parts.FindIdle(live, policies)), Describe(whole.FindIdle(live, policies)))
+        << "at " << t;
+    ++judged;
+  }
+  EXPECT_GT(judged, 10);
+  EXPECT_GT(whole.tracked_requests(), 0u);
 }
 
 TEST(IdleTrackerTest, JudgesNothingBeforeItHasSeenAWholeWindowAndForgetsWhatIsRewound) {

@@ -1055,6 +1055,86 @@ TEST_P(StoreContractTest, AReportedRunIsKeptAndCharged) {
               IsOkAndHolds(0));
 }
 
+// A window's members read part by part (ScanHeldMembers) are those
+// ListHeldMembers returns, in its order; and a slice rolled up part by part
+// (RollUpSlice) is added as AddUsageSlice adds it, in one transaction.
+TEST_P(StoreContractTest, HeldMembersComeInPartsAndRollUpAsOneSlice) {
+  core::State s = Organisation(store());
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 7; ++i) {
+    auto r = Request(store(), s, FractionSpec(absl::StrCat("p", i), 1, 100, 1024),
+                     kT0 + absl::Minutes(i));
+    ASSERT_THAT(r, IsOk());
+    ids.push_back(r->id);
+  }
+  core::ChangeSet ch;
+  ASSERT_THAT(core::ReleaseRequest(s, ids[2], kT0 + absl::Minutes(20), ch), IsOk());
+  ASSERT_THAT(store().Commit(ch), IsOk());
+  const absl::Time hour = kT0;
+  const absl::Time middle = hour + absl::Minutes(30);
+  auto whole = store().ListHeldMembers(hour, middle);
+  ASSERT_THAT(whole, IsOk());
+  ASSERT_EQ(whole->size(), 7u);
+
+  std::vector<size_t> sizes;
+  std::vector<int64_t> scanned;
+  ASSERT_THAT(store().ScanHeldMembers(hour, middle, 3,
+                                      [&](absl::Span<const core::HeldMember> part) {
+                                        sizes.push_back(part.size());
+                                        for (const auto& m : part) scanned.push_back(m.request_id);
+                                        return absl::OkStatus();
+                                      }),
+              IsOk());
+  EXPECT_THAT(sizes, ElementsAre(3, 3, 1));
+  std::vector<int64_t> listed;
+  for (const core::HeldMember& m : *whole) listed.push_back(m.request_id);
+  EXPECT_EQ(scanned, listed);
+  // A part's error ends the scan and is its result.
+  int parts = 0;
+  EXPECT_THAT(store().ScanHeldMembers(hour, middle, 2,
+                                      [&](absl::Span<const core::HeldMember>) {
+                                        ++parts;
+                                        return absl::CancelledError("enough");
+                                      }),
+              StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(parts, 1);
+
+  // Usage from the request id, so that a member paired with another's usage
+  // would show.
+  auto roll = [&](absl::Span<const core::HeldMember> part) {
+    EXPECT_LE(part.size(), 3u);
+    std::vector<core::MemberUsage> usage(part.size());
+    for (size_t i = 0; i < part.size(); ++i) {
+      usage[i].allocated_milli_seconds = 1000 * part[i].request_id;
+      usage[i].used_milli_seconds = part[i].request_id;
+      usage[i].peak_busy_milli = 10;
+    }
+    return usage;
+  };
+  ASSERT_THAT(store().RollUpSlice(hour, hour, middle, middle, 3, roll), IsOk());
+  EXPECT_THAT(store().UsageRolledTo(hour), IsOkAndHolds(middle));
+  // The same slice again (another replica's): refused, nothing added.
+  EXPECT_THAT(store().RollUpSlice(hour, hour, middle, middle, 3, roll),
+              StatusIs(absl::StatusCode::kAborted));
+  // A roll that loses a member: refused, nothing added, the hour where it was.
+  EXPECT_THAT(store().RollUpSlice(hour, middle, hour + absl::Hours(1), middle, 3,
+                                  [&](absl::Span<const core::HeldMember> part) {
+                                    std::vector<core::MemberUsage> usage = roll(part);
+                                    usage.pop_back();
+                                    return usage;
+                                  }),
+              StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(store().UsageRolledTo(hour), IsOkAndHolds(middle));
+  auto members = store().ListMemberUsage(hour, hour + absl::Hours(1));
+  ASSERT_THAT(members, IsOk());
+  ASSERT_EQ(members->size(), 7u);
+  for (size_t i = 0; i < members->size(); ++i) {
+    EXPECT_EQ((*members)[i].request_id, ids[i]);
+    EXPECT_EQ((*members)[i].allocated_milli_seconds, 1000 * ids[i]);
+    EXPECT_EQ((*members)[i].used_milli_seconds, ids[i]);
+  }
+}
+
 TEST_P(StoreContractTest, UsageRollsUpInSlices) {
   core::State s = Organisation(store());
   auto a = Request(store(), s, WholeSpec("a", 1, 2));
