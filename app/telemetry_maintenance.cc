@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "absl/strings/str_cat.h"
 #include <spdlog/spdlog.h>
 
@@ -107,11 +106,11 @@ absl::Status TelemetryMaintenance::RollUpHour(absl::Time hour, absl::Time to) {
       absl::MutexLock lock(&slices_mu_);
       ARBITER_ASSIGN_OR_RETURN(samples, rollup_slices_.Read(from, slice_to, RollupReads()));
     }
-    ARBITER_RETURN_IF_ERROR(store_->RollUpSlice(
-        hour, from, slice_to, clock_->TimeNow(), kMembersPerPart,
-        [&](absl::Span<const core::HeldMember> members) {
-          return core::RollUp(members, samples, from, slice_to);
-        }));
+    ARBITER_RETURN_IF_ERROR(
+        store_->RollUpSlice(hour, from, slice_to, clock_->TimeNow(), kMembersPerPart,
+                            [&](absl::Span<const core::HeldMember> members) {
+                              return core::RollUp(members, samples, from, slice_to);
+                            }));
     from = slice_to;
   }
   return absl::OkStatus();

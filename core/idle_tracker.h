@@ -89,7 +89,7 @@ class IdleTracker {
   absl::Time tracked_from_ = absl::InfinitePast();
   absl::Time tracked_to_ = absl::InfinitePast();
   absl::Time last_from_ = absl::InfinitePast();  // The last Add's `from`.
-  int64_t dropped_before_ = 0;  // The first bucket index kept at the last drop.
+  int64_t dropped_before_ = 0;                   // The first bucket index kept at the last drop.
   // Per request, its buckets in index order.
   absl::flat_hash_map<int64_t, std::vector<Bucket>> by_request_;
 };

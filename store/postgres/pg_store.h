@@ -92,8 +92,8 @@ class PgStore final : public Store {
                                const HeldPart& part) override;
   absl::StatusOr<absl::Time> UsageRolledTo(absl::Time hour) override;
   absl::Status AddUsageSlice(const UsageSlice& slice) override;
-  absl::Status RollUpSlice(absl::Time hour, absl::Time from, absl::Time to,
-                           absl::Time computed_at, size_t max_part, const RollPart& roll) override;
+  absl::Status RollUpSlice(absl::Time hour, absl::Time from, absl::Time to, absl::Time computed_at,
+                           size_t max_part, const RollPart& roll) override;
   absl::Status ResetUsageHour(absl::Time hour) override;
   absl::StatusOr<std::vector<UtilizationRow>> ListUtilization(absl::Time from, absl::Time to,
                                                               const std::string& team) override;

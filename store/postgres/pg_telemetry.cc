@@ -226,8 +226,7 @@ void AddUsageRows(pqxx::work& tx, absl::Time hour, absl::Time computed_at,
 // Records that `hour` is rolled up to `to` from `from`, locking its
 // progress row until commit (a concurrent pass waits, then finds the new
 // end). ABORTED when the hour is no longer rolled up to `from`.
-absl::Status AdvanceUsageProgress(pqxx::work& tx, absl::Time hour, absl::Time from,
-                                  absl::Time to) {
+absl::Status AdvanceUsageProgress(pqxx::work& tx, absl::Time hour, absl::Time from, absl::Time to) {
   const int64_t h = rows::ToMicros(hour);
   const int64_t f = rows::ToMicros(from);
   const int64_t t = rows::ToMicros(to);

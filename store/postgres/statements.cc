@@ -250,9 +250,9 @@ constexpr Statement kStatements[] = {
   "ELSE (extract(epoch FROM COALESCE(r.run_ended_at, r.updated_at)) * 1000000)::bigint " \
   "END, r.priority, r.spot, r.burst_until IS NOT NULL "                                  \
   "FROM requests r JOIN placements p ON p.request_id = r.id "
-    // Members held at some time in [$1, $2). Their placements are found by
-    // the ids of the requests (ARBITER_HOLDING_IDS explains why).
-#define ARBITER_SELECT_HELD_MEMBERS                                                \
+// Members held at some time in [$1, $2). Their placements are found by
+// the ids of the requests (ARBITER_HOLDING_IDS explains why).
+#define ARBITER_SELECT_HELD_MEMBERS \
   ARBITER_MEMBER_COLUMNS "WHERE " ARBITER_HELD_IN_WINDOW " AND p.admitted_at < " TS( \
       2) " AND p.request_id = ANY(ARRAY(SELECT r.id "                                 \
          "FROM requests r WHERE " ARBITER_HELD_IN_WINDOW ")) ORDER BY r.id, p.member"
@@ -260,8 +260,7 @@ constexpr Statement kStatements[] = {
     // The same rows through a cursor, 4,096 at a time (a FETCH's count
     // cannot be a parameter). Its plan is the SELECT's only while the
     // transaction sets cursor_tuple_fraction to 1.
-    {kDeclareHeldMembers,
-     "DECLARE held_members NO SCROLL CURSOR FOR " ARBITER_SELECT_HELD_MEMBERS},
+    {kDeclareHeldMembers, "DECLARE held_members NO SCROLL CURSOR FOR " ARBITER_SELECT_HELD_MEMBERS},
     {kFetchHeldMembers, "FETCH FORWARD 4096 FROM held_members"},
 #undef ARBITER_SELECT_HELD_MEMBERS
     {kSelectLiveMembers, ARBITER_MEMBER_COLUMNS
