@@ -1,7 +1,9 @@
 // PgStore: telemetry samples and usage rollups.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -182,19 +184,59 @@ absl::Status ScanHeldThroughCursor(pqxx::transaction_base& tx, absl::Time from, 
   return absl::OkStatus();
 }
 
+// The rollup of one team, pool, workload class and GPU model.
+using TeamKey = std::tuple<std::string, std::string, core::WorkloadClass, std::string>;
+
+// Adds `u` to `sum` as the rollups add: times and energy summed, peaks the
+// highest.
+void AddTo(core::MemberUsage& sum, const core::MemberUsage& u) {
+  sum.allocated_milli_seconds += u.allocated_milli_seconds;
+  sum.sampled_milli_seconds += u.sampled_milli_seconds;
+  sum.used_milli_seconds += u.used_milli_seconds;
+  sum.energy_mwh += u.energy_mwh;
+  sum.peak_busy_milli = std::max(sum.peak_busy_milli, u.peak_busy_milli);
+  sum.peak_memory_mib = std::max(sum.peak_memory_mib, u.peak_memory_mib);
+}
+
+// Adds the sums of `by_team` to the team rollups of `hour`.
+void AddTeamUsageRows(pqxx::work& tx, absl::Time hour,
+                      const std::map<TeamKey, core::MemberUsage>& by_team) {
+  rows::ArrayLiteral cols[11];
+  for (const auto& [key, u] : by_team) {
+    const auto& [team, pool, workload_class, gpu_model] = key;
+    cols[0].Add(rows::ToMicros(hour));
+    cols[1].Add(team);
+    cols[2].Add(pool);
+    cols[3].Add(core::WorkloadClassName(workload_class));
+    cols[4].Add(gpu_model);
+    cols[5].Add(u.allocated_milli_seconds);
+    cols[6].Add(u.sampled_milli_seconds);
+    cols[7].Add(u.used_milli_seconds);
+    cols[8].Add(int64_t{u.peak_busy_milli});
+    cols[9].Add(u.peak_memory_mib);
+    cols[10].Add(u.energy_mwh);
+  }
+  tx.exec_prepared(sql::kAddTeamUsageRows, cols[0].Done(), cols[1].Done(), cols[2].Done(),
+                   cols[3].Done(), cols[4].Done(), cols[5].Done(), cols[6].Done(), cols[7].Done(),
+                   cols[8].Done(), cols[9].Done(), cols[10].Done());
+}
+
 // Adds usage[i] of members[i] (those that held nothing are left out) to the
-// rollups of `hour`. `*partitioned` is set once the month's partition is
-// made sure of.
+// rollups of `hour`, the members' and their teams'. `*partitioned` is set
+// once the month's partitions are made sure of.
 void AddUsageRows(pqxx::work& tx, absl::Time hour, absl::Time computed_at,
                   absl::Span<const core::HeldMember> members,
                   absl::Span<const core::MemberUsage> usage, bool* partitioned) {
   rows::ArrayLiteral cols[14];
+  std::map<TeamKey, core::MemberUsage> by_team;
   size_t n = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     const core::HeldMember& m = members[i];
     const core::MemberUsage& u = usage[i];
     if (u.allocated_milli_seconds == 0) continue;
     ++n;
+    auto [sum, fresh] = by_team.try_emplace({m.team, m.pool, m.workload_class, m.gpu_model}, u);
+    if (!fresh) AddTo(sum->second, u);
     cols[0].Add(rows::ToMicros(hour));
     cols[1].Add(m.request_id);
     cols[2].Add(int64_t{m.member});
@@ -212,7 +254,7 @@ void AddUsageRows(pqxx::work& tx, absl::Time hour, absl::Time computed_at,
   }
   if (n == 0) return;
   if (!*partitioned) {
-    // The partition of the hour's month (migration 0033).
+    // The partitions of the hour's month (migrations 0033 and 0039).
     tx.exec_prepared(sql::kEnsureUsagePartition,
                      absl::FormatCivilTime(absl::ToCivilDay(hour, absl::UTCTimeZone())));
     *partitioned = true;
@@ -221,6 +263,7 @@ void AddUsageRows(pqxx::work& tx, absl::Time hour, absl::Time computed_at,
                    cols[3].Done(), cols[4].Done(), cols[5].Done(), cols[6].Done(), cols[7].Done(),
                    cols[8].Done(), cols[9].Done(), cols[10].Done(), cols[11].Done(),
                    cols[12].Done(), cols[13].Done());
+  AddTeamUsageRows(tx, hour, by_team);
 }
 
 // Records that `hour` is rolled up to `to` from `from`, locking its

@@ -267,7 +267,8 @@ constexpr Statement kStatements[] = {
      "WHERE r.state IN ('admitted', 'preempting') AND r.ended_at = 'infinity' "
      "AND p.request_id = ANY(" ARBITER_HOLDING_IDS ") ORDER BY r.id, p.member"},
 #undef ARBITER_MEMBER_COLUMNS
-    {kDeleteUsageHour, "DELETE FROM usage_hourly WHERE hour = " TS(1)},
+    {kDeleteUsageHour, "WITH members AS (DELETE FROM usage_hourly WHERE hour = " TS(
+                           1) ") DELETE FROM usage_team_hourly WHERE hour = " TS(1)},
     {kDeleteUsageProgress, "DELETE FROM usage_progress WHERE hour = " TS(1)},
     {kSelectUsageProgress,
      "SELECT (extract(epoch FROM rolled_to) * 1000000)::bigint FROM usage_progress "
@@ -280,7 +281,7 @@ constexpr Statement kStatements[] = {
     {kSelectUtilization,
      "SELECT team, pool, workload_class, gpu_model, sum(allocated_milli_seconds)::bigint, "
      "sum(sampled_milli_seconds)::bigint, sum(used_milli_seconds)::bigint, "
-     "sum(energy_mwh)::bigint, max(peak_busy_milli), max(peak_memory_mib) FROM usage_hourly "
+     "sum(energy_mwh)::bigint, max(peak_busy_milli), max(peak_memory_mib) FROM usage_team_hourly "
      "WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "
                                                  "GROUP BY team, pool, workload_class, gpu_model "
                                                  "ORDER BY team, pool, workload_class, gpu_model"},
@@ -387,8 +388,9 @@ constexpr Statement kStatements[] = {
                           "WHERE " ARBITER_HELD_IN_WINDOW " AND p.admitted_at < " TS(2)},
     {kSelectUsedByHour,
      "SELECT (extract(epoch FROM hour) * 1000000)::bigint, sum(used_milli_seconds)::bigint "
-     "FROM usage_hourly WHERE hour >= " TS(1) " AND hour < " TS(2) " AND ($3 = '' OR team = $3) "
-                                                                   "GROUP BY hour ORDER BY hour"},
+     "FROM usage_team_hourly WHERE hour >= " TS(1) " AND hour < " TS(
+         2) " AND ($3 = '' OR team = $3) "
+            "GROUP BY hour ORDER BY hour"},
     {kUpsertIdlePolicy,
      "INSERT INTO idle_policies (workload_class, threshold_milli, window_seconds, action, "
      "notice_seconds) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workload_class) DO UPDATE SET "
@@ -429,8 +431,9 @@ constexpr Statement kStatements[] = {
      " AND p.request_id = ANY(" ARBITER_HOLDING_IDS ") GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
     {kSelectLastHourGauges,
      "SELECT pool, workload_class, team, gpu_model, (sum(allocated_milli_seconds) / 3600)::bigint,"
-     " (sum(used_milli_seconds) / 3600)::bigint FROM usage_hourly"
-     " WHERE hour = (SELECT max(hour) FROM usage_hourly) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"},
+     " (sum(used_milli_seconds) / 3600)::bigint FROM usage_team_hourly"
+     " WHERE hour = (SELECT max(hour) FROM usage_team_hourly) GROUP BY 1, 2, 3, 4"
+     " ORDER BY 1, 2, 3, 4"},
     {kSelectStateCounts,
      "SELECT (SELECT count(*) FROM requests WHERE state = 'pending_approval'"
      " AND ended_at = 'infinity'),"
@@ -448,7 +451,9 @@ constexpr Statement kStatements[] = {
     // and those of the requests ended, the placements admitted and the
     // usage of that month (migrations 0030 and 0033).
     {kEnsureMonthPartitions, "SELECT arbiter_ensure_month_partitions($1::date)"},
-    {kEnsureUsagePartition, "SELECT arbiter_ensure_history_partition('usage_hourly', $1::date)"},
+    {kEnsureUsagePartition,
+     "SELECT arbiter_ensure_history_partition('usage_hourly', $1::date), "
+     "arbiter_ensure_history_partition('usage_team_hourly', $1::date)"},
     // Ledger retention. from_at NULL (the legacy partition) reads as INT64_MIN.
     {kSelectLedgerPartitions,
      "SELECT name, " OPT_MICROS(
@@ -558,6 +563,20 @@ std::string InsertRows(const char* table, const std::vector<Column>& columns,
                        size_t first_param = 1) {
   return absl::StrCat("INSERT INTO ", table, " (", Names(columns), ") ",
                       UnnestSelect(columns, first_param));
+}
+
+// The SET list of an upsert of usage rows into `table`: times and energy
+// summed, peaks the highest.
+std::string AddUsage(const char* table) {
+  std::vector<std::string> sets;
+  for (const char* sum :
+       {"allocated_milli_seconds", "sampled_milli_seconds", "used_milli_seconds", "energy_mwh"}) {
+    sets.push_back(absl::StrCat(sum, " = ", table, ".", sum, " + EXCLUDED.", sum));
+  }
+  for (const char* peak : {"peak_busy_milli", "peak_memory_mib"}) {
+    sets.push_back(absl::StrCat(peak, " = greatest(", table, ".", peak, ", EXCLUDED.", peak, ")"));
+  }
+  return absl::StrJoin(sets, ", ");
 }
 
 // The multi-row statements of a commit (see store/postgres/batch_writer.h).
@@ -672,6 +691,17 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                      {"peak_memory_mib", B},
                                      {"energy_mwh", B},
                                      {"computed_at", B, Value::kTime}};
+  const std::vector<Column> team_usage = {{"hour", B, Value::kTime},
+                                          {"team", T},
+                                          {"pool", T},
+                                          {"workload_class", T},
+                                          {"gpu_model", T},
+                                          {"allocated_milli_seconds", B},
+                                          {"sampled_milli_seconds", B},
+                                          {"used_milli_seconds", B},
+                                          {"peak_busy_milli", B},
+                                          {"peak_memory_mib", B},
+                                          {"energy_mwh", B}};
   const std::vector<Column> checkpoint = {
       {"seq", B}, {"hash", T}, {"signature", T}, {"at", B, Value::kTime}};
   const std::vector<Column> spend = {{"team", T}, {"month", B, Value::kTime}, {"micros", B}};
@@ -728,19 +758,13 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
       // A slice adds to the rows of the members already rolled up.
       {kAddUsageRows,
        absl::StrCat(InsertRows("usage_hourly", usage),
-                    " ON CONFLICT (hour, request_id, member) DO UPDATE SET "
-                    "allocated_milli_seconds = usage_hourly.allocated_milli_seconds + "
-                    "EXCLUDED.allocated_milli_seconds, "
-                    "sampled_milli_seconds = usage_hourly.sampled_milli_seconds + "
-                    "EXCLUDED.sampled_milli_seconds, "
-                    "used_milli_seconds = usage_hourly.used_milli_seconds + "
-                    "EXCLUDED.used_milli_seconds, "
-                    "peak_busy_milli = greatest(usage_hourly.peak_busy_milli, "
-                    "EXCLUDED.peak_busy_milli), "
-                    "peak_memory_mib = greatest(usage_hourly.peak_memory_mib, "
-                    "EXCLUDED.peak_memory_mib), "
-                    "energy_mwh = usage_hourly.energy_mwh + EXCLUDED.energy_mwh, "
-                    "computed_at = EXCLUDED.computed_at")},
+                    " ON CONFLICT (hour, request_id, member) DO UPDATE SET ",
+                    AddUsage("usage_hourly"), ", computed_at = EXCLUDED.computed_at")},
+      // And to its teams' rows (migration 0039), by the same sums.
+      {kAddTeamUsageRows,
+       absl::StrCat(InsertRows("usage_team_hourly", team_usage),
+                    " ON CONFLICT (hour, team, pool, workload_class, gpu_model) DO UPDATE SET ",
+                    AddUsage("usage_team_hourly"))},
   };
 }
 

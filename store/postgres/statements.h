@@ -128,6 +128,7 @@ inline constexpr const char* kFetchHeldMembers = "fetch_held_members";
 inline constexpr const char* kSelectLiveMembers = "select_live_members";
 inline constexpr const char* kDeleteUsageHour = "delete_usage_hour";
 inline constexpr const char* kAddUsageRows = "add_usage_rows";
+inline constexpr const char* kAddTeamUsageRows = "add_team_usage_rows";
 inline constexpr const char* kDeleteUsageProgress = "delete_usage_progress";
 inline constexpr const char* kSelectUsageProgress = "select_usage_progress";
 inline constexpr const char* kAdvanceUsageProgress = "advance_usage_progress";

@@ -181,7 +181,8 @@ WINDOWS = {
 
 # Tables arbiterd writes on its own (the leader's lease, usage rollups): not
 # compared.
-BACKGROUND_TABLES = {"leader_lease", "usage_hourly", "usage_progress", "schema_migrations"}
+BACKGROUND_TABLES = {"leader_lease", "usage_hourly", "usage_team_hourly", "usage_progress",
+                     "schema_migrations"}
 
 OPTION_LINE = re.compile(r"^  (\S.*?)(?:\s{2,}(.*))?$")
 SECTIONS = ("Positionals:", "Options:", "Subcommands:")
@@ -296,9 +297,11 @@ class Database:
         with self.conn.cursor() as cur:
             cur.execute("SELECT table_name FROM information_schema.tables "
                         "WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1")
-            # usage_hourly's monthly partitions are its own (migration 0033).
+            # The usage tables' monthly partitions are theirs (migrations 0033
+            # and 0039).
             self.tables = [t for (t,) in cur.fetchall()
-                           if t not in BACKGROUND_TABLES and not t.startswith("usage_hourly")]
+                           if t not in BACKGROUND_TABLES
+                           and not t.startswith(("usage_hourly", "usage_team_hourly"))]
         counts = ", ".join(f"(SELECT count(*) FROM {t})" for t in self.tables)
         self.sql = (f"SELECT {counts}, (SELECT coalesce(max(seq), 0) FROM ledger), "
                     f"(SELECT hash FROM ledger ORDER BY seq DESC LIMIT 1)")

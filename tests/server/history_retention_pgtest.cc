@@ -99,13 +99,17 @@ class HistoryRetentionTest : public ::testing::Test {
     Release(a_, Day(2026, 4, 10));
     c_ = Admit("c", Day(2026, 5, 3));
     Release(c_, Day(2026, 6, 7));
-    // Two hours of `b`'s usage in March.
+    // Two hours of `b`'s usage in March, and its team's rollups.
     ASSERT_THAT(db_->QueryValue(absl::StrCat(
                     "INSERT INTO usage_hourly SELECT timestamptz '2026-03-02 UTC' + g * interval"
                     " '1 hour', ",
                     b_,
                     ", 0, 't', 'serving', 'training', 'H100-80GB', 3600000, 3600000, 1800000,"
-                    " 500, 1024, 700, now() FROM generate_series(0, 1) g RETURNING 1")),
+                    " 500, 1024, 700, now() FROM generate_series(0, 1) g;"
+                    " INSERT INTO usage_team_hourly SELECT hour, team, pool, workload_class,"
+                    " gpu_model, allocated_milli_seconds, sampled_milli_seconds,"
+                    " used_milli_seconds, peak_busy_milli, peak_memory_mib, energy_mwh"
+                    " FROM usage_hourly RETURNING 1")),
                 IsOk());
   }
 
@@ -170,15 +174,18 @@ TEST_F(HistoryRetentionTest, ClosedMonthsGoToFilesAndWhatIsLiveStays) {
   ASSERT_THAT(archived, IsOk());
   EXPECT_EQ(Summary(*archived),
             "placements_legacy:0,requests_legacy:0,usage_hourly_legacy:0,"
-            "requests_y2026m03:0,usage_hourly_y2026m03:2,"
+            "requests_y2026m03:0,usage_hourly_y2026m03:2,usage_team_hourly_y2026m03:2,"
             "placements_y2026m04:0,requests_y2026m04:1,usage_hourly_y2026m04:0,"
+            "usage_team_hourly_y2026m04:0,"
             "placements_y2026m05:1,requests_y2026m05:0,usage_hourly_y2026m05:0,"
-            "placements_y2026m06:0,requests_y2026m06:1,usage_hourly_y2026m06:0");
+            "usage_team_hourly_y2026m05:0,"
+            "placements_y2026m06:0,requests_y2026m06:1,usage_hourly_y2026m06:0,"
+            "usage_team_hourly_y2026m06:0");
   ASSERT_EQ(would->size(), archived->size());
-  EXPECT_EQ((*would)[6].exported.file, (*archived)[6].exported.file);
+  EXPECT_EQ((*would)[7].exported.file, (*archived)[7].exported.file);
 
   // The file: the header naming the columns, then `a`'s row, whole.
-  const ArchivedHistory& april = (*archived)[6];
+  const ArchivedHistory& april = (*archived)[7];
   const std::string text = ReadFile(april.exported.file);
   EXPECT_EQ(ledger::Sha256Hex(text), april.exported.sha256);
   const std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
@@ -202,7 +209,7 @@ TEST_F(HistoryRetentionTest, ClosedMonthsGoToFilesAndWhatIsLiveStays) {
 
   // Out of the database, recorded; the live request and its month stay.
   EXPECT_EQ(Query("SELECT to_regclass('requests_y2026m04') IS NULL"), "t");
-  EXPECT_EQ(Query("SELECT count(*) FROM history_archives"), "14");
+  EXPECT_EQ(Query("SELECT count(*) FROM history_archives"), "18");
   EXPECT_EQ(Query("SELECT count(*) FROM placements_y2026m03"), "2");
   EXPECT_THAT(store_->GetRequest(a_), StatusIs(absl::StatusCode::kNotFound));
   auto b = store_->GetRequest(b_);
@@ -284,7 +291,7 @@ TEST_F(HistoryRetentionTest, ArbiterdArchivesTheClosedMonths) {
   ASSERT_EQ(done.exit_code, 0) << done.output;
   EXPECT_THAT(done.output, HasSubstr(absl::StrCat("archived requests_y2026m04: 1 rows, to ", dir_,
                                                   "/requests_y2026m04.copy (sha256 ")));
-  EXPECT_EQ(Query("SELECT count(*) FROM history_archives"), "14");
+  EXPECT_EQ(Query("SELECT count(*) FROM history_archives"), "18");
   CommandResult nothing = RunShell(command);
   ASSERT_EQ(nothing.exit_code, 0) << nothing.output;
   EXPECT_THAT(nothing.output, HasSubstr("nothing to archive"));

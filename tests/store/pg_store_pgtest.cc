@@ -501,6 +501,50 @@ TEST_F(PgStoreTest, PartitioningKeepsEveryRequestOfBefore) {
               ::arbiter::testing::IsOkAndHolds(std::string("7 28")));
 }
 
+// Migration 0039 sums the member rows of usage_hourly already there into
+// usage_team_hourly, by hour, team, pool, class and model, in the months'
+// partitions: times and energy summed, peaks the highest.
+TEST_F(PgStoreTest, TeamRollupsStartFromTheMemberRowsOfBefore) {
+  ASSERT_THAT(db_->QueryValue("DROP SCHEMA public CASCADE; CREATE SCHEMA public"), IsOk());
+  std::vector<Migration> before;
+  for (const Migration& m : EmbeddedMigrations()) {
+    if (m.version < 39) before.push_back(m);
+  }
+  ASSERT_THAT(ApplyMigrations(db_->dsn(), before), IsOk());
+  // Two hours in June and one in July; in the first, three members of team
+  // `a` and one of `b`.
+  ASSERT_THAT(
+      db_->QueryValue(
+          "SELECT arbiter_ensure_month_partitions(date '2026-06-01');"
+          " SELECT arbiter_ensure_month_partitions(date '2026-07-01');"
+          " INSERT INTO usage_hourly VALUES"
+          " ('2026-06-30 23:00 UTC', 1, 0, 'a', 'p', 'training', 'H100-80GB', 10, 5, 2, 300, 7, 1,"
+          " now()),"
+          " ('2026-06-30 23:00 UTC', 1, 1, 'a', 'p', 'training', 'H100-80GB', 20, 6, 3, 900, 2, 2,"
+          " now()),"
+          " ('2026-06-30 23:00 UTC', 2, 0, 'a', 'p', 'training', 'H100-80GB', 30, 7, 4, 100, 9, 3,"
+          " now()),"
+          " ('2026-06-30 23:00 UTC', 3, 0, 'b', 'p', 'training', 'H100-80GB', 40, 8, 5, 200, 1, 4,"
+          " now()),"
+          " ('2026-06-30 22:00 UTC', 3, 0, 'b', 'p', 'training', 'H100-80GB', 50, 9, 6, 500, 5, 5,"
+          " now()),"
+          " ('2026-07-01 00:00 UTC', 3, 0, 'b', 'p', 'training', 'H100-80GB', 60, 1, 7, 600, 6, 6,"
+          " now()) RETURNING 1"),
+      IsOk());
+  ASSERT_THAT(ApplyMigrations(db_->dsn(), EmbeddedMigrations()), IsOk());
+  EXPECT_THAT(
+      db_->QueryValue("SELECT string_agg(concat_ws(' ', tableoid::regclass, to_char(hour AT TIME "
+                      "ZONE 'UTC', 'MM-DD HH24'), team, allocated_milli_seconds, "
+                      "sampled_milli_seconds, used_milli_seconds, peak_busy_milli, "
+                      "peak_memory_mib, energy_mwh), ', ' ORDER BY hour, team) "
+                      "FROM usage_team_hourly"),
+      ::arbiter::testing::IsOkAndHolds(
+          std::string("usage_team_hourly_y2026m06 06-30 22 b 50 9 6 500 5 5, "
+                      "usage_team_hourly_y2026m06 06-30 23 a 60 18 9 900 9 6, "
+                      "usage_team_hourly_y2026m06 06-30 23 b 40 8 5 200 1 4, "
+                      "usage_team_hourly_y2026m07 07-01 00 b 60 1 7 600 6 6")));
+}
+
 TEST(PgStoreUnreachableTest, CreateIsUnavailable) {
   EXPECT_THAT(PgStore::Create({"host=127.0.0.1 port=1 dbname=none connect_timeout=2", 1}),
               StatusIs(absl::StatusCode::kUnavailable));

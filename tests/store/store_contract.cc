@@ -1128,11 +1128,23 @@ TEST_P(StoreContractTest, HeldMembersComeInPartsAndRollUpAsOneSlice) {
   auto members = store().ListMemberUsage(hour, hour + absl::Hours(1));
   ASSERT_THAT(members, IsOk());
   ASSERT_EQ(members->size(), 7u);
+  int64_t id_sum = 0;
   for (size_t i = 0; i < members->size(); ++i) {
     EXPECT_EQ((*members)[i].request_id, ids[i]);
     EXPECT_EQ((*members)[i].allocated_milli_seconds, 1000 * ids[i]);
     EXPECT_EQ((*members)[i].used_milli_seconds, ids[i]);
+    id_sum += ids[i];
   }
+  // The team's rollup: the three parts summed.
+  auto util = store().ListUtilization(hour, hour + absl::Hours(1), "t");
+  ASSERT_THAT(util, IsOk());
+  ASSERT_EQ(util->size(), 1u);
+  EXPECT_EQ((*util)[0].usage.allocated_milli_seconds, 1000 * id_sum);
+  EXPECT_EQ((*util)[0].usage.used_milli_seconds, id_sum);
+  EXPECT_EQ((*util)[0].usage.peak_busy_milli, 10);
+  EXPECT_THAT(
+      store().ListUsedByHour(hour, hour + absl::Hours(1), ""),
+      IsOkAndHolds(ElementsAre(::testing::Field(&core::HourPoint::used_milli_seconds, id_sum))));
 }
 
 TEST_P(StoreContractTest, UsageRollsUpInSlices) {
