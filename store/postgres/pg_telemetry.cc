@@ -198,6 +198,17 @@ void AddTo(core::MemberUsage& sum, const core::MemberUsage& u) {
   sum.peak_memory_mib = std::max(sum.peak_memory_mib, u.peak_memory_mib);
 }
 
+// Appends the measures of `u` to cols[0..5], in the order of the rollup
+// tables' columns: allocated, sampled and used time, the peaks, energy.
+void AddMeasures(rows::ArrayLiteral* cols, const core::MemberUsage& u) {
+  cols[0].Add(u.allocated_milli_seconds);
+  cols[1].Add(u.sampled_milli_seconds);
+  cols[2].Add(u.used_milli_seconds);
+  cols[3].Add(int64_t{u.peak_busy_milli});
+  cols[4].Add(u.peak_memory_mib);
+  cols[5].Add(u.energy_mwh);
+}
+
 // Adds the sums of `by_team` to the team rollups of `hour`.
 void AddTeamUsageRows(pqxx::work& tx, absl::Time hour,
                       const std::map<TeamKey, core::MemberUsage>& by_team) {
@@ -209,12 +220,7 @@ void AddTeamUsageRows(pqxx::work& tx, absl::Time hour,
     cols[2].Add(pool);
     cols[3].Add(core::WorkloadClassName(workload_class));
     cols[4].Add(gpu_model);
-    cols[5].Add(u.allocated_milli_seconds);
-    cols[6].Add(u.sampled_milli_seconds);
-    cols[7].Add(u.used_milli_seconds);
-    cols[8].Add(int64_t{u.peak_busy_milli});
-    cols[9].Add(u.peak_memory_mib);
-    cols[10].Add(u.energy_mwh);
+    AddMeasures(cols + 5, u);
   }
   tx.exec_prepared(sql::kAddTeamUsageRows, cols[0].Done(), cols[1].Done(), cols[2].Done(),
                    cols[3].Done(), cols[4].Done(), cols[5].Done(), cols[6].Done(), cols[7].Done(),
@@ -244,12 +250,7 @@ void AddUsageRows(pqxx::work& tx, absl::Time hour, absl::Time computed_at,
     cols[4].Add(m.pool);
     cols[5].Add(core::WorkloadClassName(m.workload_class));
     cols[6].Add(m.gpu_model);
-    cols[7].Add(u.allocated_milli_seconds);
-    cols[8].Add(u.sampled_milli_seconds);
-    cols[9].Add(u.used_milli_seconds);
-    cols[10].Add(int64_t{u.peak_busy_milli});
-    cols[11].Add(u.peak_memory_mib);
-    cols[12].Add(u.energy_mwh);
+    AddMeasures(cols + 7, u);
     cols[13].Add(rows::ToMicros(computed_at));
   }
   if (n == 0) return;

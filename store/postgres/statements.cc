@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include <pqxx/pqxx>
 
 namespace arbiter::store::sql {
@@ -691,17 +692,13 @@ std::vector<std::pair<const char*, std::string>> BatchStatements() {
                                      {"peak_memory_mib", B},
                                      {"energy_mwh", B},
                                      {"computed_at", B, Value::kTime}};
-  const std::vector<Column> team_usage = {{"hour", B, Value::kTime},
-                                          {"team", T},
-                                          {"pool", T},
-                                          {"workload_class", T},
-                                          {"gpu_model", T},
-                                          {"allocated_milli_seconds", B},
-                                          {"sampled_milli_seconds", B},
-                                          {"used_milli_seconds", B},
-                                          {"peak_busy_milli", B},
-                                          {"peak_memory_mib", B},
-                                          {"energy_mwh", B}};
+  // usage_team_hourly's: the same but for the member's keys and the time
+  // of computing.
+  std::vector<Column> team_usage;
+  for (const Column& c : usage) {
+    const absl::string_view name = c.name;
+    if (name != "request_id" && name != "member" && name != "computed_at") team_usage.push_back(c);
+  }
   const std::vector<Column> checkpoint = {
       {"seq", B}, {"hash", T}, {"signature", T}, {"at", B, Value::kTime}};
   const std::vector<Column> spend = {{"team", T}, {"month", B, Value::kTime}, {"micros", B}};
