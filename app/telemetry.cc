@@ -87,14 +87,7 @@ void Telemetry::GetUtilization(const Caller& caller, absl::StatusOr<Span> span, 
         if (!rows.ok()) return rows.status();
         UtilizationReport report;
         core::MemberUsage& total = report.total;
-        for (const store::UtilizationRow& r : *rows) {
-          total.allocated_milli_seconds += r.usage.allocated_milli_seconds;
-          total.sampled_milli_seconds += r.usage.sampled_milli_seconds;
-          total.used_milli_seconds += r.usage.used_milli_seconds;
-          total.energy_mwh += r.usage.energy_mwh;
-          total.peak_busy_milli = std::max(total.peak_busy_milli, r.usage.peak_busy_milli);
-          total.peak_memory_mib = std::max(total.peak_memory_mib, r.usage.peak_memory_mib);
-        }
+        for (const store::UtilizationRow& r : *rows) core::AddUsage(total, r.usage);
         report.rows = *std::move(rows);
         return report;
       },

@@ -371,4 +371,13 @@ RightSizeAdvice AdviseRightSize(const HeldMember& member, const MemberUsage& usa
   return advice;
 }
 
+void AddUsage(MemberUsage& sum, const MemberUsage& u) {
+  sum.allocated_milli_seconds += u.allocated_milli_seconds;
+  sum.sampled_milli_seconds += u.sampled_milli_seconds;
+  sum.used_milli_seconds += u.used_milli_seconds;
+  sum.energy_mwh += u.energy_mwh;
+  sum.peak_busy_milli = std::max(sum.peak_busy_milli, u.peak_busy_milli);
+  sum.peak_memory_mib = std::max(sum.peak_memory_mib, u.peak_memory_mib);
+}
+
 }  // namespace arbiter::core

@@ -100,6 +100,10 @@ std::vector<MemberUsage> RollUp(absl::Span<const HeldMember> members,
                                 absl::Span<const GpuSample> samples, absl::Time from,
                                 absl::Time to);
 
+// Adds `u` to `sum` as rollups add up: times and energy summed, peaks the
+// highest. request_id and member are left as they are.
+void AddUsage(MemberUsage& sum, const MemberUsage& u);
+
 // What to do with an allocation that stays idle.
 enum class IdleAction {
   kReport = 0,   // Shown on reports only.

@@ -1291,12 +1291,7 @@ absl::Status MemoryStore::AddUsageSlice(const UsageSlice& slice) {
       row.usage.request_id = m.request_id;
       row.usage.member = m.member;
     }
-    row.usage.allocated_milli_seconds += u.allocated_milli_seconds;
-    row.usage.sampled_milli_seconds += u.sampled_milli_seconds;
-    row.usage.used_milli_seconds += u.used_milli_seconds;
-    row.usage.peak_busy_milli = std::max(row.usage.peak_busy_milli, u.peak_busy_milli);
-    row.usage.peak_memory_mib = std::max(row.usage.peak_memory_mib, u.peak_memory_mib);
-    row.usage.energy_mwh += u.energy_mwh;
+    core::AddUsage(row.usage, u);
     row.computed_at = Micros(slice.computed_at);
   }
   telemetry_->rolled_to[hour] = Micros(slice.to);
@@ -1335,12 +1330,7 @@ absl::StatusOr<std::vector<UtilizationRow>> MemoryStore::ListUtilization(absl::T
       g.usage.peak_busy_milli = row.usage.peak_busy_milli;
       g.usage.peak_memory_mib = row.usage.peak_memory_mib;
     }
-    g.usage.allocated_milli_seconds += row.usage.allocated_milli_seconds;
-    g.usage.sampled_milli_seconds += row.usage.sampled_milli_seconds;
-    g.usage.used_milli_seconds += row.usage.used_milli_seconds;
-    g.usage.energy_mwh += row.usage.energy_mwh;
-    g.usage.peak_busy_milli = std::max(g.usage.peak_busy_milli, row.usage.peak_busy_milli);
-    g.usage.peak_memory_mib = std::max(g.usage.peak_memory_mib, row.usage.peak_memory_mib);
+    core::AddUsage(g.usage, row.usage);
   }
   std::vector<UtilizationRow> out;
   for (auto& [key, g] : groups) out.push_back(std::move(g));
@@ -1364,12 +1354,7 @@ absl::StatusOr<std::vector<core::MemberUsage>> MemoryStore::ListMemberUsage(absl
       g.peak_busy_milli = row.usage.peak_busy_milli;
       g.peak_memory_mib = row.usage.peak_memory_mib;
     }
-    g.allocated_milli_seconds += row.usage.allocated_milli_seconds;
-    g.sampled_milli_seconds += row.usage.sampled_milli_seconds;
-    g.used_milli_seconds += row.usage.used_milli_seconds;
-    g.energy_mwh += row.usage.energy_mwh;
-    g.peak_busy_milli = std::max(g.peak_busy_milli, row.usage.peak_busy_milli);
-    g.peak_memory_mib = std::max(g.peak_memory_mib, row.usage.peak_memory_mib);
+    core::AddUsage(g, row.usage);
   }
   std::vector<core::MemberUsage> out;
   for (auto& [key, g] : groups) out.push_back(g);

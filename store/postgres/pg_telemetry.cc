@@ -187,17 +187,6 @@ absl::Status ScanHeldThroughCursor(pqxx::transaction_base& tx, absl::Time from, 
 // The rollup of one team, pool, workload class and GPU model.
 using TeamKey = std::tuple<std::string, std::string, core::WorkloadClass, std::string>;
 
-// Adds `u` to `sum` as the rollups add: times and energy summed, peaks the
-// highest.
-void AddTo(core::MemberUsage& sum, const core::MemberUsage& u) {
-  sum.allocated_milli_seconds += u.allocated_milli_seconds;
-  sum.sampled_milli_seconds += u.sampled_milli_seconds;
-  sum.used_milli_seconds += u.used_milli_seconds;
-  sum.energy_mwh += u.energy_mwh;
-  sum.peak_busy_milli = std::max(sum.peak_busy_milli, u.peak_busy_milli);
-  sum.peak_memory_mib = std::max(sum.peak_memory_mib, u.peak_memory_mib);
-}
-
 // Appends the measures of `u` to cols[0..5], in the order of the rollup
 // tables' columns: allocated, sampled and used time, the peaks, energy.
 void AddMeasures(rows::ArrayLiteral* cols, const core::MemberUsage& u) {
@@ -242,7 +231,7 @@ void AddUsageRows(pqxx::work& tx, absl::Time hour, absl::Time computed_at,
     if (u.allocated_milli_seconds == 0) continue;
     ++n;
     auto [sum, fresh] = by_team.try_emplace({m.team, m.pool, m.workload_class, m.gpu_model}, u);
-    if (!fresh) AddTo(sum->second, u);
+    if (!fresh) core::AddUsage(sum->second, u);
     cols[0].Add(rows::ToMicros(hour));
     cols[1].Add(m.request_id);
     cols[2].Add(int64_t{m.member});
