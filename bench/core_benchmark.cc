@@ -11,6 +11,7 @@
 //   build/bench/core_benchmark --benchmark_min_time=0 --benchmark_filter=gpus:1000/  # smoke
 //   build/bench/core_benchmark --benchmark_filter=QueuePositions  # a read's position cost
 //   build/bench/core_benchmark --benchmark_filter=Preview  # a dry run's clone + decision
+//   build/bench/core_benchmark --benchmark_filter=ChooseVictims  # a preemption's plan
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -23,6 +24,8 @@
 #include "bench/decision_mix.h"
 #include "core/arbitration.h"
 #include "core/packing_model.h"
+#include "core/preemption.h"
+#include "core/quota.h"
 #include "core/share_prices.h"
 
 namespace arbiter::core {
@@ -173,6 +176,74 @@ BENCHMARK(BM_QueuePositions)
     ->Args({100'000, 1})
     ->Args({100'000, 100})
     ->Unit(benchmark::kMillisecond);
+
+// Choosing victims (ChooseVictims), as a request of a higher priority
+// does in a pool full of preemptible work of its own team: a pool of
+// `gpus` GPUs held by 1-GPU requests, beside a pool of `others` GPUs held
+// by work that may not be preempted, and a 1-GPU request of priority 1
+// that needs one of the first pool's GPUs. The state is not changed, so
+// every iteration plans the same preemption. Its cost is the copy of the
+// state for the trials and the candidates taken out and put back.
+void BM_ChooseVictims(benchmark::State& bench) {
+  const int gpus = static_cast<int>(bench.range(0));
+  const int others = static_cast<int>(bench.range(1));
+  State s = mix::PoolOf(gpus);
+  ChangeSet setup;
+  Pool other{"q", LatencyClass::kBatch, ""};
+  (void)CreatePool(s, other, setup);
+  (void)SetQuota(s, {"t", "q", int64_t{others} * 1000}, kNow, setup);
+  for (int n = 0; n < others / 8; ++n) {
+    Node node;
+    node.cluster = "c";
+    node.name = absl::StrCat("q", n);
+    node.pool = "q";
+    node.cpu_milli = 8 * mix::kCpuPerGpu;
+    node.memory_mib = 8 * mix::kMemoryPerGpu;
+    for (int g = 0; g < 8; ++g) node.gpus.push_back(Gpu{g, "H100-80GB"});
+    (void)RegisterNode(s, node, kNow, setup);
+  }
+  int64_t key = 0;
+  auto one_gpu = [&key](const char* pool, bool preemptible) {
+    CapacityRequestSpec spec;
+    spec.idempotency_key = absl::StrCat("k", key++);
+    spec.team = "t";
+    spec.pool = pool;
+    spec.workload_class = WorkloadClass::kTraining;
+    spec.shape.gpu = int32_t{1};
+    spec.shape.cpu_milli = mix::kCpuPerGpu;
+    spec.shape.memory_mib = mix::kMemoryPerGpu;
+    spec.preemptible = preemptible;
+    return spec;
+  };
+  auto fill = [&](const char* pool, bool preemptible) {
+    for (;;) {
+      ChangeSet changes;
+      auto out = RequestCapacity(s, one_gpu(pool, preemptible), kNow, changes);
+      if (!out.ok() || out->request.state != RequestState::kAdmitted) return;
+    }
+  };
+  fill("p", true);
+  fill("q", false);
+  CapacityRequest urgent;
+  urgent.id = s.requests().next_id();
+  urgent.spec = one_gpu("p", false);
+  urgent.spec.priority = 1;
+  const std::vector<Flavor> flavors = FlavorsOf(s, urgent.spec);
+  size_t victims = 0;
+  for (auto _ : bench) {
+    PreemptionPlan plan = ChooseVictims(s, urgent, flavors.front(), Window{}, kNow);
+    victims = plan.victims.size();
+    benchmark::DoNotOptimize(plan);
+  }
+  bench.counters["live"] = static_cast<double>(s.live_requests().size());
+  bench.counters["victims"] = static_cast<double>(victims);
+}
+BENCHMARK(BM_ChooseVictims)
+    ->ArgNames({"gpus", "others"})
+    ->Args({64, 10'000})
+    ->Args({1'000, 0})
+    ->Args({10'000, 0})
+    ->Unit(benchmark::kMicrosecond);
 
 // Pricing the fraction sizes of a mix (SharePrices::Reset, run once per
 // demand epoch): the fraction mix of the openb trace's first 100% of seed 42,

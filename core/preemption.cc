@@ -112,6 +112,10 @@ bool FitsWithout(const State& state, const std::vector<int64_t>& victims,
   return Fits(trial, request, flavor, window, claim);
 }
 
+// Putting one candidate back in a trial costs about as much as copying
+// this many live requests along with the state.
+constexpr size_t kRestorePerCopy = 8;
+
 // Candidates as (not spot, lost work, priority, -id): spot first, then
 // cheapest first.
 using Candidates = std::vector<std::tuple<bool, int64_t, int32_t, int64_t>>;
@@ -130,13 +134,14 @@ bool InvolvesMig(const State& state, const CapacityRequest& request, const Candi
 
 // Takes candidates cheapest first until the request fits, then puts back
 // every victim it can do without, dearest first; empty when it never fits.
-// One trial state serves every step (Fits leaves its charges as they
-// were), which is only sound without MIG instances: a trial placement may
-// repartition an empty GPU that a victim would return to.
-std::vector<int64_t> ChooseInPlace(const State& state, const Candidates& candidates,
+// `trial` is a copy of `state` and serves every step (Fits leaves its
+// charges as they were), which is only sound without MIG instances: a
+// trial placement may repartition an empty GPU that a victim would return
+// to. On return `trial` is `state` less the victims chosen (as it was, when
+// none are).
+std::vector<int64_t> ChooseInPlace(State& trial, const State& state, const Candidates& candidates,
                                    const CapacityRequest& request, const Flavor& flavor,
                                    const Window& window) {
-  State trial = state.Clone();
   std::vector<int64_t> chosen;
   bool fits = false;
   for (const auto& c : candidates) {
@@ -147,7 +152,10 @@ std::vector<int64_t> ChooseInPlace(const State& state, const Candidates& candida
       break;
     }
   }
-  if (!fits) return {};
+  if (!fits) {
+    Restore(trial, state, chosen);
+    return {};
+  }
   for (size_t i = chosen.size(); i-- > 0;) {
     Restore(trial, state, {chosen[i]});
     if (Fits(trial, request, flavor, window)) {
@@ -202,18 +210,37 @@ PreemptionPlan ChooseVictims(const State& state, const CapacityRequest& request,
   }
   if (candidates.empty()) return PreemptionPlan();
   std::sort(candidates.begin(), candidates.end());
-  // Hopeless unless it fits with every candidate gone (one trial, not many).
   std::vector<int64_t> all;
   for (const auto& c : candidates) all.push_back(-std::get<3>(c));
-  if (!FitsWithout(state, all, request, flavor, window)) return PreemptionPlan();
-
-  const std::vector<int64_t> chosen =
-      InvolvesMig(state, request, candidates)
-          ? ChooseByCopies(state, candidates, request, flavor, window)
-          : ChooseInPlace(state, candidates, request, flavor, window);
-  if (chosen.empty()) return PreemptionPlan();
   PreemptionPlan plan;
-  if (FitsWithout(state, chosen, request, flavor, window, &plan.claim)) plan.victims = chosen;
+  if (InvolvesMig(state, request, candidates)) {
+    // Hopeless unless it fits with every candidate gone (one trial, not many).
+    if (!FitsWithout(state, all, request, flavor, window)) return plan;
+    const std::vector<int64_t> chosen = ChooseByCopies(state, candidates, request, flavor, window);
+    if (!chosen.empty() && FitsWithout(state, chosen, request, flavor, window, &plan.claim)) {
+      plan.victims = chosen;
+    }
+    return plan;
+  }
+  // Without MIG instances a copy of the state serves every trial. Copying
+  // it costs for every pool's nodes and every live request; putting the
+  // candidates back, for each of them (several times a live request's
+  // share of a copy, bench/core_benchmark BM_ChooseVictims). So the copy
+  // the hopeless check took serves again, unless the candidates are many.
+  State trial = state.Clone();
+  Remove(trial, all);
+  if (!Fits(trial, request, flavor, window)) return plan;  // Hopeless.
+  if (all.size() * kRestorePerCopy < state.live_requests().size()) {
+    Restore(trial, state, all);
+  } else {
+    trial = State();  // Freed first, so that the copy reuses its memory.
+    trial = state.Clone();
+  }
+  const std::vector<int64_t> chosen =
+      ChooseInPlace(trial, state, candidates, request, flavor, window);
+  if (!chosen.empty() && Fits(trial, request, flavor, window, &plan.claim)) {
+    plan.victims = chosen;
+  }
   return plan;
 }
 
