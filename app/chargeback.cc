@@ -35,7 +35,9 @@ absl::StatusOr<core::AttributionInputs> GatherAttribution(store::Store& store, c
   core::AttributionInputs in;
   in.slo = slo;
   in.window = window;
-  ARBITER_ASSIGN_OR_RETURN(in.held, store.ListHeldMembers(window.start, window.end));
+  // Attribution weighs only what was held in the SLO's pool.
+  ARBITER_ASSIGN_OR_RETURN(in.held,
+                           store.ListHeldMembersInPool(slo.pool, window.start, window.end));
   ARBITER_ASSIGN_OR_RETURN(in.waiting,
                            store.ListWaitingRequests(slo.team, slo.pool, window.start, window.end));
   ARBITER_ASSIGN_OR_RETURN(auto quotas, store.ListQuotas(""));

@@ -103,7 +103,8 @@ inline constexpr char kAttributionMethod[] = "interference-gpu-seconds/v1";
 struct AttributionInputs {
   Slo slo;
   LatencyWindow window;
-  // Members of every team holding capacity at some time in the window.
+  // Members of every team holding capacity in the SLO's pool at some time
+  // in the window (members of other pools change nothing).
   std::vector<HeldMember> held;
   // The victim's requests that waited in the SLO's pool during the window.
   std::vector<WaitingRequest> waiting;

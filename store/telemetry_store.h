@@ -74,6 +74,18 @@ class TelemetryStore {
   // ordered by request and member.
   [[nodiscard]] virtual absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(
       absl::Time from, absl::Time to) = 0;
+  // ListHeldMembers(from, to) of the requests of `pool` alone, in its order:
+  // what an SLO incident's attribution reads. PgStore reads only the pool's
+  // rows (a window's members are as many as the decisions made in it, in
+  // every pool); this default, for stores that hold everything in memory,
+  // filters the whole window.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembersInPool(
+      const std::string& pool, absl::Time from, absl::Time to) {
+    absl::StatusOr<std::vector<core::HeldMember>> members = ListHeldMembers(from, to);
+    if (!members.ok()) return members.status();
+    std::erase_if(*members, [&pool](const core::HeldMember& m) { return m.pool != pool; });
+    return members;
+  }
   // Members of the requests that hold capacity now (admitted or being
   // preempted), ordered by request and member: as many as the live state
   // holds, whatever the history.

@@ -87,6 +87,9 @@ class PgStore final : public Store {
   absl::StatusOr<std::vector<core::GpuSample>> ListSamples(absl::Time from, absl::Time to) override;
   absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembers(absl::Time from,
                                                                 absl::Time to) override;
+  absl::StatusOr<std::vector<core::HeldMember>> ListHeldMembersInPool(const std::string& pool,
+                                                                      absl::Time from,
+                                                                      absl::Time to) override;
   absl::StatusOr<std::vector<core::HeldMember>> ListLiveMembers() override;
   absl::Status ScanHeldMembers(absl::Time from, absl::Time to, size_t max_part,
                                const HeldPart& part) override;

@@ -380,6 +380,21 @@ absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListHeldMembers(absl::Tim
       });
 }
 
+absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListHeldMembersInPool(
+    const std::string& pool, absl::Time from, absl::Time to) {
+  return WithConnection(
+      "list held members in pool",
+      [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::HeldMember>> {
+        pqxx::read_transaction tx(c);
+        std::vector<core::HeldMember> out;
+        for (const pqxx::row& row : tx.exec_prepared(
+                 sql::kSelectHeldMembersInPool, rows::ToMicros(from), rows::ToMicros(to), pool)) {
+          out.push_back(HeldMemberFromRow(row));
+        }
+        return out;
+      });
+}
+
 absl::StatusOr<absl::Time> PgStore::UsageRolledTo(absl::Time hour) {
   return WithConnection("usage rolled to", [&](pqxx::connection& c) -> absl::StatusOr<absl::Time> {
     pqxx::read_transaction tx(c);

@@ -258,6 +258,12 @@ constexpr Statement kStatements[] = {
       2) " AND p.request_id = ANY(ARRAY(SELECT r.id "                                 \
          "FROM requests r WHERE " ARBITER_HELD_IN_WINDOW ")) ORDER BY r.id, p.member"
     {kSelectHeldMembers, ARBITER_SELECT_HELD_MEMBERS},
+    // The pool's condition is in both parts: the ids (so the placements
+    // read are the pool's) and the requests joined.
+    {kSelectHeldMembersInPool, ARBITER_MEMBER_COLUMNS
+     "WHERE " ARBITER_HELD_IN_WINDOW " AND r.pool = $3 AND p.admitted_at < " TS(
+         2) " AND p.request_id = ANY(ARRAY(SELECT r.id FROM requests r "
+            "WHERE " ARBITER_HELD_IN_WINDOW " AND r.pool = $3)) ORDER BY r.id, p.member"},
     // The same rows through a cursor, 4,096 at a time (a FETCH's count
     // cannot be a parameter). Its plan is the SELECT's only while the
     // transaction sets cursor_tuple_fraction to 1.

@@ -121,6 +121,8 @@ inline constexpr const char* kDropSamplePartitions = "drop_sample_partitions";
 inline constexpr const char* kInsertSamples = "insert_samples";
 inline constexpr const char* kSelectSamples = "select_samples";
 inline constexpr const char* kSelectHeldMembers = "select_held_members";
+// kSelectHeldMembers of the requests of pool $3 alone.
+inline constexpr const char* kSelectHeldMembersInPool = "select_held_members_in_pool";
 // kSelectHeldMembers as cursor `held_members`, and its next few thousand
 // rows (none once it is read to the end).
 inline constexpr const char* kDeclareHeldMembers = "declare_held_members";

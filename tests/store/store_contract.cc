@@ -1055,6 +1055,45 @@ TEST_P(StoreContractTest, AReportedRunIsKeptAndCharged) {
               IsOkAndHolds(0));
 }
 
+// A pool's members held in a window (an SLO incident's attribution) are
+// ListHeldMembers' of that pool, in its order.
+TEST_P(StoreContractTest, HeldMembersOfOnePool) {
+  core::State s = Organisation(store());
+  core::ChangeSet ch;
+  ASSERT_THAT(core::SetQuota(s, {"t", "batch", 3000}, kT0, ch), IsOk());
+  core::Node node = MakeNode("b1", 4, "H100-80GB", "batch");
+  node.cluster = "east";
+  ASSERT_THAT(core::RegisterNode(s, node, kT0, ch), IsOk());
+  ASSERT_THAT(store().Commit(ch), IsOk());
+  core::CapacityRequestSpec in_batch = WholeSpec("in-batch", 2, 1);
+  in_batch.pool = "batch";
+  in_batch.workload_class = core::WorkloadClass::kTraining;  // What a batch pool admits.
+  for (const core::CapacityRequestSpec& spec : {WholeSpec("in-serving", 1, 1), in_batch}) {
+    auto admitted = Request(store(), s, spec);
+    ASSERT_THAT(admitted, IsOk());
+    ASSERT_EQ(admitted->state, core::RequestState::kAdmitted) << spec.pool;
+  }
+
+  const absl::Time from = kT0, to = kT0 + absl::Hours(1);
+  auto all = store().ListHeldMembers(from, to);
+  ASSERT_THAT(all, IsOk());
+  ASSERT_EQ(all->size(), 3u);
+  for (const std::string pool : {"serving", "batch", "none"}) {
+    auto got = store().ListHeldMembersInPool(pool, from, to);
+    ASSERT_THAT(got, IsOk());
+    std::vector<core::HeldMember> want;
+    for (const core::HeldMember& m : *all) {
+      if (m.pool == pool) want.push_back(m);
+    }
+    ASSERT_EQ(got->size(), want.size()) << pool;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ((*got)[i].request_id, want[i].request_id);
+      EXPECT_EQ((*got)[i].member, want[i].member);
+      EXPECT_EQ((*got)[i].pool, pool);
+    }
+  }
+}
+
 // A window's members read part by part (ScanHeldMembers) are those
 // ListHeldMembers returns, in its order; and a slice rolled up part by part
 // (RollUpSlice) is added as AddUsageSlice adds it, in one transaction.
