@@ -192,16 +192,7 @@ void BM_ChooseVictims(benchmark::State& bench) {
   Pool other{"q", LatencyClass::kBatch, ""};
   (void)CreatePool(s, other, setup);
   (void)SetQuota(s, {"t", "q", int64_t{others} * 1000}, kNow, setup);
-  for (int n = 0; n < others / 8; ++n) {
-    Node node;
-    node.cluster = "c";
-    node.name = absl::StrCat("q", n);
-    node.pool = "q";
-    node.cpu_milli = 8 * mix::kCpuPerGpu;
-    node.memory_mib = 8 * mix::kMemoryPerGpu;
-    for (int g = 0; g < 8; ++g) node.gpus.push_back(Gpu{g, "H100-80GB"});
-    (void)RegisterNode(s, node, kNow, setup);
-  }
+  mix::AddNodes(s, "q", "q", others, setup);
   int64_t key = 0;
   auto one_gpu = [&key](const char* pool, bool preemptible) {
     CapacityRequestSpec spec;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -58,6 +59,22 @@ inline CapacityRequestSpec Spec(int64_t n, std::mt19937_64& rng) {
   return spec;
 }
 
+// Registers `gpus` / 8 nodes of 8 H100s, named `prefix`0, `prefix`1, ...,
+// in cluster "c" and pool `pool`.
+inline void AddNodes(State& s, const std::string& pool, const std::string& prefix, int gpus,
+                     ChangeSet& ch) {
+  for (int n = 0; n < gpus / 8; ++n) {
+    Node node;
+    node.cluster = "c";
+    node.name = absl::StrCat(prefix, n);
+    node.pool = pool;
+    node.cpu_milli = 8 * kCpuPerGpu;
+    node.memory_mib = 8 * kMemoryPerGpu;
+    for (int g = 0; g < 8; ++g) node.gpus.push_back(Gpu{g, "H100-80GB"});
+    (void)RegisterNode(s, node, kNow, ch);
+  }
+}
+
 // A state with the catalog's H100, cluster "c", batch pool "p" (which
 // admits inference too) of
 // `gpus` / 8 nodes, team "t" with a quota that never binds, and
@@ -73,16 +90,7 @@ inline State PoolOf(int gpus, size_t candidates = State::kDefaultPlacementCandid
   (void)CreatePool(s, pool, ch);
   (void)CreateTeam(s, {"t", "", 1000}, ch);
   (void)SetQuota(s, {"t", "p", int64_t{gpus} * 1000}, kNow, ch);
-  for (int n = 0; n < gpus / 8; ++n) {
-    Node node;
-    node.cluster = "c";
-    node.name = absl::StrCat("n", n);
-    node.pool = "p";
-    node.cpu_milli = 8 * kCpuPerGpu;
-    node.memory_mib = 8 * kMemoryPerGpu;
-    for (int g = 0; g < 8; ++g) node.gpus.push_back(Gpu{g, "H100-80GB"});
-    (void)RegisterNode(s, node, kNow, ch);
-  }
+  AddNodes(s, "p", "n", gpus, ch);
   return s;
 }
 
