@@ -137,8 +137,7 @@ bool InvolvesMig(const State& state, const CapacityRequest& request, const Candi
 // `trial` is a copy of `state` and serves every step (Fits leaves its
 // charges as they were), which is only sound without MIG instances: a
 // trial placement may repartition an empty GPU that a victim would return
-// to. On return `trial` is `state` less the victims chosen (as it was, when
-// none are).
+// to. When it returns victims, `trial` is `state` less them.
 std::vector<int64_t> ChooseInPlace(State& trial, const State& state, const Candidates& candidates,
                                    const CapacityRequest& request, const Flavor& flavor,
                                    const Window& window) {
@@ -152,10 +151,7 @@ std::vector<int64_t> ChooseInPlace(State& trial, const State& state, const Candi
       break;
     }
   }
-  if (!fits) {
-    Restore(trial, state, chosen);
-    return {};
-  }
+  if (!fits) return {};
   for (size_t i = chosen.size(); i-- > 0;) {
     Restore(trial, state, {chosen[i]});
     if (Fits(trial, request, flavor, window)) {

@@ -149,6 +149,13 @@ core::HeldMember HeldMemberFromRow(const pqxx::row& row) {
   return m;
 }
 
+std::vector<core::HeldMember> HeldMembersOf(const pqxx::result& rows) {
+  std::vector<core::HeldMember> out;
+  out.reserve(rows.size());
+  for (const pqxx::row& row : rows) out.push_back(HeldMemberFromRow(row));
+  return out;
+}
+
 core::MemberUsage UsageFromColumns(const pqxx::row& row, int first) {
   core::MemberUsage u;
   u.allocated_milli_seconds = row[first].as<int64_t>();
@@ -367,17 +374,12 @@ absl::StatusOr<std::vector<core::GpuSample>> PgStore::ListSamples(absl::Time fro
 
 absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListHeldMembers(absl::Time from,
                                                                        absl::Time to) {
-  return WithConnection(
-      "list held members",
-      [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::HeldMember>> {
-        pqxx::read_transaction tx(c);
-        std::vector<core::HeldMember> out;
-        for (const pqxx::row& row :
-             tx.exec_prepared(sql::kSelectHeldMembers, rows::ToMicros(from), rows::ToMicros(to))) {
-          out.push_back(HeldMemberFromRow(row));
-        }
-        return out;
-      });
+  return WithConnection("list held members",
+                        [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::HeldMember>> {
+                          pqxx::read_transaction tx(c);
+                          return HeldMembersOf(tx.exec_prepared(
+                              sql::kSelectHeldMembers, rows::ToMicros(from), rows::ToMicros(to)));
+                        });
 }
 
 absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListHeldMembersInPool(
@@ -386,12 +388,8 @@ absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListHeldMembersInPool(
       "list held members in pool",
       [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::HeldMember>> {
         pqxx::read_transaction tx(c);
-        std::vector<core::HeldMember> out;
-        for (const pqxx::row& row : tx.exec_prepared(
-                 sql::kSelectHeldMembersInPool, rows::ToMicros(from), rows::ToMicros(to), pool)) {
-          out.push_back(HeldMemberFromRow(row));
-        }
-        return out;
+        return HeldMembersOf(tx.exec_prepared(sql::kSelectHeldMembersInPool, rows::ToMicros(from),
+                                              rows::ToMicros(to), pool));
       });
 }
 
@@ -450,11 +448,7 @@ absl::StatusOr<std::vector<core::HeldMember>> PgStore::ListLiveMembers() {
   return WithConnection("list live members",
                         [&](pqxx::connection& c) -> absl::StatusOr<std::vector<core::HeldMember>> {
                           pqxx::read_transaction tx(c);
-                          std::vector<core::HeldMember> out;
-                          for (const pqxx::row& row : tx.exec_prepared(sql::kSelectLiveMembers)) {
-                            out.push_back(HeldMemberFromRow(row));
-                          }
-                          return out;
+                          return HeldMembersOf(tx.exec_prepared(sql::kSelectLiveMembers));
                         });
 }
 

@@ -251,23 +251,22 @@ constexpr Statement kStatements[] = {
   "ELSE (extract(epoch FROM COALESCE(r.run_ended_at, r.updated_at)) * 1000000)::bigint " \
   "END, r.priority, r.spot, r.burst_until IS NOT NULL "                                  \
   "FROM requests r JOIN placements p ON p.request_id = r.id "
-// Members held at some time in [$1, $2). Their placements are found by
-// the ids of the requests (ARBITER_HOLDING_IDS explains why).
-#define ARBITER_SELECT_HELD_MEMBERS \
-  ARBITER_MEMBER_COLUMNS "WHERE " ARBITER_HELD_IN_WINDOW " AND p.admitted_at < " TS( \
-      2) " AND p.request_id = ANY(ARRAY(SELECT r.id "                                 \
-         "FROM requests r WHERE " ARBITER_HELD_IN_WINDOW ")) ORDER BY r.id, p.member"
-    {kSelectHeldMembers, ARBITER_SELECT_HELD_MEMBERS},
-    // The pool's condition is in both parts: the ids (so the placements
-    // read are the pool's) and the requests joined.
-    {kSelectHeldMembersInPool, ARBITER_MEMBER_COLUMNS
-     "WHERE " ARBITER_HELD_IN_WINDOW " AND r.pool = $3 AND p.admitted_at < " TS(
-         2) " AND p.request_id = ANY(ARRAY(SELECT r.id FROM requests r "
-            "WHERE " ARBITER_HELD_IN_WINDOW " AND r.pool = $3)) ORDER BY r.id, p.member"},
+// Members held at some time in [$1, $2) of the requests that also meet
+// `requests_too` (a condition on r, "" for none). Their placements are
+// found by the ids of the requests (ARBITER_HOLDING_IDS explains why), so
+// the condition is in both parts: the ids and the requests joined.
+#define ARBITER_SELECT_HELD_MEMBERS(requests_too) \
+  ARBITER_MEMBER_COLUMNS "WHERE " ARBITER_HELD_IN_WINDOW requests_too " AND p.admitted_at < " \
+      TS(2) " AND p.request_id = ANY(ARRAY(SELECT r.id "                                     \
+            "FROM requests r WHERE " ARBITER_HELD_IN_WINDOW requests_too                      \
+            ")) ORDER BY r.id, p.member"
+    {kSelectHeldMembers, ARBITER_SELECT_HELD_MEMBERS("")},
+    {kSelectHeldMembersInPool, ARBITER_SELECT_HELD_MEMBERS(" AND r.pool = $3")},
     // The same rows through a cursor, 4,096 at a time (a FETCH's count
     // cannot be a parameter). Its plan is the SELECT's only while the
     // transaction sets cursor_tuple_fraction to 1.
-    {kDeclareHeldMembers, "DECLARE held_members NO SCROLL CURSOR FOR " ARBITER_SELECT_HELD_MEMBERS},
+    {kDeclareHeldMembers,
+     "DECLARE held_members NO SCROLL CURSOR FOR " ARBITER_SELECT_HELD_MEMBERS("")},
     {kFetchHeldMembers, "FETCH FORWARD 4096 FROM held_members"},
 #undef ARBITER_SELECT_HELD_MEMBERS
     {kSelectLiveMembers, ARBITER_MEMBER_COLUMNS
