@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/real_clock.h"
+#include "app/thread_name.h"
 #include "core/arbitration.h"
 #include "core/budget.h"
 #include "core/status_macros.h"
@@ -60,9 +61,18 @@ Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory
   NoteLoad(last_reload_);  // Later than the load began: forgets later.
   hub_->Reset(store_->LedgerHead(),
               options.start_following ? NotLeaderError("") : absl::OkStatus());
-  responder_ = std::thread([this] { RunResponder(); });
-  committer_ = std::thread([this] { RunCommitter(); });
-  thread_ = std::thread([this] { Run(); });
+  responder_ = std::thread([this] {
+    NameThisThread("arb-responder");
+    RunResponder();
+  });
+  committer_ = std::thread([this] {
+    NameThisThread("arb-committer");
+    RunCommitter();
+  });
+  thread_ = std::thread([this] {
+    NameThisThread("arb-arbiter");
+    Run();
+  });
 }
 
 Arbiter::~Arbiter() {

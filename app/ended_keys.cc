@@ -5,12 +5,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 
+#include "app/thread_name.h"
+
 namespace arbiter::app {
 
 EndedKeyLookup::EndedKeyLookup(store::RequestReads* store, Clock* clock,
                                EndedKeyLookupOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {
-  if (options_.enabled) thread_ = std::thread([this] { Run(); });
+  if (options_.enabled)
+    thread_ = std::thread([this] {
+      NameThisThread("arb-ended-keys");
+      Run();
+    });
 }
 
 EndedKeyLookup::~EndedKeyLookup() { Stop(); }

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/thread_name.h"
+
 namespace arbiter::app {
 
 std::unique_ptr<LeaderElection> LeaderElection::Start(std::unique_ptr<store::LeaderLease> lease,
@@ -11,7 +13,10 @@ std::unique_ptr<LeaderElection> LeaderElection::Start(std::unique_ptr<store::Lea
   auto election =
       std::unique_ptr<LeaderElection>(new LeaderElection(std::move(lease), arbiter, poll));
   election->Step();
-  election->thread_ = std::thread([e = election.get()] { e->Run(); });
+  election->thread_ = std::thread([e = election.get()] {
+    NameThisThread("arb-election");
+    e->Run();
+  });
   return election;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include <spdlog/spdlog.h>
 
+#include "app/thread_name.h"
 #include "core/arbitration.h"
 #include "core/status_macros.h"
 
@@ -51,7 +52,11 @@ TelemetryMaintenance::TelemetryMaintenance(store::TelemetryStore* store,
       options_(options),
       rollup_slices_(kReadingsBefore),
       idle_slices_(kReadingsBefore) {
-  if (options_.rollup_every > absl::ZeroDuration()) thread_ = std::thread([this] { Run(); });
+  if (options_.rollup_every > absl::ZeroDuration())
+    thread_ = std::thread([this] {
+      NameThisThread("arb-rollup");
+      Run();
+    });
 }
 
 TelemetryMaintenance::~TelemetryMaintenance() {

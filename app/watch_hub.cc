@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
+#include "app/thread_name.h"
 #include "core/status_macros.h"
 #include "ledger/entries.h"
 
@@ -113,8 +114,14 @@ void WatchHub::Start(store::Store* store) {
     absl::MutexLock lock(&mu_);
     last_bookmarks_ = clock_->TimeNow();
   }
-  fan_out_ = std::thread([this] { RunFanOut(); });
-  catch_up_ = std::thread([this] { RunCatchUp(); });
+  fan_out_ = std::thread([this] {
+    NameThisThread("arb-watch-fan");
+    RunFanOut();
+  });
+  catch_up_ = std::thread([this] {
+    NameThisThread("arb-watch-catch");
+    RunCatchUp();
+  });
 }
 
 void WatchHub::Stop() {

@@ -1,9 +1,15 @@
 #include "app/worker_pool.h"
 
+#include "app/thread_name.h"
+
 namespace arbiter::app {
 
 WorkerPool::WorkerPool(int threads, size_t max_queued) : max_queued_(max_queued) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  for (int i = 0; i < threads; ++i)
+    threads_.emplace_back([this] {
+      NameThisThread("arb-reads");
+      Run();
+    });
 }
 
 WorkerPool::~WorkerPool() { Stop(); }

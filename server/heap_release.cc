@@ -3,6 +3,8 @@
 #include <gperftools/malloc_extension.h>
 #include <spdlog/spdlog.h>
 
+#include "app/thread_name.h"
+
 namespace arbiter::server {
 
 int64_t HeapFreeBytes() {
@@ -14,7 +16,10 @@ int64_t HeapFreeBytes() {
 }
 
 HeapReleaser::HeapReleaser(absl::Duration every, int64_t keep_free_bytes)
-    : every_(every), keep_free_bytes_(keep_free_bytes), thread_([this] { Run(); }) {}
+    : every_(every), keep_free_bytes_(keep_free_bytes), thread_([this] {
+        app::NameThisThread("arb-heap-free");
+        Run();
+      }) {}
 
 HeapReleaser::~HeapReleaser() {
   {

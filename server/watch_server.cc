@@ -12,6 +12,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "app/real_clock.h"
+#include "app/thread_name.h"
 #include "server/caller.h"
 #include "server/convert.h"
 #include "server/grpc_status.h"
@@ -436,7 +437,10 @@ WatchServer::~WatchServer() { Stop(); }
 void WatchServer::Start() {
   for (const auto& cq : queues_) {
     Request(cq.get());
-    threads_.emplace_back([this, cq = cq.get()] { Drain(cq); });
+    threads_.emplace_back([this, cq = cq.get()] {
+      app::NameThisThread("arb-watch-cq");
+      Drain(cq);
+    });
   }
 }
 
