@@ -61,18 +61,9 @@ Arbiter::Arbiter(store::Store* store, Clock* clock, WatchHub* hub, NodeDirectory
   NoteLoad(last_reload_);  // Later than the load began: forgets later.
   hub_->Reset(store_->LedgerHead(),
               options.start_following ? NotLeaderError("") : absl::OkStatus());
-  responder_ = std::thread([this] {
-    NameThisThread("arb-responder");
-    RunResponder();
-  });
-  committer_ = std::thread([this] {
-    NameThisThread("arb-committer");
-    RunCommitter();
-  });
-  thread_ = std::thread([this] {
-    NameThisThread("arb-arbiter");
-    Run();
-  });
+  responder_ = StartNamedThread("arb-responder", [this] { RunResponder(); });
+  committer_ = StartNamedThread("arb-committer", [this] { RunCommitter(); });
+  thread_ = StartNamedThread("arb-arbiter", [this] { Run(); });
 }
 
 Arbiter::~Arbiter() {

@@ -12,11 +12,7 @@ namespace arbiter::app {
 EndedKeyLookup::EndedKeyLookup(store::RequestReads* store, Clock* clock,
                                EndedKeyLookupOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {
-  if (options_.enabled)
-    thread_ = std::thread([this] {
-      NameThisThread("arb-ended-keys");
-      Run();
-    });
+  if (options_.enabled) thread_ = StartNamedThread("arb-ended-keys", [this] { Run(); });
 }
 
 EndedKeyLookup::~EndedKeyLookup() { Stop(); }

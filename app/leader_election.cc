@@ -13,10 +13,7 @@ std::unique_ptr<LeaderElection> LeaderElection::Start(std::unique_ptr<store::Lea
   auto election =
       std::unique_ptr<LeaderElection>(new LeaderElection(std::move(lease), arbiter, poll));
   election->Step();
-  election->thread_ = std::thread([e = election.get()] {
-    NameThisThread("arb-election");
-    e->Run();
-  });
+  election->thread_ = StartNamedThread("arb-election", [e = election.get()] { e->Run(); });
   return election;
 }
 

@@ -53,10 +53,7 @@ TelemetryMaintenance::TelemetryMaintenance(store::TelemetryStore* store,
       rollup_slices_(kReadingsBefore),
       idle_slices_(kReadingsBefore) {
   if (options_.rollup_every > absl::ZeroDuration())
-    thread_ = std::thread([this] {
-      NameThisThread("arb-rollup");
-      Run();
-    });
+    thread_ = StartNamedThread("arb-rollup", [this] { Run(); });
 }
 
 TelemetryMaintenance::~TelemetryMaintenance() {

@@ -114,14 +114,8 @@ void WatchHub::Start(store::Store* store) {
     absl::MutexLock lock(&mu_);
     last_bookmarks_ = clock_->TimeNow();
   }
-  fan_out_ = std::thread([this] {
-    NameThisThread("arb-watch-fan");
-    RunFanOut();
-  });
-  catch_up_ = std::thread([this] {
-    NameThisThread("arb-watch-catch");
-    RunCatchUp();
-  });
+  fan_out_ = StartNamedThread("arb-watch-fan", [this] { RunFanOut(); });
+  catch_up_ = StartNamedThread("arb-watch-catch", [this] { RunCatchUp(); });
 }
 
 void WatchHub::Stop() {

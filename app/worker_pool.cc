@@ -6,10 +6,7 @@ namespace arbiter::app {
 
 WorkerPool::WorkerPool(int threads, size_t max_queued) : max_queued_(max_queued) {
   for (int i = 0; i < threads; ++i)
-    threads_.emplace_back([this] {
-      NameThisThread("arb-reads");
-      Run();
-    });
+    threads_.push_back(StartNamedThread("arb-reads", [this] { Run(); }));
 }
 
 WorkerPool::~WorkerPool() { Stop(); }

@@ -16,10 +16,9 @@ int64_t HeapFreeBytes() {
 }
 
 HeapReleaser::HeapReleaser(absl::Duration every, int64_t keep_free_bytes)
-    : every_(every), keep_free_bytes_(keep_free_bytes), thread_([this] {
-        app::NameThisThread("arb-heap-free");
-        Run();
-      }) {}
+    : every_(every),
+      keep_free_bytes_(keep_free_bytes),
+      thread_(app::StartNamedThread("arb-heap-free", [this] { Run(); })) {}
 
 HeapReleaser::~HeapReleaser() {
   {

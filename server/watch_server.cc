@@ -437,10 +437,7 @@ WatchServer::~WatchServer() { Stop(); }
 void WatchServer::Start() {
   for (const auto& cq : queues_) {
     Request(cq.get());
-    threads_.emplace_back([this, cq = cq.get()] {
-      app::NameThisThread("arb-watch-cq");
-      Drain(cq);
-    });
+    threads_.push_back(app::StartNamedThread("arb-watch-cq", [this, cq = cq.get()] { Drain(cq); }));
   }
 }
 
