@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/types/span.h"
+
 namespace arbiter::core {
 namespace {
 
@@ -52,7 +54,7 @@ bool Eligible(const State& state, const CapacityRequest& request, const Flavor& 
 }
 
 // Frees `victims` in `trial`.
-void Remove(State& trial, const std::vector<int64_t>& victims) {
+void Remove(State& trial, absl::Span<const int64_t> victims) {
   for (int64_t id : victims) {
     CapacityRequest v = *trial.FindLiveRequest(id);
     for (const Placement& p : v.placements) trial.ApplyPlacement(p, -1);
@@ -64,7 +66,7 @@ void Remove(State& trial, const std::vector<int64_t>& victims) {
 // Puts `victims`, freed by Remove, back in `trial` as they are in `state`.
 // REQUIRES: no victim holds a MIG instance (their placements' layout
 // changes, done when they were admitted, are not redone).
-void Restore(State& trial, const State& state, const std::vector<int64_t>& victims) {
+void Restore(State& trial, const State& state, absl::Span<const int64_t> victims) {
   for (int64_t id : victims) {
     const CapacityRequest& v = *state.FindLiveRequest(id);
     for (Placement p : v.placements) {
@@ -112,10 +114,6 @@ bool FitsWithout(const State& state, const std::vector<int64_t>& victims,
   return Fits(trial, request, flavor, window, claim);
 }
 
-// Putting one candidate back in a trial costs about as much as copying
-// this many live requests along with the state.
-constexpr size_t kRestorePerCopy = 8;
-
 // Candidates as (not spot, lost work, priority, -id): spot first, then
 // cheapest first.
 using Candidates = std::vector<std::tuple<bool, int64_t, int32_t, int64_t>>;
@@ -132,26 +130,71 @@ bool InvolvesMig(const State& state, const CapacityRequest& request, const Candi
   return false;
 }
 
-// Takes candidates cheapest first until the request fits, then puts back
-// every victim it can do without, dearest first; empty when it never fits.
-// `trial` is a copy of `state` and serves every step (Fits leaves its
-// charges as they were), which is only sound without MIG instances: a
-// trial placement may repartition an empty GPU that a victim would return
-// to. When it returns victims, `trial` is `state` less them.
-std::vector<int64_t> ChooseInPlace(State& trial, const State& state, const Candidates& candidates,
-                                   const CapacityRequest& request, const Flavor& flavor,
-                                   const Window& window) {
-  std::vector<int64_t> chosen;
-  bool fits = false;
-  for (const auto& c : candidates) {
-    chosen.push_back(-std::get<3>(c));
-    Remove(trial, {chosen.back()});
-    if (Fits(trial, request, flavor, window)) {
-      fits = true;
+// The length of the shortest prefix of `n` candidates whose removal lets the
+// request fit, as `fits(k)` (the first k gone) says; 0 when none does, not
+// even all n. Asks about prefixes of 1, 2, 4, ... candidates, then bisects
+// between the last two: O(log n) questions where taking candidates one at a
+// time asks as many as it takes. Assumes that taking more never stops a fit
+// (true of capacity; the caller checks the plan it settles on).
+template <typename FitsPrefix>
+size_t ShortestFittingPrefix(size_t n, FitsPrefix&& fits) {
+  size_t short_of = 0;  // A prefix known not to fit (0: nothing taken).
+  size_t enough = 0;
+  for (size_t k = 1;; k = std::min(n, 2 * k)) {
+    if (fits(k)) {
+      enough = k;
       break;
     }
+    short_of = k;
+    if (k == n) return 0;
   }
-  if (!fits) return {};
+  while (enough - short_of > 1) {
+    const size_t mid = short_of + (enough - short_of) / 2;
+    (fits(mid) ? enough : short_of) = mid;
+  }
+  return enough;
+}
+
+// A trial state with the first `taken` of `order` removed, moved to any
+// prefix by removing or putting back the difference.
+// REQUIRES: no candidate holds a MIG instance (Restore).
+class TrialPrefix {
+ public:
+  TrialPrefix(State& trial, const State& state, const std::vector<int64_t>& order)
+      : trial_(trial), state_(state), order_(order) {}
+  void Take(size_t k) {
+    const absl::Span<const int64_t> all(order_);
+    if (k > taken_) Remove(trial_, all.subspan(taken_, k - taken_));
+    if (k < taken_) Restore(trial_, state_, all.subspan(k, taken_ - k));
+    taken_ = k;
+  }
+
+ private:
+  State& trial_;
+  const State& state_;
+  const std::vector<int64_t>& order_;
+  size_t taken_ = 0;
+};
+
+// Takes the shortest prefix of `order` (candidates cheapest first) whose
+// removal lets the request fit, then puts back every victim it can do
+// without, dearest first; empty when it never fits. `trial` is a copy of
+// `state` and serves every step (Fits leaves its charges as they were),
+// which is only sound without MIG instances: a trial placement may
+// repartition an empty GPU that a victim would return to. When it returns
+// victims, `trial` is `state` less them.
+std::vector<int64_t> ChooseInPlace(State& trial, const State& state,
+                                   const std::vector<int64_t>& order,
+                                   const CapacityRequest& request, const Flavor& flavor,
+                                   const Window& window) {
+  TrialPrefix prefix(trial, state, order);
+  const size_t needed = ShortestFittingPrefix(order.size(), [&](size_t k) {
+    prefix.Take(k);
+    return Fits(trial, request, flavor, window);
+  });
+  if (needed == 0) return {};
+  prefix.Take(needed);
+  std::vector<int64_t> chosen(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(needed));
   for (size_t i = chosen.size(); i-- > 0;) {
     Restore(trial, state, {chosen[i]});
     if (Fits(trial, request, flavor, window)) {
@@ -164,19 +207,15 @@ std::vector<int64_t> ChooseInPlace(State& trial, const State& state, const Candi
 }
 
 // As ChooseInPlace, with a fresh copy of the state for every trial.
-std::vector<int64_t> ChooseByCopies(const State& state, const Candidates& candidates,
+std::vector<int64_t> ChooseByCopies(const State& state, const std::vector<int64_t>& order,
                                     const CapacityRequest& request, const Flavor& flavor,
                                     const Window& window) {
-  std::vector<int64_t> chosen;
-  bool fits = false;
-  for (const auto& c : candidates) {
-    chosen.push_back(-std::get<3>(c));
-    if (FitsWithout(state, chosen, request, flavor, window)) {
-      fits = true;
-      break;
-    }
-  }
-  if (!fits) return {};
+  const size_t needed = ShortestFittingPrefix(order.size(), [&](size_t k) {
+    const std::vector<int64_t> first(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+    return FitsWithout(state, first, request, flavor, window);
+  });
+  if (needed == 0) return {};
+  std::vector<int64_t> chosen(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(needed));
   for (size_t i = chosen.size(); i-- > 0;) {
     std::vector<int64_t> without = chosen;
     without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
@@ -206,34 +245,19 @@ PreemptionPlan ChooseVictims(const State& state, const CapacityRequest& request,
   }
   if (candidates.empty()) return PreemptionPlan();
   std::sort(candidates.begin(), candidates.end());
-  std::vector<int64_t> all;
-  for (const auto& c : candidates) all.push_back(-std::get<3>(c));
+  std::vector<int64_t> order;
+  for (const auto& c : candidates) order.push_back(-std::get<3>(c));
   PreemptionPlan plan;
   if (InvolvesMig(state, request, candidates)) {
-    // Hopeless unless it fits with every candidate gone (one trial, not many).
-    if (!FitsWithout(state, all, request, flavor, window)) return plan;
-    const std::vector<int64_t> chosen = ChooseByCopies(state, candidates, request, flavor, window);
+    const std::vector<int64_t> chosen = ChooseByCopies(state, order, request, flavor, window);
     if (!chosen.empty() && FitsWithout(state, chosen, request, flavor, window, &plan.claim)) {
       plan.victims = chosen;
     }
     return plan;
   }
-  // Without MIG instances a copy of the state serves every trial. Copying
-  // it costs for every pool's nodes and every live request; putting the
-  // candidates back, for each of them (several times a live request's
-  // share of a copy, bench/core_benchmark BM_ChooseVictims). So the copy
-  // the hopeless check took serves again, unless the candidates are many.
+  // Without MIG instances one copy of the state serves every trial.
   State trial = state.Clone();
-  Remove(trial, all);
-  if (!Fits(trial, request, flavor, window)) return plan;  // Hopeless.
-  if (all.size() * kRestorePerCopy < state.live_requests().size()) {
-    Restore(trial, state, all);
-  } else {
-    trial = State();  // Freed first, so that the copy reuses its memory.
-    trial = state.Clone();
-  }
-  const std::vector<int64_t> chosen =
-      ChooseInPlace(trial, state, candidates, request, flavor, window);
+  const std::vector<int64_t> chosen = ChooseInPlace(trial, state, order, request, flavor, window);
   if (!chosen.empty() && Fits(trial, request, flavor, window, &plan.claim)) {
     plan.victims = chosen;
   }
