@@ -910,9 +910,14 @@ void Reserve(State& state, CapacityRequest& request, absl::Time now) {
   Window window;
   window.start = spec.start_at;
   if (spec.duration > absl::ZeroDuration()) window.end = spec.start_at + spec.duration;
-  State future = state.Clone();
+  // It places in the request's pool only: a copy with that pool's live
+  // requests serves.
+  State future = state.CloneForPool(spec.pool);
   for (const auto& [id, live] : state.live_requests()) {
-    if (!HoldsCapacity(live.state) || live.declared_end() > spec.start_at) continue;
+    if (live.spec.pool != spec.pool || !HoldsCapacity(live.state) ||
+        live.declared_end() > spec.start_at) {
+      continue;
+    }
     CapacityRequest gone = live;
     for (const Placement& p : gone.placements) future.ApplyPlacement(p, -1);
     gone.state = RequestState::kReleased;

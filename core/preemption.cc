@@ -109,7 +109,7 @@ bool Fits(State& trial, const CapacityRequest& request, const Flavor& flavor, co
 bool FitsWithout(const State& state, const std::vector<int64_t>& victims,
                  const CapacityRequest& request, const Flavor& flavor, const Window& window,
                  std::vector<GpuHold>* claim = nullptr) {
-  State trial = state.Clone();
+  State trial = state.CloneForPool(request.spec.pool);
   Remove(trial, victims);
   return Fits(trial, request, flavor, window, claim);
 }
@@ -255,8 +255,10 @@ PreemptionPlan ChooseVictims(const State& state, const CapacityRequest& request,
     }
     return plan;
   }
-  // Without MIG instances one copy of the state serves every trial.
-  State trial = state.Clone();
+  // Without MIG instances one copy of the state serves every trial. Trials
+  // place in the request's pool only, and free its victims, all holders in
+  // it: a copy with the pool's live requests serves.
+  State trial = state.CloneForPool(request.spec.pool);
   const std::vector<int64_t> chosen = ChooseInPlace(trial, state, order, request, flavor, window);
   if (!chosen.empty() && Fits(trial, request, flavor, window, &plan.claim)) {
     plan.victims = chosen;

@@ -104,6 +104,33 @@ const std::set<int64_t>& RequestBook::VictimsOf(int64_t preemptor) const {
   return SetOrEmpty(victims_, preemptor);
 }
 
+RequestBook RequestBook::CopyOfPool(const std::string& pool) const {
+  RequestBook copy;
+  copy.next_id_ = next_id_;
+  size_t in_pool = 0;
+  for (const auto& [id, request] : live_) in_pool += request.spec.pool == pool;
+  copy.live_.reserve(in_pool);  // No rehash moves a request while copying.
+  for (const auto& [id, request] : live_) {
+    if (request.spec.pool == pool) copy.live_.emplace(id, request);
+  }
+  auto copy_pool = [&pool](const auto& from, auto& to) {
+    auto it = from.find(pool);
+    if (it != from.end()) to.emplace(it->first, it->second);
+  };
+  copy_pool(queued_, copy.queued_);
+  copy_pool(queue_groups_, copy.queue_groups_);
+  copy_pool(waiting_, copy.waiting_);
+  copy_pool(holding_, copy.holding_);
+  copy_pool(heads_, copy.heads_);
+  for (const auto& timer : timers_) {
+    if (copy.live_.contains(timer.second)) copy.timers_.insert(timer);
+  }
+  for (const auto& [preemptor, victims] : victims_) {
+    if (copy.live_.contains(preemptor)) copy.victims_.emplace(preemptor, victims);
+  }
+  return copy;
+}
+
 void RequestBook::Put(const CapacityRequest& request) {
   const int64_t id = request.id;
   auto old = live_.find(id);

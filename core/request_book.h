@@ -99,6 +99,12 @@ class RequestBook {
   // their requests ended.
   void ForgetKeysStoredBefore(absl::Time cutoff);
 
+  // A copy that holds only the live requests of `pool`, with their queue,
+  // holder, timer and victim indexes, and no idempotency keys (as a copy of
+  // the whole book). O(live requests) to find them, O(those of `pool`) to
+  // copy.
+  RequestBook CopyOfPool(const std::string& pool) const;
+
   // Stores a new or changed request and records its idempotency key; a
   // final one leaves the live set, and its key is remembered until
   // ForgetKeysEndedBefore passes its `updated_at`. The caller undoes what the copy it

@@ -29,6 +29,27 @@ std::pair<absl::Time, absl::Time> HoldWindow(const CapacityRequest& request) {
 
 }  // namespace
 
+State::State(const State& other, RequestBook requests)
+    : inventory_(other.inventory_),
+      quotas_(other.quotas_),
+      requests_(std::move(requests)),
+      packing_(other.packing_),
+      authority_(other.authority_),
+      finances_(other.finances_),
+      chargeback_(other.chargeback_),
+      power_(other.power_),
+      approval_timeout_(other.approval_timeout_),
+      idempotency_window_(other.idempotency_window_),
+      ended_key_memory_(other.ended_key_memory_),
+      node_heartbeat_timeout_(other.node_heartbeat_timeout_),
+      heartbeat_check_at_(other.heartbeat_check_at_),
+      demand_sample_at_(other.demand_sample_at_),
+      forecasts_(other.forecasts_),
+      measured_usage_(other.measured_usage_),
+      admission_(other.admission_),
+      loosened_(other.loosened_),
+      strict_heads_(other.strict_heads_) {}
+
 absl::Status State::LoadGpuModel(GpuModel model) {
   return inventory_.LoadGpuModel(std::move(model));
 }

@@ -92,6 +92,13 @@ class State {
   // A deep copy, for what-if planning (preemption, reservations). Explicit
   // so that nothing copies a state by accident.
   State Clone() const { return State(*this); }
+  // A deep copy whose live requests are only those of `pool`, for what-if
+  // placement confined to `pool` (preemption plans): its nodes and their
+  // holders, and the quota, power and hold charges of every pool, are as in
+  // the whole state. Requests of other pools are not found in it.
+  State CloneForPool(const std::string& pool) const {
+    return State(*this, requests_.CopyOfPool(pool));
+  }
 
   // --- Loading (used by the store and tests). Each returns
   // FAILED_PRECONDITION if the value contradicts what is already loaded
@@ -427,6 +434,9 @@ class State {
 
  private:
   State(const State&) = default;
+  // A copy of `other` with `requests` for its request book. Copies every
+  // other member: a member added below must be added to it.
+  State(const State& other, RequestBook requests);
   // Charges (`sign` +1) or frees (-1) what `request` holds: its quota usage,
   // its holds on GPUs and, while any watt budget is set, its power draw.
   void Charge(const CapacityRequest& request, int sign);

@@ -1,7 +1,8 @@
 // ChooseVictims: the cheapest victims that let a request in, and no more,
 // for every number of victims needed from one to all candidates, and none
 // when even all of them would not be enough; with whole GPUs (one trial
-// state serves every step) and with MIG instances (a copy per trial).
+// state serves every step) and with MIG instances (a copy per trial); only
+// from the preempted pool, whose live requests are all a trial copies.
 #include "core/preemption.h"
 
 #include <algorithm>
@@ -30,11 +31,15 @@ constexpr int kCandidates = 40;
 // of `mig_profile`) on one-GPU nodes, admitted a second apart: the later
 // one was admitted, the less work it loses, so the cheapest victims are the
 // last admitted. Returns their ids in admission order.
-std::vector<int64_t> FillWithPreemptible(State& s, const std::string& mig_profile = "") {
-  for (int i = 0; i < kCandidates; ++i) AddNode(s, MakeNode(absl::StrCat("n", i), 1, "H100-80GB"));
+std::vector<int64_t> FillWithPreemptible(State& s, const std::string& mig_profile = "",
+                                         const std::string& pool = "serving") {
+  for (int i = 0; i < kCandidates; ++i) {
+    AddNode(s, MakeNode(absl::StrCat(pool, i), 1, "H100-80GB", pool));
+  }
   std::vector<int64_t> ids;
   for (int i = 0; i < kCandidates; ++i) {
-    CapacityRequestSpec spec = WholeSpec(absl::StrCat("low", i), 1, 1);
+    CapacityRequestSpec spec = WholeSpec(absl::StrCat(pool, "-low", i), 1, 1);
+    spec.pool = pool;
     if (!mig_profile.empty()) spec.shape.gpu = MigShape{mig_profile, 0};
     spec.preemptible = true;
     ChangeSet changes;
@@ -46,10 +51,12 @@ std::vector<int64_t> FillWithPreemptible(State& s, const std::string& mig_profil
 }
 
 // A priority-1 request of `members` members of one GPU (or of `mig_profile`).
-CapacityRequest Urgent(const State& s, int members, const std::string& mig_profile = "") {
+CapacityRequest Urgent(const State& s, int members, const std::string& mig_profile = "",
+                       const std::string& pool = "serving") {
   CapacityRequest urgent;
   urgent.id = s.requests().next_id();
   urgent.spec = WholeSpec("urgent", members, 1);
+  urgent.spec.pool = pool;
   if (!mig_profile.empty()) urgent.spec.shape.gpu = MigShape{mig_profile, 0};
   urgent.spec.priority = 1;
   return urgent;
@@ -102,6 +109,30 @@ TEST(ChooseVictimsTest, LeavesTheStateAsItWas) {
   ASSERT_EQ(Plan(s, Urgent(s, 7)).victims.size(), 7u);
   EXPECT_EQ(s.UsedMilli("t", "serving"), used);
   for (int64_t id : ids) EXPECT_EQ(s.FindLiveRequest(id)->state, RequestState::kAdmitted);
+}
+
+// A plan copies only the preempted pool's live requests (State::
+// CloneForPool): the other pool's, as cheap and as preemptible, are never
+// taken, and the plan is the same as with the pool alone.
+TEST(ChooseVictimsTest, TakesOnlyFromThePreemptedPool) {
+  State s = MakeState(/*nominal_milli=*/1'000'000);
+  ChangeSet ch;
+  ASSERT_TRUE(SetQuota(s, {"t", "batch", 1'000'000}, kT0, ch).ok());
+  const std::vector<int64_t> serving = FillWithPreemptible(s);
+  const std::vector<int64_t> batch = FillWithPreemptible(s, "", "batch");
+  ASSERT_EQ(batch.size(), static_cast<size_t>(kCandidates));
+  for (int needed : {1, 6, kCandidates}) {
+    EXPECT_EQ(Sorted(Plan(s, Urgent(s, needed)).victims), Cheapest(serving, needed)) << needed;
+    EXPECT_EQ(Sorted(Plan(s, Urgent(s, needed, "", "batch")).victims), Cheapest(batch, needed))
+        << needed;
+  }
+  EXPECT_TRUE(Plan(s, Urgent(s, kCandidates + 1)).victims.empty());
+  const State copy = s.CloneForPool("batch");
+  EXPECT_EQ(copy.FindLiveRequest(serving.front()), nullptr);
+  ASSERT_NE(copy.FindLiveRequest(batch.front()), nullptr);
+  EXPECT_EQ(copy.UsedMilli("t", "serving"), s.UsedMilli("t", "serving"));
+  EXPECT_EQ(copy.HoldingIn("batch"), s.HoldingIn("batch"));
+  EXPECT_TRUE(copy.HoldingIn("serving").empty());
 }
 
 TEST(ChooseVictimsTest, WithMigInstancesTakesExactlyTheCheapest) {
