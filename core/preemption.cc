@@ -138,6 +138,7 @@ bool InvolvesMig(const State& state, const CapacityRequest& request, const Candi
 // (true of capacity; the caller checks the plan it settles on).
 template <typename FitsPrefix>
 size_t ShortestFittingPrefix(size_t n, FitsPrefix&& fits) {
+  if (n == 0) return 0;
   size_t short_of = 0;  // A prefix known not to fit (0: nothing taken).
   size_t enough = 0;
   for (size_t k = 1;; k = std::min(n, 2 * k)) {
