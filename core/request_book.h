@@ -100,9 +100,10 @@ class RequestBook {
   void ForgetKeysStoredBefore(absl::Time cutoff);
 
   // A copy that holds only the live requests of `pool`, with their queue,
-  // holder, timer and victim indexes, and no idempotency keys (as a copy of
-  // the whole book). O(live requests) to find them, O(those of `pool`) to
-  // copy.
+  // holder and timer indexes and the victims of those that preempt, and no
+  // idempotency keys (as a copy of the whole book). Victims preempted by no
+  // request (drains, node failures: preemptor 0) are not kept.
+  // O(live requests) to find them, O(those of `pool`) to copy.
   RequestBook CopyOfPool(const std::string& pool) const;
 
   // Stores a new or changed request and records its idempotency key; a

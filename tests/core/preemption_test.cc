@@ -118,6 +118,7 @@ TEST(ChooseVictimsTest, TakesOnlyFromThePreemptedPool) {
   State s = MakeState(/*nominal_milli=*/1'000'000);
   ChangeSet ch;
   ASSERT_TRUE(SetQuota(s, {"t", "batch", 1'000'000}, kT0, ch).ok());
+  ASSERT_TRUE(SetPowerBudget(s, {PowerScope::kPool, "batch", 1'000'000, false}, kT0, ch).ok());
   const std::vector<int64_t> serving = FillWithPreemptible(s);
   const std::vector<int64_t> batch = FillWithPreemptible(s, "", "batch");
   ASSERT_EQ(batch.size(), static_cast<size_t>(kCandidates));
@@ -127,12 +128,17 @@ TEST(ChooseVictimsTest, TakesOnlyFromThePreemptedPool) {
         << needed;
   }
   EXPECT_TRUE(Plan(s, Urgent(s, kCandidates + 1)).victims.empty());
-  const State copy = s.CloneForPool("batch");
-  EXPECT_EQ(copy.FindLiveRequest(serving.front()), nullptr);
-  ASSERT_NE(copy.FindLiveRequest(batch.front()), nullptr);
-  EXPECT_EQ(copy.UsedMilli("t", "serving"), s.UsedMilli("t", "serving"));
-  EXPECT_EQ(copy.HoldingIn("batch"), s.HoldingIn("batch"));
-  EXPECT_TRUE(copy.HoldingIn("serving").empty());
+  // The other pool's requests are gone from the copy; what they are charged
+  // (quota, watts) is not.
+  const State copy = s.CloneForPool("serving");
+  EXPECT_EQ(copy.FindLiveRequest(batch.front()), nullptr);
+  ASSERT_NE(copy.FindLiveRequest(serving.front()), nullptr);
+  EXPECT_EQ(copy.UsedMilli("t", "batch"), s.UsedMilli("t", "batch"));
+  EXPECT_GT(s.power().DrawMilliwatts(PowerScope::kPool, "batch"), 0);
+  EXPECT_EQ(copy.power().DrawMilliwatts(PowerScope::kPool, "batch"),
+            s.power().DrawMilliwatts(PowerScope::kPool, "batch"));
+  EXPECT_EQ(copy.HoldingIn("serving"), s.HoldingIn("serving"));
+  EXPECT_TRUE(copy.HoldingIn("batch").empty());
 }
 
 TEST(ChooseVictimsTest, WithMigInstancesTakesExactlyTheCheapest) {
