@@ -913,11 +913,9 @@ void Reserve(State& state, CapacityRequest& request, absl::Time now) {
   // It places in the request's pool only: a copy with that pool's live
   // requests serves.
   State future = state.CloneForPool(spec.pool);
-  for (const auto& [id, live] : state.live_requests()) {
-    if (live.spec.pool != spec.pool || !HoldsCapacity(live.state) ||
-        live.declared_end() > spec.start_at) {
-      continue;
-    }
+  for (int64_t id : state.HoldingIn(spec.pool)) {
+    const CapacityRequest& live = *state.FindLiveRequest(id);
+    if (live.declared_end() > spec.start_at) continue;
     CapacityRequest gone = live;
     for (const Placement& p : gone.placements) future.ApplyPlacement(p, -1);
     gone.state = RequestState::kReleased;

@@ -106,7 +106,7 @@ bool Fits(State& trial, const CapacityRequest& request, const Flavor& flavor, co
   return !over_power;
 }
 
-bool FitsWithout(const State& state, const std::vector<int64_t>& victims,
+bool FitsWithout(const State& state, absl::Span<const int64_t> victims,
                  const CapacityRequest& request, const Flavor& flavor, const Window& window,
                  std::vector<GpuHold>* claim = nullptr) {
   State trial = state.CloneForPool(request.spec.pool);
@@ -212,8 +212,7 @@ std::vector<int64_t> ChooseByCopies(const State& state, const std::vector<int64_
                                     const CapacityRequest& request, const Flavor& flavor,
                                     const Window& window) {
   const size_t needed = ShortestFittingPrefix(order.size(), [&](size_t k) {
-    const std::vector<int64_t> first(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
-    return FitsWithout(state, first, request, flavor, window);
+    return FitsWithout(state, absl::MakeConstSpan(order).first(k), request, flavor, window);
   });
   if (needed == 0) return {};
   std::vector<int64_t> chosen(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(needed));
