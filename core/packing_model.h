@@ -56,12 +56,16 @@ class PackingModel {
   void set_mig_policy(MigPolicy p) { mig_policy_ = p; }
 
   // How many candidate nodes the packer scores per member before it looks
-  // further (0: every node of the pool).
-  static constexpr size_t kDefaultCandidates = 128;
+  // further (0: every node of the pool). The batch comes in best-fit order,
+  // so its size is also how far the score may reach past the fullest nodes
+  // toward empty ones: 64 packs openb's families at least as well as 128
+  // did, multi-GPU demand better, at half the scoring (docs/packing.md,
+  // "How many candidates").
+  static constexpr size_t kDefaultCandidates = 64;
   // How many times `candidates()` the packer scores while some demand is
   // limited to GPU models (FragmentationModel::has_model_pressure): best fit
-  // alone shows it only the cluster's smallest nodes.
-  static constexpr size_t kLimitedDemandBatchFactor = 3;
+  // alone shows it only the cluster's smallest nodes. 6 x 64 = 384.
+  static constexpr size_t kLimitedDemandBatchFactor = 6;
   size_t candidates() const { return candidates_; }
   void set_candidates(size_t n) { candidates_ = n; }
 
