@@ -3,9 +3,12 @@
 paper's arrival sequences (every pod of the list once, shuffled, then tuned
 copies until the GPU demand reaches the ratio), the same file for the same
 seed, tuning down a list that asks for more than the ratio, an optional
-gpu_spec column, and a missing required column refused by name.
+gpu_spec column, and a missing required column refused by name. Go's
+generator (bench/openb/gorand.py): its jump ahead against stepping one step
+at a time, and, where ../shared/traces/openb is present, the five shipped
+arrival sequences of the default trace reproduced record for record.
 
-  make_arrivals_test.py MAKE_ARRIVALS NODES.csv PODS.csv
+  make_arrivals_test.py MAKE_ARRIVALS NODES.csv PODS.csv [TRACE_DIR]
 """
 import collections
 import csv
@@ -37,8 +40,43 @@ def check(cond, what):
         sys.exit(1)
 
 
+def check_generator(tool):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(tool)))
+    import gorand
+    import numpy
+    start = gorand.step([(i * 0x9E3779B97F4A7C15) & (2**64 - 1) for i in range(607)], 0)
+    with numpy.errstate(over="ignore"):
+        for steps in (1, 272, 273, 607, 608, 5000):
+            check(gorand.advance(start, steps) == gorand.step(start, steps),
+                  f"the jump ahead of {steps} steps equals stepping")
+    r = gorand.GoRand(42)
+    draws = [r.intn(10) for _ in range(1000)]
+    check(set(draws) == set(range(10)), "intn(10) draws every value in [0, 10)")
+    check(gorand.GoRand(42).int63() == gorand.GoRand(42).int63(), "a seed repeats")
+
+
+def check_published(tool, trace):
+    """The shipped sequences of the default trace, record for record."""
+    for seed in range(42, 47):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "a.csv")
+            r = run(tool, os.path.join(trace, "openb_node_list_gpu_node.csv"),
+                    os.path.join(trace, "openb_pod_list_default.csv"), out, seed)
+            check(r.returncode == 0, f"make-arrivals runs on the default trace: {r.stderr}")
+            with open(out, newline="") as a, open(os.path.join(
+                    trace, "arrivals", f"default_tune1.3_seed{seed}.csv"), newline="") as b:
+                made, shipped = list(csv.reader(a)), list(csv.reader(b))
+            same = sum(1 for x, y in zip(made, shipped) if x == y)
+            check(made == shipped, f"seed {seed}: the shipped sequence, record for record "
+                  f"({same} of {len(shipped)} the same, {len(made)} made)")
+    print("ok: the five shipped sequences of the default trace reproduced")
+
+
 def main():
     tool, nodes, pods = sys.argv[1:4]
+    check_generator(tool)
+    if len(sys.argv) > 4 and os.path.isdir(sys.argv[4]):
+        check_published(tool, sys.argv[4])
     capacity = sum(int(r["gpu"]) for r in read(nodes)) * 1000
     listed = read(pods)
     by_name = {r["name"]: r for r in listed}
