@@ -37,18 +37,25 @@ def _park_miller(x):
     return x + _PARK_MILLER if x < 0 else x
 
 
-def _srand_words():
-    """The state Go's cooking program starts from (its srand(1))."""
-    words, x = [0] * _LONG, 1
+def _park_miller_words(seed, high, mid):
+    """607 words from the Park-Miller sequence of `seed` (20 values skipped
+    first), each three values shifted left by `high`, `mid` and 0 bits and
+    XORed together: Go's seeding of the source's state."""
+    words, x = [0] * _LONG, seed
     for i in range(-20, _LONG):
         x = _park_miller(x)
         if i >= 0:
-            u = x << 20
+            u = x << high
             x = _park_miller(x)
-            u ^= x << 10
+            u ^= x << mid
             x = _park_miller(x)
-            words[i] = u ^ x
+            words[i] = (u ^ x) & _MASK64
     return words
+
+
+def _srand_words():
+    """The state Go's cooking program starts from (its srand(1))."""
+    return _park_miller_words(1, 20, 10)
 
 
 def _mul_mod(a, b):
@@ -126,17 +133,8 @@ class GoRand:
         seed %= _PARK_MILLER
         if seed == 0:
             seed = 89482311
-        cooked, x = cooked_words(), seed
-        self._words = [0] * _LONG
-        for i in range(-20, _LONG):
-            x = _park_miller(x)
-            if i >= 0:
-                u = x << 40
-                x = _park_miller(x)
-                u ^= x << 20
-                x = _park_miller(x)
-                u ^= x
-                self._words[i] = (u ^ cooked[i]) & _MASK64
+        words = _park_miller_words(seed, 40, 20)
+        self._words = [w ^ c for w, c in zip(words, cooked_words())]
         self._tap, self._feed = 0, _LONG - _SHORT
 
     def uint64(self):
