@@ -128,15 +128,24 @@ int64_t FragmentGrowth(const State& state, const FreeCapacity& before, const Fre
 }
 
 // What the node's shared GPUs' holes are worth as its free host can feed
-// them (SharePrices::FedHoleValue), in GPUs.
+// them together (SharePrices::FedHolesValue), in GPUs.
 double FedHoles(const SharePrices& prices, const FreeCapacity& free) {
-  double value = 0;
+  return prices.FedHolesValue(free.free_milli, free.free_cpu_milli, free.free_memory_mib);
+}
+
+// Whether the node's free host feeds all its holes beside its empty GPUs
+// (SharePrices::FeedsAll).
+bool FeedsAll(const SharePrices& prices, const FreeCapacity& free) {
+  int64_t holes = 0;
+  int64_t empty_gpus = 0;
   for (int64_t f : free.free_milli) {
-    if (f > 0 && f < kMilliPerGpu) {
-      value += prices.FedHoleValue(f, free.free_cpu_milli, free.free_memory_mib);
+    if (f >= kMilliPerGpu) {
+      ++empty_gpus;
+    } else if (f > 0) {
+      ++holes;
     }
   }
-  return value;
+  return prices.FeedsAll(holes, empty_gpus, free.free_cpu_milli, free.free_memory_mib);
 }
 
 // The share value a placement loses on the node, in micro-GPU: for a
@@ -144,12 +153,12 @@ double FedHoles(const SharePrices& prices, const FreeCapacity& free) {
 // before (an empty GPU worth a GPU) less their value after and less the
 // fraction's price; for whole GPUs (take 0), what the holes lose because the
 // node's host can no longer feed them. Equal to SharePrices::Loss while the
-// host left can feed every priced size.
+// host feeds all the node's holes before and after (FeedsAll).
 int64_t NodeShareLoss(const State& state, const FreeCapacity& before, const FreeCapacity& after,
                       int64_t had, int64_t take) {
   const SharePrices& prices = state.share_prices();
   if (prices.empty()) return 0;
-  if (prices.FeedsAll(after.free_cpu_milli, after.free_memory_mib)) {
+  if (FeedsAll(prices, before) && FeedsAll(prices, after)) {
     return take == 0 ? 0 : std::llround(prices.Loss(had, take) * 1e6);
   }
   double lost = FedHoles(prices, before) - FedHoles(prices, after);

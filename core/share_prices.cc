@@ -1,6 +1,7 @@
 #include "core/share_prices.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -77,10 +78,12 @@ void SharePrices::Reset(const DemandProfile& profile) {
   prices_.clear();
   hole_value_.clear();
   price_of_.clear();
-  min_cpu_milli_.clear();
-  min_memory_mib_.clear();
-  feeds_all_cpu_milli_ = 0;
-  feeds_all_memory_mib_ = 0;
+  ask_cpu_milli_.clear();
+  ask_memory_mib_.clear();
+  largest_ask_cpu_milli_ = 0;
+  largest_ask_memory_mib_ = 0;
+  gpu_share_cpu_milli_ = 0;
+  gpu_share_memory_mib_ = 0;
   const std::vector<std::pair<int64_t, int64_t>> mix = FractionSizes(profile);
   if (mix.empty()) return;
 
@@ -131,37 +134,77 @@ void SharePrices::Reset(const DemandProfile& profile) {
 }
 
 void SharePrices::SetHostAsks(const DemandProfile& profile) {
-  min_cpu_milli_.assign(sizes_.size(), std::numeric_limits<int64_t>::max());
-  min_memory_mib_.assign(sizes_.size(), std::numeric_limits<int64_t>::max());
+  // Count-weighted sums per priced size, and over whole-GPU work per GPU.
+  struct Sums {
+    double count = 0;
+    double cpu = 0;
+    double memory = 0;
+  };
+  std::vector<Sums> sums(sizes_.size());
+  double gpus = 0, gpu_cpu = 0, gpu_memory = 0;
   for (const DemandProfile::Entry& e : profile.Entries()) {
+    const double n = static_cast<double>(e.count);
+    if (e.shape.gpus >= 1 && !e.shape.fractional()) {
+      gpus += n * e.shape.gpus;
+      gpu_cpu += n * static_cast<double>(e.shape.cpu_milli);
+      gpu_memory += n * static_cast<double>(e.shape.memory_mib);
+      continue;
+    }
     if (!e.shape.fractional()) continue;
     auto it = std::find(sizes_.begin(), sizes_.end(), e.shape.gpu_milli);
     if (it == sizes_.end()) continue;
     const size_t i = static_cast<size_t>(it - sizes_.begin());
-    min_cpu_milli_[i] = std::min(min_cpu_milli_[i], e.shape.cpu_milli);
-    min_memory_mib_[i] = std::min(min_memory_mib_[i], e.shape.memory_mib);
+    sums[i].count += n;
+    sums[i].cpu += n * static_cast<double>(e.shape.cpu_milli);
+    sums[i].memory += n * static_cast<double>(e.shape.memory_mib);
   }
-  feeds_all_cpu_milli_ = 0;
-  feeds_all_memory_mib_ = 0;
+  ask_cpu_milli_.assign(sizes_.size(), 0);
+  ask_memory_mib_.assign(sizes_.size(), 0);
   for (size_t i = 0; i < sizes_.size(); ++i) {
-    feeds_all_cpu_milli_ = std::max(feeds_all_cpu_milli_, min_cpu_milli_[i]);
-    feeds_all_memory_mib_ = std::max(feeds_all_memory_mib_, min_memory_mib_[i]);
+    // Every priced size has fractions in the mix (FractionSizes).
+    ask_cpu_milli_[i] = std::llround(sums[i].cpu / sums[i].count);
+    ask_memory_mib_[i] = std::llround(sums[i].memory / sums[i].count);
+    largest_ask_cpu_milli_ = std::max(largest_ask_cpu_milli_, ask_cpu_milli_[i]);
+    largest_ask_memory_mib_ = std::max(largest_ask_memory_mib_, ask_memory_mib_[i]);
+  }
+  if (gpus > 0) {
+    gpu_share_cpu_milli_ = std::llround(gpu_cpu / gpus);
+    gpu_share_memory_mib_ = std::llround(gpu_memory / gpus);
   }
 }
 
-double SharePrices::FedHoleValue(int64_t hole, int64_t free_cpu_milli,
-                                 int64_t free_memory_mib) const {
-  if (hole_value_.empty() || hole <= 0) return 0;
-  if (FeedsAll(free_cpu_milli, free_memory_mib)) return HoleValue(hole);
-  double best = 0;
-  for (size_t i = 0; i < sizes_.size(); ++i) {
-    if (sizes_[i] > hole || min_cpu_milli_[i] > free_cpu_milli ||
-        min_memory_mib_[i] > free_memory_mib) {
-      continue;
+double SharePrices::FedHolesValue(absl::Span<const int64_t> free_milli, int64_t free_cpu_milli,
+                                  int64_t free_memory_mib) const {
+  if (hole_value_.empty()) return 0;
+  for (int64_t f : free_milli) {
+    if (f >= kMilliPerGpu) {
+      free_cpu_milli -= gpu_share_cpu_milli_;
+      free_memory_mib -= gpu_share_memory_mib_;
     }
-    best = std::max(best, prices_[i] + HoleValue(hole - sizes_[i]));
   }
-  return best;
+  double value = 0;
+  for (auto it = free_milli.rbegin(); it != free_milli.rend(); ++it) {
+    const int64_t hole = *it;
+    if (hole <= 0 || hole >= kMilliPerGpu) continue;
+    double best = 0;
+    size_t fed = sizes_.size();
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      if (sizes_[i] > hole || ask_cpu_milli_[i] > free_cpu_milli ||
+          ask_memory_mib_[i] > free_memory_mib) {
+        continue;
+      }
+      const double v = prices_[i] + HoleValue(hole - sizes_[i]);
+      if (v > best) {
+        best = v;
+        fed = i;
+      }
+    }
+    if (fed == sizes_.size()) continue;
+    value += best;
+    free_cpu_milli -= ask_cpu_milli_[fed];
+    free_memory_mib -= ask_memory_mib_[fed];
+  }
+  return value;
 }
 
 double SharePrices::HoleValue(int64_t free_milli) const {

@@ -35,6 +35,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+
 #include "core/demand_profile.h"
 
 namespace arbiter::core {
@@ -58,16 +60,25 @@ class SharePrices {
   // (>= 0 up to rounding). REQUIRES: 0 < take <= had <= 1000.
   double Loss(int64_t had, int64_t take) const;
 
-  // V(hole) as the host can feed it: the most that fractions fitting in
-  // `hole` are worth when the first of them must fit `free_cpu_milli` and
-  // `free_memory_mib` (each priced size's smallest host asks in the mix),
-  // V(hole - s) for the rest. V(hole) when the host can feed every priced
-  // size (FeedsAll); 0 when it can feed none that fits. REQUIRES: 0 <= hole
-  // <= 1000.
-  double FedHoleValue(int64_t hole, int64_t free_cpu_milli, int64_t free_memory_mib) const;
-  // Whether the host can feed every priced size (FedHoleValue == HoleValue).
-  bool FeedsAll(int64_t free_cpu_milli, int64_t free_memory_mib) const {
-    return free_cpu_milli >= feeds_all_cpu_milli_ && free_memory_mib >= feeds_all_memory_mib_;
+  // What a node's holes are worth as its free host can feed them together,
+  // in GPUs. `free_milli` is the free milli-GPU of each of the node's GPUs,
+  // sorted ascending (0: full; 1000: empty; between: a hole). First each
+  // empty GPU sets aside the host share of the mix's whole-GPU work per GPU,
+  // which it will need when such work fills it. Then the holes, the largest
+  // first: each is worth the best of a priced size s that fits it and whose
+  // mean host ask in the mix fits the host left, price(s) + V(hole - s), and
+  // that size's ask is taken from the host left for the next hole. A hole no
+  // fed size fits is worth 0. Equal to the sum of V(hole) when FeedsAll.
+  // REQUIRES: every entry in [0, 1000].
+  double FedHolesValue(absl::Span<const int64_t> free_milli, int64_t free_cpu_milli,
+                       int64_t free_memory_mib) const;
+  // Whether a host with this much free feeds `holes` holes, each with any
+  // priced size, beside `empty_gpus` empty GPUs' whole-GPU share: when it
+  // does, FedHolesValue is the sum of V(hole).
+  bool FeedsAll(int64_t holes, int64_t empty_gpus, int64_t free_cpu_milli,
+                int64_t free_memory_mib) const {
+    return free_cpu_milli >= holes * largest_ask_cpu_milli_ + empty_gpus * gpu_share_cpu_milli_ &&
+           free_memory_mib >= holes * largest_ask_memory_mib_ + empty_gpus * gpu_share_memory_mib_;
   }
 
   // The priced sizes and their prices, for tests and reports.
@@ -79,12 +90,16 @@ class SharePrices {
 
   std::vector<int64_t> sizes_;
   std::vector<double> prices_;
-  // Per priced size, the smallest CPU and memory a fraction of it asks.
-  std::vector<int64_t> min_cpu_milli_;
-  std::vector<int64_t> min_memory_mib_;
-  // The largest of those: a host with this much free feeds every size.
-  int64_t feeds_all_cpu_milli_ = 0;
-  int64_t feeds_all_memory_mib_ = 0;
+  // Per priced size, the mean CPU and memory its fractions ask in the mix.
+  std::vector<int64_t> ask_cpu_milli_;
+  std::vector<int64_t> ask_memory_mib_;
+  // The largest of those.
+  int64_t largest_ask_cpu_milli_ = 0;
+  int64_t largest_ask_memory_mib_ = 0;
+  // The mix's whole-GPU work's CPU and memory per GPU: what an empty GPU
+  // will take of its host.
+  int64_t gpu_share_cpu_milli_ = 0;
+  int64_t gpu_share_memory_mib_ = 0;
   std::vector<double> hole_value_;  // Indexed by free milli, 0..1000.
   std::vector<double> price_of_;    // Price(size), indexed by size, 0..1000.
 };

@@ -185,29 +185,95 @@ TEST(SharePricesTest, NoPatternIsWorthMoreThanAGpuAndNoLossIsNegative) {
   }
 }
 
-TEST(SharePricesTest, AHoleTheHostCannotFeedIsWorthNothing) {
-  // 650s ask 4 cores, 320s 2 or 3: a 350 hole is worth a 320 while the host
-  // has 2 cores and 1,024 MiB (the smallest asks of the 320s, of different
-  // shapes: a lenient test).
+// 650s ask 4 cores and 1,024 MiB; 320s 3 cores and 1,024 MiB (10) or 2 cores
+// and 2,048 MiB (20): their mean ask is 2,333 cores and 1,707 MiB.
+DemandProfile HostAskProfile() {
   DemandProfile profile;
   profile.Observe({1, 650, 4000, 1024}, 10);
   profile.Observe({1, 320, 3000, 1024}, 10);
   profile.Observe({1, 320, 2000, 2048}, 20);
+  return profile;
+}
+
+TEST(SharePricesTest, AHoleTheHostCannotFeedIsWorthNothing) {
+  SharePrices p;
+  p.Reset(HostAskProfile());
+  ASSERT_NEAR(p.HoleValue(350), 1.0 / 3, 1e-9);
+  using Free = std::vector<int64_t>;
+  EXPECT_NEAR(p.FedHolesValue(Free{350}, 64000, 64000), 1.0 / 3, 1e-9);
+  // A 320's mean ask, and one milli-core or MiB short of it.
+  EXPECT_NEAR(p.FedHolesValue(Free{350}, 2333, 1707), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(p.FedHolesValue(Free{350}, 2333, 1706), 0.0, 1e-9);
+  EXPECT_NEAR(p.FedHolesValue(Free{350}, 2332, 64000), 0.0, 1e-9);
+  // Full and empty GPUs are not holes.
+  EXPECT_NEAR(p.FedHolesValue(Free{0, 1000}, 64000, 64000), 0.0, 1e-9);
+}
+
+TEST(SharePricesTest, HolesShareTheHostThatFeedsThem) {
+  SharePrices p;
+  p.Reset(HostAskProfile());
+  using Free = std::vector<int64_t>;
+  // Two 350 holes need two 320s' asks; with one milli-core less, one is fed.
+  EXPECT_NEAR(p.FedHolesValue(Free{350, 350}, 4666, 3414), 2.0 / 3, 1e-9);
+  EXPECT_NEAR(p.FedHolesValue(Free{350, 350}, 4665, 3414), 1.0 / 3, 1e-9);
+  // The largest hole is fed first: the 680 hole takes a 320's or a 650's
+  // ask of the 4 cores, and the 350 hole is left less than a 320 asks.
+  ASSERT_NEAR(p.HoleValue(680), 2.0 / 3, 1e-9);
+  EXPECT_NEAR(p.FedHolesValue(Free{350, 680}, 4000, 64000), 2.0 / 3, 1e-9);
+}
+
+TEST(SharePricesTest, AnEmptyGpuSetsAsideTheWholeGpuShareOfTheHost) {
+  DemandProfile profile = HostAskProfile();
+  // Whole-GPU work: 8 cores and 4,096 MiB per GPU on the mean.
+  profile.Observe({1, 1000, 6000, 4096}, 2);
+  profile.Observe({2, 1000, 20000, 8192}, 1);
   SharePrices p;
   p.Reset(profile);
-  EXPECT_NEAR(p.HoleValue(350), 1.0 / 3, 1e-9);
-  EXPECT_NEAR(p.FedHoleValue(350, 64000, 64000), 1.0 / 3, 1e-9);
-  EXPECT_NEAR(p.FedHoleValue(350, 2000, 1024), 1.0 / 3, 1e-9);
-  EXPECT_NEAR(p.FedHoleValue(350, 2000, 1023), 0.0, 1e-9);
-  EXPECT_NEAR(p.FedHoleValue(350, 1999, 64000), 0.0, 1e-9);
-  // A 1000 hole with 3 cores: a 320 first (the 650 needs 4), then V(680).
-  EXPECT_NEAR(p.FedHoleValue(1000, 3000, 64000), 1.0 / 3 + p.HoleValue(680), 1e-9);
-  EXPECT_NEAR(p.FedHoleValue(0, 64000, 64000), 0.0, 1e-9);
-  // Every size is fed with the largest of the sizes' smallest asks: 4 cores
-  // (the 650's) and 1,024 MiB.
-  EXPECT_TRUE(p.FeedsAll(4000, 1024));
-  EXPECT_FALSE(p.FeedsAll(3999, 1024));
-  EXPECT_FALSE(p.FeedsAll(4000, 1023));
+  using Free = std::vector<int64_t>;
+  EXPECT_NEAR(p.FedHolesValue(Free{350, 1000}, 8000 + 2333, 4096 + 1707), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(p.FedHolesValue(Free{350, 1000}, 8000 + 2332, 64000), 0.0, 1e-9);
+  EXPECT_NEAR(p.FedHolesValue(Free{350}, 2333, 1707), 1.0 / 3, 1e-9);
+  // FeedsAll: each hole the largest mean ask (the 650's 4 cores; the 320s'
+  // 1,707 MiB), each empty GPU the whole-GPU share.
+  EXPECT_TRUE(p.FeedsAll(2, 1, 2 * 4000 + 8000, 2 * 1707 + 4096));
+  EXPECT_FALSE(p.FeedsAll(2, 1, 2 * 4000 + 8000 - 1, 2 * 1707 + 4096));
+  EXPECT_FALSE(p.FeedsAll(2, 1, 2 * 4000 + 8000, 2 * 1707 + 4096 - 1));
+}
+
+TEST(SharePricesTest, AHostThatFeedsAllGivesEveryHoleItsValue) {
+  std::mt19937 rng(7);
+  const int64_t sizes[] = {110, 230, 320, 470, 650, 810};
+  for (int trial = 0; trial < 50; ++trial) {
+    DemandProfile profile;
+    for (int64_t s : sizes) {
+      profile.Observe({1, s, 1000 * (1 + static_cast<int64_t>(rng() % 12)),
+                       1024 * (1 + static_cast<int64_t>(rng() % 8))},
+                      1 + static_cast<int64_t>(rng() % 50));
+    }
+    profile.Observe({1, 1000, 1000 * (1 + static_cast<int64_t>(rng() % 16)), 8192}, 20);
+    SharePrices p;
+    p.Reset(profile);
+    std::vector<int64_t> free;
+    int64_t holes = 0;
+    int64_t empty_gpus = 0;
+    double sum = 0;
+    for (int g = 0; g < 8; ++g) {
+      const int64_t f = static_cast<int64_t>(rng() % 1001);
+      free.push_back(f);
+      if (f == 1000) ++empty_gpus;
+      if (f > 0 && f < 1000) {
+        ++holes;
+        sum += p.HoleValue(f);
+      }
+    }
+    std::sort(free.begin(), free.end());
+    int64_t cpu = 0;
+    int64_t memory = 0;
+    while (!p.FeedsAll(holes, empty_gpus, cpu, 1 << 30)) cpu += 100;
+    while (!p.FeedsAll(holes, empty_gpus, cpu, memory)) memory += 64;
+    EXPECT_NEAR(p.FedHolesValue(free, cpu, memory), sum, 1e-9) << "trial " << trial;
+    EXPECT_LE(p.FedHolesValue(free, cpu - 100, memory), sum + 1e-9) << "trial " << trial;
+  }
 }
 
 TEST(SharePricesTest, NoFractionsNoPrices) {
